@@ -1,0 +1,681 @@
+//! The registry of lint rules. Each rule is written once, here, with its documentation; `helixflow
+//! explain`, the README's list and the language server all read this table.
+
+use super::Severity;
+
+/// One rule: a stable code, a name, and its documentation.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Stable code, e.g. `HF101`.
+    pub code: &'static str,
+    /// Kebab-case name, e.g. `unknown-node`.
+    pub name: &'static str,
+    /// Severity of every finding of this rule.
+    pub severity: Severity,
+    /// One line: what the rule catches.
+    pub summary: &'static str,
+    /// Default help shown with a finding.
+    pub help: &'static str,
+    /// Markdown: what it catches, why, and an example.
+    pub docs: &'static str,
+}
+
+macro_rules! rules {
+    ($(
+        $(#[doc = $doc:literal])*
+        $ident:ident = $code:literal $name:literal $severity:ident,
+            summary: $summary:literal,
+            help: $help:literal;
+    )*) => {
+        $(
+            #[doc = $summary]
+            pub static $ident: Rule = Rule {
+                code: $code,
+                name: $name,
+                severity: Severity::$severity,
+                summary: $summary,
+                help: $help,
+                docs: concat!($($doc, "\n"),*),
+            };
+        )*
+        /// Every rule, ordered by code.
+        pub static ALL_RULES: &[&Rule] = &[$(&$ident),*];
+    };
+}
+
+/// The rule with this code (case-insensitive) or name.
+pub fn find_rule(code_or_name: &str) -> Option<&'static Rule> {
+    ALL_RULES.iter().copied().find(|r| {
+        r.code.eq_ignore_ascii_case(code_or_name) || r.name.eq_ignore_ascii_case(code_or_name)
+    })
+}
+
+rules! {
+    /// ## What it catches
+    /// Text that is not valid KDL v2: an unterminated string, a bad number, a stray character.
+    /// Every error the KDL parser reports becomes one finding at its own place.
+    ///
+    /// ## Why
+    /// Nothing else can be checked until the file is KDL.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     retries 1.        // a float needs digits after the point
+    /// }
+    /// ```
+    KDL_SYNTAX = "HF001" "kdl-syntax" Error,
+        summary: "The file is not valid KDL v2.",
+        help: "Fix the KDL syntax at this place; see https://kdl.dev for the grammar.";
+
+    /// ## What it catches
+    /// A `{` that is never closed, or a `}` that closes nothing. helixflow checks braces before it
+    /// hands the file to the KDL parser.
+    ///
+    /// ## Why
+    /// Unbalanced braces make every later node land in the wrong block, and some of them make the
+    /// KDL parser's error recovery slow. Reporting the brace itself is the precise answer.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     outputs { file "a.py"
+    /// }
+    /// ```
+    UNBALANCED_BRACES = "HF002" "unbalanced-braces" Error,
+        summary: "A `{` is never closed, or a `}` closes nothing.",
+        help: "Add the missing `}` or remove the extra one.";
+
+    /// ## What it catches
+    /// A file that is larger than 1 MiB, or whose parse did not finish within the time budget.
+    ///
+    /// ## Why
+    /// Lint runs in editors and in CI; it must always answer promptly. Pipelines are small files, so
+    /// a file this large or this complex is almost certainly not a pipeline.
+    ///
+    /// ## Example
+    /// A generated file of several megabytes passed to `helixflow lint`.
+    PARSE_BUDGET = "HF003" "parse-budget" Error,
+        summary: "The file is too large or too complex to parse within the budget.",
+        help: "Split the file with `import`, or check that this is the pipeline you meant.";
+
+    /// ## What it catches
+    /// A node name that the pipeline language does not define at all.
+    ///
+    /// ## Why
+    /// A misspelt node would otherwise be ignored silently: `depend-on "parser"` would run the phase
+    /// without waiting for its dependency.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "docs" {
+    ///     depend-on "parser"    // did you mean `depends-on`?
+    /// }
+    /// ```
+    UNKNOWN_NODE = "HF101" "unknown-node" Error,
+        summary: "A node that the pipeline language does not define.",
+        help: "Check the spelling; `helixflow explain HF101` lists where to find the node reference.";
+
+    /// ## What it catches
+    /// A node that exists, but not where it is written: `retries` at the top level, `syntax` outside
+    /// `gates`, `param` outside a `template`.
+    ///
+    /// ## Why
+    /// The node would have no effect where it stands.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     syntax          // gates go inside `gates { … }`
+    /// }
+    /// ```
+    MISPLACED_NODE = "HF102" "misplaced-node" Error,
+        summary: "A known node in a place where it is not allowed.",
+        help: "Move the node into one of the places listed in the message.";
+
+    /// ## What it catches
+    /// A property (`key=value`) that the node does not take.
+    ///
+    /// ## Why
+    /// A misspelt property is otherwise ignored: `glob "*.md" mn=1` would leave the default.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// gates {
+    ///     command "pytest" timout="5m"   // did you mean `timeout`?
+    /// }
+    /// ```
+    UNKNOWN_PROPERTY = "HF103" "unknown-property" Error,
+        summary: "A property that the node does not take.",
+        help: "Check the spelling, or remove the property.";
+
+    /// ## What it catches
+    /// Too few or too many arguments for a node.
+    ///
+    /// ## Why
+    /// A missing argument leaves the setting undefined; an extra one is a sign that the line does
+    /// not mean what its author thinks (for example two names given to `phase`).
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" "lexer" { … }   // one phase per node
+    /// ```
+    ARGUMENT_COUNT = "HF104" "argument-count" Error,
+        summary: "A node has too few or too many arguments.",
+        help: "Give the node the number of arguments its documentation lists.";
+
+    /// ## What it catches
+    /// An argument or property of the wrong type: a string where a number is expected, a number
+    /// where a name is expected.
+    ///
+    /// ## Why
+    /// `retries "two"` cannot be turned into a retry count.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// retries "two"
+    /// ```
+    WRONG_TYPE = "HF105" "wrong-type" Error,
+        summary: "A value has the wrong type.",
+        help: "Write a value of the type the message names.";
+
+    /// ## What it catches
+    /// A number outside its allowed range: a negative `max-parallel`, `max-parallel 0`, a negative
+    /// `retries`.
+    ///
+    /// ## Why
+    /// Such a setting could never run the pipeline as intended.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// pipeline "x" { max-parallel -1 }
+    /// ```
+    OUT_OF_RANGE = "HF106" "out-of-range" Error,
+        summary: "A number is outside its allowed range.",
+        help: "Use a number in the range the message names.";
+
+    /// ## What it catches
+    /// A value that must be one of a fixed set: verify modes, `on-failure`, `response`.
+    ///
+    /// ## Why
+    /// `verify "extrenal"` must not silently fall back to a default.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// verify "sub_agent"   // did you mean "sub-agent"?
+    /// ```
+    INVALID_CHOICE = "HF107" "invalid-choice" Error,
+        summary: "A value that must be one of a fixed set is not.",
+        help: "Use one of the values listed in the message.";
+
+    /// ## What it catches
+    /// A setting that takes one value written twice in the same block, e.g. two `retries`.
+    ///
+    /// ## Why
+    /// Only one of them can win; which one was meant is unclear.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "p" { retries 1; retries 3 }
+    /// ```
+    REPEATED_NODE = "HF108" "repeated-node" Error,
+        summary: "A single-valued setting is given more than once.",
+        help: "Keep one of them.";
+
+    /// ## What it catches
+    /// A required property that is absent, such as `key=` on `from` and `paths-exist`, or a
+    /// `prompt` with neither a string nor `file=`.
+    ///
+    /// ## Why
+    /// The node cannot be interpreted without it.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// outputs { from "adr/ADR-042.md" }   // which key lists the files?
+    /// ```
+    MISSING_PROPERTY = "HF109" "missing-property" Error,
+        summary: "A required property or value is missing.",
+        help: "Add the property the message names.";
+
+    /// ## What it catches
+    /// A children block `{ … }` on a node that takes none, or a block node written without one.
+    ///
+    /// ## Why
+    /// Children of `retries 2 { … }` would be ignored; `outputs` without a block declares nothing.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// retries 2 { backoff "10s" }
+    /// ```
+    CHILDREN_BLOCK = "HF110" "children-block" Error,
+        summary: "A children block where none is allowed, or none where one is required.",
+        help: "Add or remove the `{ … }` block as the message says.";
+
+    /// ## What it catches
+    /// A file given to `lint` or `run` without a `pipeline` node.
+    ///
+    /// ## Why
+    /// The `pipeline` node names the run and holds its settings. A file without one is a template
+    /// library, which is imported, not run.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "a" { run "true" }     // add: pipeline "name"
+    /// ```
+    MISSING_PIPELINE = "HF120" "missing-pipeline" Error,
+        summary: "The file has no `pipeline` node.",
+        help: "Add `pipeline \"NAME\"` at the top of the file.";
+
+    /// ## What it catches
+    /// More than one `pipeline` node in a file.
+    ///
+    /// ## Why
+    /// A file describes exactly one pipeline.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// pipeline "a"
+    /// pipeline "b"
+    /// ```
+    MULTIPLE_PIPELINES = "HF121" "multiple-pipelines" Error,
+        summary: "A file has more than one `pipeline` node.",
+        help: "Keep one `pipeline` node; put the other pipeline in its own file.";
+
+    /// ## What it catches
+    /// A pipeline without any `phase`.
+    ///
+    /// ## Why
+    /// There is nothing to run.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// pipeline "empty"
+    /// ```
+    NO_PHASES = "HF122" "no-phases" Error,
+        summary: "The pipeline has no phases.",
+        help: "Add at least one `phase \"NAME\" { … }`.";
+
+    /// ## What it catches
+    /// A phase with neither `agent` nor `run`, when `defaults` names no agent either.
+    ///
+    /// ## Why
+    /// Nobody would do the phase's work.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" { prompt "Write the parser" }   // which agent?
+    /// ```
+    PHASE_WITHOUT_WORKER = "HF123" "phase-without-worker" Error,
+        summary: "A phase has neither `agent` nor `run`, and there is no default agent.",
+        help: "Add `agent \"NAME\"` or `run \"COMMAND\"` to the phase, or `agent` to `defaults`.";
+
+    /// ## What it catches
+    /// A phase that sets both `agent` and `run`.
+    ///
+    /// ## Why
+    /// A phase is either agent work or a plain command step; it cannot be both.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "fmt" { agent "claude"; run "cargo fmt" }
+    /// ```
+    AGENT_AND_RUN = "HF124" "agent-and-run" Error,
+        summary: "A phase sets both `agent` and `run`.",
+        help: "Keep `agent` for agent work or `run` for a command step, not both.";
+
+    /// ## What it catches
+    /// An `agent` without a `command`.
+    ///
+    /// ## Why
+    /// helixflow would not know what to start.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "claude" { response "claude-stream-json" }
+    /// ```
+    AGENT_WITHOUT_COMMAND = "HF125" "agent-without-command" Error,
+        summary: "An agent has no `command`.",
+        help: "Add `command \"PROGRAM\" \"ARG\"…` with `{{ prompt }}` where the prompt goes.";
+
+    /// ## What it catches
+    /// `pipeline`, `phase` or `defaults` in a file that is imported.
+    ///
+    /// ## Why
+    /// Imports share `agent` and `template` definitions; phases belong to the pipeline that runs
+    /// them.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// // templates/python.kdl
+    /// phase "lint" { run "ruff ." }   // make it a template instead
+    /// ```
+    NOT_ALLOWED_IN_IMPORT = "HF126" "not-allowed-in-import" Error,
+        summary: "An imported file declares something other than agents, templates and imports.",
+        help: "Imported files may hold only `agent`, `template` and `import`; turn phases into templates.";
+
+    /// ## What it catches
+    /// Two phases, agents or templates with the same name (also across imports).
+    ///
+    /// ## Why
+    /// References by name would be ambiguous.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "tests" { run "pytest" }
+    /// phase "tests" { run "cargo test" }
+    /// ```
+    DUPLICATE_NAME = "HF201" "duplicate-name" Error,
+        summary: "A name is defined twice.",
+        help: "Rename one of the two definitions.";
+
+    /// ## What it catches
+    /// `depends-on` naming a phase that does not exist.
+    ///
+    /// ## Why
+    /// The dependency could never pass.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "docs" { depends-on "parsr" }   // did you mean "parser"?
+    /// ```
+    UNKNOWN_PHASE = "HF202" "unknown-phase" Error,
+        summary: "A reference to a phase that does not exist.",
+        help: "Use the name of a phase defined in this pipeline.";
+
+    /// ## What it catches
+    /// `agent` or `verifier` naming an agent that is neither defined nor imported.
+    ///
+    /// ## Why
+    /// Nothing could be started for the phase.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "p" { agent "cluade" }
+    /// ```
+    UNKNOWN_AGENT = "HF203" "unknown-agent" Error,
+        summary: "A reference to an agent that is not defined.",
+        help: "Define the agent with `agent \"NAME\" { command … }`, or import the file that has it.";
+
+    /// ## What it catches
+    /// `use=` naming a template that is neither defined nor imported.
+    ///
+    /// ## Why
+    /// The phase's body would be missing.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "lexer" use="python-modul" module="lexer"
+    /// ```
+    UNKNOWN_TEMPLATE = "HF204" "unknown-template" Error,
+        summary: "A reference to a template that is not defined.",
+        help: "Define the template, or import the file that has it.";
+
+    /// ## What it catches
+    /// `verify "sub-agent"` without a `verifier`.
+    ///
+    /// ## Why
+    /// sub-agent verification starts a separate verifier agent; without one it cannot run.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "docs" { verify "sub-agent" }    // add: verifier "reviewer"
+    /// ```
+    MISSING_VERIFIER = "HF205" "missing-verifier" Error,
+        summary: "`sub-agent` verification without a `verifier`.",
+        help: "Add `verifier \"AGENT\"` to the phase or to `defaults`.";
+
+    /// ## What it catches
+    /// Phases that depend on each other in a circle. The finding shows every edge of the cycle.
+    ///
+    /// ## Why
+    /// None of the phases in the cycle could ever start.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "a" { run "true"; depends-on "b" }
+    /// phase "b" { run "true"; depends-on "a" }
+    /// ```
+    DEPENDENCY_CYCLE = "HF206" "dependency-cycle" Error,
+        summary: "Phases depend on each other in a cycle.",
+        help: "Remove one of the `depends-on` edges shown so that the phases form a DAG.";
+
+    /// ## What it catches
+    /// A duration that cannot be read, such as `"5 minutes please"` or `"-3s"`.
+    ///
+    /// ## Why
+    /// Timeouts and backoffs must mean exactly what they say.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// timeout "5min"    // write "5m"
+    /// ```
+    INVALID_DURATION = "HF301" "invalid-duration" Error,
+        summary: "A duration cannot be read.",
+        help: "Write durations like \"90s\", \"15m\" or \"1h 30m\".";
+
+    /// ## What it catches
+    /// A regular expression that does not compile (`evidence`, `matches`, `absent`).
+    ///
+    /// ## Why
+    /// The gate would fail at run time, after the agent has already been paid.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// matches "response" "STEP: (done"
+    /// ```
+    INVALID_REGEX = "HF302" "invalid-regex" Error,
+        summary: "A regular expression does not compile.",
+        help: "Fix the pattern; raw strings (#\"…\"#) avoid doubled backslashes.";
+
+    /// ## What it catches
+    /// A glob pattern that does not compile (`glob`, `scope`, `protect`, `syntax`, targets).
+    ///
+    /// ## Why
+    /// The expectation could never be checked.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// scope "src/[a-"
+    /// ```
+    INVALID_GLOB = "HF303" "invalid-glob" Error,
+        summary: "A glob pattern does not compile.",
+        help: "Fix the pattern: `*` matches within a folder, `**` across folders, `{a,b}` alternatives.";
+
+    /// ## What it catches
+    /// A prompt (inline, or in a `file=`) that is not a valid MiniJinja template.
+    ///
+    /// ## Why
+    /// The prompt would fail to render at run time, after the run started.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// prompt "Fix {{ feedback }"
+    /// ```
+    PROMPT_TEMPLATE_SYNTAX = "HF304" "prompt-template-syntax" Error,
+        summary: "A prompt is not a valid MiniJinja template.",
+        help: "Close every `{{ … }}` and `{% … %}`; write `{{ '{{' }}` for a literal brace pair.";
+
+    /// ## What it catches
+    /// A path that is absolute, or that climbs above the workspace with `..`.
+    ///
+    /// ## Why
+    /// Agents work inside the workspace; outputs, scopes and prompts outside it cannot be checked
+    /// or protected, and a pipeline that reaches out of its folder is not portable.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// outputs { file "../other-repo/main.py" }
+    /// ```
+    PATH_ESCAPES_WORKSPACE = "HF401" "path-escapes-workspace" Error,
+        summary: "A path is absolute or leaves the workspace.",
+        help: "Use a path relative to the workspace that stays inside it.";
+
+    /// ## What it catches
+    /// `prompt file=` or `verifier-prompt file=` naming a file that does not exist.
+    ///
+    /// ## Why
+    /// The phase could not render its prompt; better to know before the run starts.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// prompt file="prompts/parsr.md"
+    /// ```
+    PROMPT_FILE_MISSING = "HF402" "prompt-file-missing" Error,
+        summary: "A prompt file does not exist.",
+        help: "Create the file, or fix the path (it is relative to the workspace).";
+
+    /// ## What it catches
+    /// A phase that uses a template without giving a parameter that has no default.
+    ///
+    /// ## Why
+    /// The template's text would keep an unfilled placeholder.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// template "python-module" { param "module"; … }
+    /// phase "lexer" use="python-module"        // module= is missing
+    /// ```
+    MISSING_TEMPLATE_PARAMETER = "HF501" "missing-template-parameter" Error,
+        summary: "A template parameter without a default is not given.",
+        help: "Add the parameter as a property of the phase, e.g. `module=\"adr/lexer\"`.";
+
+    /// ## What it catches
+    /// A property on a phase that the template it uses does not declare as a `param`.
+    ///
+    /// ## Why
+    /// A misspelt parameter would leave the default in place unnoticed.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "lexer" use="python-module" modul="adr/lexer"
+    /// ```
+    UNKNOWN_TEMPLATE_PARAMETER = "HF502" "unknown-template-parameter" Error,
+        summary: "A phase gives a parameter that its template does not declare.",
+        help: "Use one of the template's parameters, or declare it with `param` in the template.";
+
+    /// ## What it catches
+    /// An `import` whose file is neither next to the importing file nor on `HELIXFLOW_PATH`.
+    ///
+    /// ## Why
+    /// Its agents and templates would be missing.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// import "templates/pyhton.kdl"
+    /// ```
+    IMPORT_NOT_FOUND = "HF503" "import-not-found" Error,
+        summary: "An imported file cannot be found or read.",
+        help: "Imports are resolved relative to the importing file, then in each folder of HELIXFLOW_PATH.";
+
+    /// ## What it catches
+    /// Files that import each other in a circle.
+    ///
+    /// ## Why
+    /// The import chain would never end.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// // a.kdl
+    /// import "b.kdl"
+    /// // b.kdl
+    /// import "a.kdl"
+    /// ```
+    IMPORT_CYCLE = "HF504" "import-cycle" Error,
+        summary: "Files import each other in a cycle.",
+        help: "Remove one of the imports; move what both need into a third file.";
+
+    /// ## What it catches
+    /// `glob PATTERN min=0` in `outputs`.
+    ///
+    /// ## Why
+    /// An expectation that accepts zero files always passes: it verifies nothing.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// outputs { glob "docs/*.md" min=0 }
+    /// ```
+    EMPTY_GLOB_EXPECTATION = "HF601" "empty-glob-expectation" Warning,
+        summary: "`glob … min=0` expects nothing and always passes.",
+        help: "Use `min=1` (the default) or more, or remove the line.";
+
+    /// ## What it catches
+    /// A `syntax` gate none of whose files has a language helixflow can parse.
+    ///
+    /// ## Why
+    /// The gate would pass without checking anything. Supported: Python, Rust, JavaScript,
+    /// TypeScript/TSX, JSON, YAML, TOML, Bash, Go and KDL, by file extension.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// outputs { file "docs/guide.md" }
+    /// gates { syntax }
+    /// ```
+    SYNTAX_WITHOUT_LANGUAGE = "HF602" "syntax-without-language" Warning,
+        summary: "A `syntax` gate has no files in a supported language.",
+        help: "Give `syntax` globs of source files, or remove the gate.";
+
+    /// ## What it catches
+    /// Two phases that may run at the same time (neither depends on the other) whose `scope`
+    /// globs overlap.
+    ///
+    /// ## Why
+    /// Two agents writing the same files at once will undo each other's work, and each attempt's
+    /// scope check will blame the other.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "a" { scope "src/**" }
+    /// phase "b" { scope "src/lib/**" }
+    /// ```
+    OVERLAPPING_SCOPE = "HF603" "overlapping-scope" Warning,
+        summary: "Two phases that may run concurrently have overlapping scopes.",
+        help: "Make one phase depend on the other, or narrow the scopes so they do not overlap.";
+
+    /// ## What it catches
+    /// An agent defined in the pipeline file that no phase, verifier or default uses.
+    ///
+    /// ## Why
+    /// Dead configuration misleads readers. (Agents from imported libraries are not reported.)
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "old-claude" { command "claude" "-p" "{{ prompt }}" }
+    /// ```
+    UNUSED_AGENT = "HF604" "unused-agent" Warning,
+        summary: "An agent is defined but never used.",
+        help: "Remove the agent, or use it from a phase.";
+
+    /// ## What it catches
+    /// A template defined in the pipeline file that no phase uses.
+    ///
+    /// ## Why
+    /// Dead configuration misleads readers. (Templates from imported libraries are not reported.)
+    ///
+    /// ## Example
+    /// ```kdl
+    /// template "python-module" { param "module" }
+    /// ```
+    UNUSED_TEMPLATE = "HF605" "unused-template" Warning,
+        summary: "A template is defined but never used.",
+        help: "Remove the template, or use it with `phase \"NAME\" use=\"TEMPLATE\"`.";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_ordered_and_documented() {
+        for pair in ALL_RULES.windows(2) {
+            assert!(pair[0].code < pair[1].code, "{} before {}", pair[0].code, pair[1].code);
+        }
+        for rule in ALL_RULES {
+            for heading in ["## What it catches", "## Why", "## Example"] {
+                assert!(rule.docs.contains(heading), "{} lacks {heading}", rule.code);
+            }
+            assert!(!rule.help.is_empty());
+        }
+        assert_eq!(find_rule("hf101"), Some(&UNKNOWN_NODE));
+        assert_eq!(find_rule("unknown-node"), Some(&UNKNOWN_NODE));
+    }
+}

@@ -1,0 +1,156 @@
+//! Source files known to one compilation, and spans into them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Index of a file in [`Sources`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct FileId(pub u32);
+
+/// A byte range in one source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Span {
+    /// The file the range points into.
+    pub file: FileId,
+    /// Byte offset of the first byte.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl Span {
+    /// A span in `file` from a byte offset and a length.
+    pub fn new(file: FileId, offset: usize, len: usize) -> Self {
+        Self { file, offset, len }
+    }
+
+    /// The byte offset one past the end.
+    pub fn end(&self) -> usize {
+        self.offset + self.len
+    }
+
+    /// Converts a `miette` span from the kdl crate into a span of `file`.
+    pub fn from_miette(file: FileId, span: miette::SourceSpan) -> Self {
+        Self::new(file, span.offset(), span.len())
+    }
+}
+
+/// One file's name and text.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// The path as the user named it (used in reports).
+    pub path: PathBuf,
+    /// The whole text.
+    pub text: Arc<str>,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    /// A file from its path and text.
+    pub fn new(path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> Self {
+        let text: Arc<str> = text.into();
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self {
+            path: path.into(),
+            text,
+            line_starts,
+        }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset; offsets past the end clamp.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line];
+        let column = floor_char_boundary(&self.text, offset)
+            .checked_sub(start)
+            .map_or(0, |n| self.text[start..start + n].chars().count());
+        (line + 1, column + 1)
+    }
+
+    /// The byte range of the 1-based line `line`, without its line break.
+    pub fn line_range(&self, line: usize) -> std::ops::Range<usize> {
+        let start = self.line_starts[line - 1];
+        let end = self
+            .line_starts
+            .get(line)
+            .map_or(self.text.len(), |&next| next - 1);
+        let end = if end > start && self.text.as_bytes()[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        start..end
+    }
+
+    /// How many lines the file has.
+    pub fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+}
+
+fn floor_char_boundary(text: &str, mut offset: usize) -> usize {
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    offset
+}
+
+/// Every file read while compiling one pipeline: the pipeline, its imports and prompt files.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    files: Vec<SourceFile>,
+}
+
+impl Sources {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a file and returns its id.
+    pub fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
+        let id = FileId(u32::try_from(self.files.len()).expect("fewer than 4 billion files"));
+        self.files.push(SourceFile::new(path, text));
+        id
+    }
+
+    /// The file with this id.
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id.0 as usize]
+    }
+
+    /// The id of an already added file with this path.
+    pub fn find(&self, path: &Path) -> Option<FileId> {
+        self.files
+            .iter()
+            .position(|f| f.path == path)
+            .map(|i| FileId(i as u32))
+    }
+
+    /// All files, in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (FileId(i as u32), f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters_from_one() {
+        let f = SourceFile::new("a.kdl", "ab\nçd\r\nx");
+        assert_eq!(f.line_col(0), (1, 1));
+        assert_eq!(f.line_col(3), (2, 1));
+        assert_eq!(f.line_col(5), (2, 2));
+        assert_eq!(f.line_col(100), (3, 2));
+        assert_eq!(&f.text[f.line_range(2)], "çd");
+        assert_eq!(f.line_count(), 3);
+    }
+}

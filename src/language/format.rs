@@ -1,0 +1,1 @@
+//! Canonical formatting of pipeline files. (Being written.)

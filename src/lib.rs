@@ -1,0 +1,23 @@
+//! helixflow: verifiable multi-phase pipelines for AI coding agents.
+//!
+//! Data flows one way: text → checked model ([`language`]) → DAG ([`graph`]) → engine → events →
+//! reporters.
+
+pub mod diagnostics;
+pub mod graph;
+pub mod language;
+pub mod model;
+
+/// Exit codes shared by every command (see the README).
+pub mod exit {
+    /// Success (lint: no errors).
+    pub const SUCCESS: i32 = 0;
+    /// A phase failed (lint: findings of error severity).
+    pub const FAILURE: i32 = 1;
+    /// The pipeline file is invalid, or bad usage.
+    pub const INVALID: i32 = 2;
+    /// helixflow itself failed.
+    pub const INTERNAL: i32 = 3;
+    /// Interrupted.
+    pub const INTERRUPTED: i32 = 130;
+}

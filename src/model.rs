@@ -1,0 +1,367 @@
+//! The checked pipeline: plain data, produced by the language layer and consumed by the graph and the
+//! engine. Serialized by `helixflow compile`; `schema/pipeline.schema.json` is generated from it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::diagnostics::Span;
+
+/// A value with the place it was written. Serializes as the bare value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spanned<T> {
+    /// The value.
+    pub value: T,
+    /// Where it was written.
+    pub span: Span,
+}
+
+impl<T> Spanned<T> {
+    /// Pairs a value with its span.
+    pub fn new(value: T, span: Span) -> Self {
+        Self { value, span }
+    }
+}
+
+impl<T: Serialize> Serialize for Spanned<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(serializer)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Spanned<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// A duration, kept as whole milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    /// As a standard duration.
+    pub fn duration(self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0)
+    }
+}
+
+/// A whole pipeline, with imports, templates and defaults applied.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct Pipeline {
+    /// The pipeline's name.
+    pub name: String,
+    /// Shown in reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The file this pipeline was read from.
+    pub file: PathBuf,
+    /// Root of every relative path and the agents' working directory.
+    pub workspace: PathBuf,
+    /// Phases running at once.
+    pub max_parallel: u32,
+    /// Retries shared by all phases of one run; none means unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_budget: Option<u32>,
+    /// Limit for the whole run, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    pub timeout: Option<Millis>,
+    /// Where runs and state are kept, relative to the workspace.
+    pub state_dir: PathBuf,
+    /// Environment for every agent and gate.
+    pub env: BTreeMap<String, String>,
+    /// Environment variables whose values are redacted everywhere.
+    pub secrets: Vec<String>,
+    /// Files imported, directly or not, in the order they were loaded.
+    pub imports: Vec<PathBuf>,
+    /// Agents by name, from this file and its imports.
+    pub agents: BTreeMap<String, Agent>,
+    /// Phases in file order.
+    pub phases: Vec<Phase>,
+}
+
+impl Pipeline {
+    /// The phase with this name.
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name.value == name)
+    }
+}
+
+/// How the agent's final response is taken from its standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResponseFormat {
+    /// All of standard output.
+    #[default]
+    Text,
+    /// Standard output is one JSON document.
+    Json,
+    /// The final `result` event of Claude Code's `--output-format stream-json`.
+    ClaudeStreamJson,
+}
+
+/// A command-line agent.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct Agent {
+    /// The agent's name.
+    pub name: Spanned<String>,
+    /// The file it was defined in.
+    pub file: PathBuf,
+    /// argv with `{{ … }}` placeholders inside single arguments.
+    pub command: Vec<String>,
+    /// argv for retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Vec<String>>,
+    /// Whether the prompt goes to standard input.
+    pub stdin: bool,
+    /// How the response is extracted.
+    pub response: ResponseFormat,
+    /// A regex the transcript must match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// Wall-clock limit per run of the agent, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    pub timeout: Option<Millis>,
+    /// Longest time without output, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    pub idle_timeout: Option<Millis>,
+    /// Environment added for this agent.
+    pub env: BTreeMap<String, String>,
+}
+
+/// A phase's prompt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Prompt {
+    /// Written in the pipeline.
+    Inline(String),
+    /// Read from a file relative to the workspace.
+    File {
+        /// The file, relative to the workspace.
+        path: PathBuf,
+        /// Its text at compile time.
+        text: String,
+    },
+}
+
+impl Prompt {
+    /// The template text.
+    pub fn text(&self) -> &str {
+        match self {
+            Prompt::Inline(text) | Prompt::File { text, .. } => text,
+        }
+    }
+}
+
+/// One expected output.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Output {
+    /// One file.
+    File {
+        /// Path relative to the workspace.
+        path: String,
+    },
+    /// At least `min` files matching a pattern.
+    Glob {
+        /// Glob relative to the workspace.
+        pattern: String,
+        /// Fewest matches.
+        min: u32,
+    },
+    /// The paths listed under a key of a document's front matter.
+    From {
+        /// The Markdown or YAML document.
+        doc: String,
+        /// Dotted key, e.g. `files.create`.
+        key: String,
+    },
+}
+
+/// How a phase's work is verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerifyMode {
+    /// The agent runs `helixflow verify` and must leave a passing receipt.
+    #[serde(rename = "self")]
+    SelfCheck,
+    /// helixflow runs every gate after the agent exits.
+    External,
+    /// A separate verifier agent judges the work.
+    SubAgent,
+}
+
+/// The kind of a gate and its settings.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum GateKind {
+    /// Every output (or every file matching the globs) parses.
+    Syntax {
+        /// Globs; empty means the phase's outputs.
+        globs: Vec<String>,
+    },
+    /// A shell command exits 0.
+    Command {
+        /// Run with `sh -c`.
+        run: String,
+        /// Limit in milliseconds.
+        #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+        timeout: Option<Millis>,
+        /// Working directory relative to the workspace.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// Run once when the command fails, before checking again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fix: Option<String>,
+    },
+    /// A regex matches the response or files.
+    Matches {
+        /// `response`, or a path or glob.
+        target: String,
+        /// The regex.
+        pattern: String,
+    },
+    /// A regex matches nowhere in the response or files.
+    Absent {
+        /// `response`, or a path or glob.
+        target: String,
+        /// The regex.
+        pattern: String,
+    },
+    /// A Markdown file's front matter has every key.
+    FrontMatter {
+        /// The Markdown file.
+        path: String,
+        /// Dotted keys.
+        keys: Vec<String>,
+    },
+    /// A Markdown file has every heading.
+    Sections {
+        /// The Markdown file.
+        path: String,
+        /// Heading texts.
+        headings: Vec<String>,
+    },
+    /// Every path listed under a front-matter key exists.
+    PathsExist {
+        /// The document.
+        doc: String,
+        /// Dotted key.
+        key: String,
+    },
+    /// The attempt changed at least `min` files.
+    Changes {
+        /// Fewest changed files.
+        min: u32,
+    },
+    /// A person approved.
+    Approval {
+        /// The question asked.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+    },
+}
+
+/// One check of a phase's work.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct Gate {
+    /// Name used in reports (default: the kind).
+    pub name: String,
+    /// What is checked.
+    #[serde(flatten)]
+    pub kind: GateKind,
+    /// Where the gate was written.
+    #[serde(skip)]
+    pub span: Span,
+}
+
+/// What happens when a phase finally fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnFailure {
+    /// Start no new phases.
+    #[default]
+    Stop,
+    /// Go on with the phases that do not depend on this one.
+    Continue,
+}
+
+/// Who does a phase's work.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Worker {
+    /// An agent, by name.
+    Agent(Spanned<String>),
+    /// A shell command step.
+    Run(String),
+}
+
+/// One unit of work.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct Phase {
+    /// The phase's name.
+    pub name: Spanned<String>,
+    /// The template it was made from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Shown in reports and the prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Who does the work.
+    pub worker: Worker,
+    /// The prompt template.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<Prompt>,
+    /// Extra prompt variables (template parameters included).
+    pub vars: BTreeMap<String, String>,
+    /// Phases that must pass first.
+    pub depends_on: Vec<Spanned<String>>,
+    /// Expected files.
+    pub outputs: Vec<Output>,
+    /// The only files this phase may change.
+    pub scope: Vec<String>,
+    /// Files that must stay byte-identical.
+    pub protect: Vec<String>,
+    /// Checks after the implicit `outputs` gate.
+    pub gates: Vec<Gate>,
+    /// Stop at the first failing gate.
+    pub fail_fast: bool,
+    /// Verify modes in the order they run.
+    pub verify: Vec<VerifyMode>,
+    /// The verifier agent for `sub-agent` mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<Spanned<String>>,
+    /// Extra instructions for the verifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verifier_prompt: Option<Prompt>,
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// Wait before each retry, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
+    pub backoff: Option<Millis>,
+    /// Limit per attempt, in milliseconds (overrides the agent's).
+    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    pub timeout: Option<Millis>,
+    /// What a final failure does to the run.
+    pub on_failure: OnFailure,
+    /// Run when the phase finally fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalate: Option<String>,
+    /// Environment added for this phase.
+    pub env: BTreeMap<String, String>,
+}
