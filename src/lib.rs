@@ -3,6 +3,7 @@
 //! Data flows one way: text → checked model ([`language`]) → DAG ([`graph`]) → engine → events →
 //! reporters.
 
+pub mod cli;
 pub mod diagnostics;
 pub mod graph;
 pub mod language;

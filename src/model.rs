@@ -364,4 +364,17 @@ pub struct Phase {
     pub escalate: Option<String>,
     /// Environment added for this phase.
     pub env: BTreeMap<String, String>,
+    /// Where some settings were written, for diagnostics.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub spans: PhaseSpans,
+}
+
+/// Places of phase settings that later checks point at.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseSpans {
+    /// The `verify` node.
+    pub verify: Option<Span>,
+    /// Each `scope` glob, in order.
+    pub scope: Vec<Span>,
 }

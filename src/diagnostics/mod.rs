@@ -1,12 +1,12 @@
 //! One diagnostic type for every finding, the registry of rules, and the renderers.
 
 mod render;
-mod rules;
+pub mod rules;
 mod source;
 
 pub use render::{Format, render};
 pub use rules::{ALL_RULES, Rule, find_rule};
-pub use source::{FileId, SourceFile, Sources, Span};
+pub use source::{FileId, Remap, SourceFile, Sources, Span};
 
 /// Whether a finding blocks the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -127,6 +127,22 @@ impl Diagnostic {
     }
 }
 
+impl Remap {
+    /// The diagnostic with every span mapped into the combined table.
+    pub fn diagnostic(self, mut diagnostic: Diagnostic) -> Diagnostic {
+        diagnostic.span = self.span(diagnostic.span);
+        for note in &mut diagnostic.notes {
+            note.span = self.span(note.span);
+        }
+        if let Some(fix) = &mut diagnostic.fix {
+            for (span, _) in &mut fix.edits {
+                *span = self.span(*span);
+            }
+        }
+        diagnostic
+    }
+}
+
 /// The diagnostics of one compilation, in the order they were found.
 #[derive(Debug, Clone, Default)]
 pub struct Diagnostics(Vec<Diagnostic>);
@@ -180,7 +196,10 @@ impl Extend<Diagnostic> for Diagnostics {
 }
 
 /// The closest candidate to `word` by edit distance, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::damerau_levenshtein(word, c), c))

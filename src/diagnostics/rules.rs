@@ -667,7 +667,12 @@ mod tests {
     #[test]
     fn codes_are_unique_ordered_and_documented() {
         for pair in ALL_RULES.windows(2) {
-            assert!(pair[0].code < pair[1].code, "{} before {}", pair[0].code, pair[1].code);
+            assert!(
+                pair[0].code < pair[1].code,
+                "{} before {}",
+                pair[0].code,
+                pair[1].code
+            );
         }
         for rule in ALL_RULES {
             for heading in ["## What it catches", "## Why", "## Example"] {

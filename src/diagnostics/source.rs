@@ -130,12 +130,35 @@ impl Sources {
             .map(|i| FileId(i as u32))
     }
 
+    /// Adds every file of `other`; the result maps `other`'s spans to this table.
+    pub fn append(&mut self, other: &Sources) -> Remap {
+        let base = u32::try_from(self.files.len()).expect("fewer than 4 billion files");
+        self.files.extend(other.files.iter().cloned());
+        Remap { base }
+    }
+
     /// All files, in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
         self.files
             .iter()
             .enumerate()
             .map(|(i, f)| (FileId(i as u32), f))
+    }
+}
+
+/// Maps spans of one [`Sources`] table into another that it was appended to.
+#[derive(Debug, Clone, Copy)]
+pub struct Remap {
+    base: u32,
+}
+
+impl Remap {
+    /// The span in the combined table.
+    pub fn span(self, span: Span) -> Span {
+        Span {
+            file: FileId(span.file.0 + self.base),
+            ..span
+        }
     }
 }
 

@@ -1,4 +1,17 @@
 //! The pipeline language: KDL text → checked model.
 
+mod check;
+mod compile;
+mod decode;
 pub mod format;
 pub mod lexer;
+pub mod loader;
+pub mod parse;
+pub mod schema;
+mod template;
+mod validate;
+
+pub use check::SYNTAX_EXTENSIONS;
+pub use compile::{Compilation, Options, TemplateDef, compile};
+pub use decode::{compile_glob, escape_problem};
+pub use loader::{FsLoader, Loader};

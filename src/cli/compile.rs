@@ -1,0 +1,29 @@
+//! `helixflow compile`: print the checked model as JSON.
+
+use std::path::PathBuf;
+
+use super::input;
+
+/// Arguments of `helixflow compile`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    match serde_json::to_string_pretty(&pipeline) {
+        Ok(json) => {
+            println!("{json}");
+            crate::exit::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot serialize the pipeline: {e}");
+            crate::exit::INTERNAL
+        }
+    }
+}

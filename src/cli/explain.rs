@@ -1,0 +1,64 @@
+//! `helixflow explain`: the documentation of a diagnostic code.
+
+use crate::diagnostics::{ALL_RULES, Rule, did_you_mean, find_rule};
+
+/// Arguments of `helixflow explain`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// A code such as HF101, or a rule name such as unknown-node.
+    #[arg(required_unless_present = "list")]
+    code: Option<String>,
+    /// List every code with its summary.
+    #[arg(long, conflicts_with = "code")]
+    list: bool,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    if args.list {
+        for rule in ALL_RULES {
+            println!(
+                "{}  {:<8} {:<28} {}",
+                rule.code,
+                rule.severity.as_str(),
+                rule.name,
+                rule.summary
+            );
+        }
+        return crate::exit::SUCCESS;
+    }
+    let code = args.code.as_deref().unwrap_or_default();
+    match find_rule(code) {
+        Some(rule) => {
+            print!("{}", explanation(rule));
+            crate::exit::SUCCESS
+        }
+        None => {
+            let codes = ALL_RULES.iter().flat_map(|r| [r.code, r.name]);
+            match did_you_mean(&code.to_uppercase(), codes) {
+                Some(s) => eprintln!("error: unknown code `{code}`; did you mean `{s}`?"),
+                None => eprintln!(
+                    "error: unknown code `{code}`; `helixflow explain --list` lists them all"
+                ),
+            }
+            crate::exit::INVALID
+        }
+    }
+}
+
+/// The full text printed for one rule.
+pub(crate) fn explanation(rule: &Rule) -> String {
+    let docs: String = rule
+        .docs
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    format!(
+        "{} ({}), {}\n\n{}\n\n{}\nHelp: {}\n",
+        rule.code,
+        rule.name,
+        rule.severity.as_str(),
+        rule.summary,
+        docs.trim_end(),
+        rule.help
+    )
+}

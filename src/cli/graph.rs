@@ -1,0 +1,26 @@
+//! `helixflow graph`: print the phase DAG.
+
+use std::path::PathBuf;
+
+use super::input;
+use crate::graph::{GraphFormat, PhaseGraph, render};
+
+/// Arguments of `helixflow graph`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    format: GraphFormat,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    let graph = PhaseGraph::new(&pipeline);
+    print!("{}", render(&pipeline, &graph, args.format));
+    crate::exit::SUCCESS
+}

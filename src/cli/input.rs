@@ -1,0 +1,79 @@
+//! Reading pipeline files for the subcommands, and reporting what cannot be read.
+
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+
+use crate::diagnostics::{self, Diagnostic, Format, Sources};
+use crate::language::{self, Compilation, FsLoader, Options};
+
+/// A file's path as shown in reports, and its text.
+pub(crate) struct Input {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// Reads `path`, or standard input for `-` (shown as `stdin_name`).
+pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, String> {
+    if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| "standard input is not valid UTF-8".to_owned())?;
+        let path = stdin_name.map_or_else(|| PathBuf::from("<stdin>"), Path::to_owned);
+        return Ok(Input { path, text });
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{} is not valid UTF-8", path.display()))?;
+    Ok(Input {
+        path: path.to_owned(),
+        text,
+    })
+}
+
+/// Compiles a read file against the real file system.
+pub(crate) fn compile(input: &Input) -> Compilation {
+    language::compile(&input.path, &input.text, &FsLoader, Options::default())
+}
+
+/// Whether human output may use colour and Unicode graphics.
+pub(crate) fn color(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Prints diagnostics for people on standard error (used by commands other than `lint`).
+pub(crate) fn report(diagnostics: &[Diagnostic], sources: &Sources) {
+    let stderr = std::io::stderr();
+    let color = color(&stderr);
+    let _ = diagnostics::render(
+        Format::Human,
+        diagnostics,
+        sources,
+        color,
+        &mut stderr.lock(),
+    );
+}
+
+/// Prints a usage or I/O problem and returns exit code 2.
+pub(crate) fn fail(message: &str) -> i32 {
+    eprintln!("error: {message}");
+    crate::exit::INVALID
+}
+
+/// Compiles the pipeline a command works on; prints its problems and returns the exit code when
+/// it cannot be used.
+pub(crate) fn checked_pipeline(
+    file: Option<PathBuf>,
+) -> Result<(Compilation, crate::model::Pipeline), i32> {
+    let path = super::pipeline_path(file).map_err(|e| fail(&e))?;
+    let input = read(&path, None).map_err(|e| fail(&e))?;
+    let mut compilation = compile(&input);
+    if compilation.has_errors() {
+        report(&compilation.diagnostics, &compilation.sources);
+        return Err(crate::exit::INVALID);
+    }
+    let pipeline = compilation.pipeline.take().ok_or(crate::exit::INVALID)?;
+    Ok((compilation, pipeline))
+}

@@ -1,0 +1,74 @@
+//! `helixflow lint`: check pipeline files.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::input;
+use crate::diagnostics::{self, Diagnostic, Format, Sources};
+
+/// Arguments of `helixflow lint`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Pipeline files; `-` reads standard input.
+    files: Vec<PathBuf>,
+    /// How to print the findings.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// The name shown for standard input; relative imports resolve from its folder.
+    #[arg(long, value_name = "NAME")]
+    stdin_filename: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let files = if args.files.is_empty() {
+        match super::pipeline_path(None) {
+            Ok(path) => vec![path],
+            Err(e) => return input::fail(&e),
+        }
+    } else {
+        args.files.clone()
+    };
+    let mut sources = Sources::new();
+    let mut found: Vec<Diagnostic> = Vec::new();
+    let mut unreadable = false;
+    for file in &files {
+        let read = match input::read(file, args.stdin_filename.as_deref()) {
+            Ok(read) => read,
+            Err(e) => {
+                eprintln!("error: {e}");
+                unreadable = true;
+                continue;
+            }
+        };
+        let compilation = input::compile(&read);
+        let remap = sources.append(&compilation.sources);
+        found.extend(
+            compilation
+                .diagnostics
+                .into_iter()
+                .map(|d| remap.diagnostic(d)),
+        );
+    }
+    let stdout = std::io::stdout();
+    let color = input::color(&stdout);
+    let mut out = stdout.lock();
+    if diagnostics::render(args.format, &found, &sources, color, &mut out).is_err() {
+        return crate::exit::INTERNAL;
+    }
+    if args.format == Format::Human && found.is_empty() && !unreadable {
+        let plural = if files.len() == 1 { "" } else { "s" };
+        let _ = writeln!(
+            out,
+            "{} file{plural} checked: no problems found",
+            files.len()
+        );
+    }
+    let _ = out.flush();
+    if unreadable {
+        crate::exit::INVALID
+    } else if found.iter().any(Diagnostic::is_error) {
+        crate::exit::FAILURE
+    } else {
+        crate::exit::SUCCESS
+    }
+}

@@ -1,0 +1,109 @@
+//! The command line: argument parsing and one module per subcommand. Each subcommand returns the
+//! process exit code.
+
+mod compile;
+mod explain;
+mod fmt;
+mod graph;
+mod input;
+mod lint;
+mod schema;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Verifiable multi-phase pipelines for AI coding agents.
+///
+/// A pipeline file (KDL) declares phases, the files each must produce, the gates that prove the
+/// work was done, how it is verified and how often it may be retried. helixflow checks the file,
+/// compiles it into a DAG and runs it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "helixflow",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(
+    after_help = "Exit codes: 0 success, 1 failure (lint: errors found), 2 invalid pipeline or bad usage, 3 internal error, 130 interrupted.\nRun `helixflow explain --list` for every diagnostic code."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check pipeline files and report every problem.
+    ///
+    /// Without FILE, checks helixflow.kdl or pipeline.kdl in the current folder or the nearest
+    /// parent. `-` reads standard input. Exits 0 when there are no errors (warnings allowed), 1
+    /// when there are, 2 when a file cannot be read.
+    Lint(lint::Args),
+    /// Print the phase DAG as Graphviz dot, Mermaid or JSON.
+    Graph(graph::Args),
+    /// Format pipeline files canonically, keeping every comment.
+    Fmt(fmt::Args),
+    /// Explain a diagnostic code: what it catches, why, and an example.
+    Explain(explain::Args),
+    /// Print the checked pipeline (imports, templates and defaults applied) as JSON.
+    Compile(compile::Args),
+    /// Write (or check) the JSON Schema of the compiled pipeline in schema/.
+    Schema(schema::Args),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Parses the command line and runs the subcommand; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    crate::exit::SUCCESS
+                }
+                _ => crate::exit::INVALID,
+            };
+        }
+    };
+    match cli.command {
+        Command::Lint(args) => lint::run(&args),
+        Command::Graph(args) => graph::run(&args),
+        Command::Fmt(args) => fmt::run(&args),
+        Command::Explain(args) => explain::run(&args),
+        Command::Compile(args) => compile::run(&args),
+        Command::Schema(args) => schema::run(&args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "helixflow", &mut std::io::stdout());
+            crate::exit::SUCCESS
+        }
+    }
+}
+
+/// A pipeline file argument, defaulting to the nearest helixflow.kdl or pipeline.kdl.
+fn pipeline_path(file: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(file) = file {
+        return Ok(file);
+    }
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
+    for folder in cwd.ancestors() {
+        for name in ["helixflow.kdl", "pipeline.kdl"] {
+            let candidate = folder.join(name);
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err(
+        "no pipeline file given, and no helixflow.kdl or pipeline.kdl in this folder or a parent"
+            .into(),
+    )
+}

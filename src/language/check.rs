@@ -1,0 +1,439 @@
+//! Checks across the whole pipeline: names, references, cycles, and the warnings.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::compile::TemplateDef;
+use super::decode::{Body, compile_glob};
+use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};
+use crate::graph::PhaseGraph;
+use crate::model::{GateKind, Output, Pipeline, VerifyMode, Worker};
+
+/// File extensions the `syntax` gate can parse.
+pub const SYNTAX_EXTENSIONS: &[&str] = &[
+    "py", "pyi", "rs", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "json", "yaml", "yml",
+    "toml", "sh", "bash", "go", "kdl",
+];
+
+/// Runs every pipeline-wide check.
+pub(crate) fn pipeline(
+    pipeline: &Pipeline,
+    templates: &BTreeMap<String, TemplateDef>,
+    defaults: &Body,
+    main_file: FileId,
+    diagnostics: &mut Diagnostics,
+) {
+    duplicate_phases(pipeline, diagnostics);
+    references(pipeline, defaults, diagnostics);
+    let graph = PhaseGraph::new(pipeline);
+    cycles(pipeline, &graph, diagnostics);
+    for phase in &pipeline.phases {
+        for gate in &phase.gates {
+            if let GateKind::Syntax { globs } = &gate.kind
+                && !syntax_has_language(globs, &phase.outputs)
+            {
+                diagnostics.push(
+                    Diagnostic::new(
+                        &rules::SYNTAX_WITHOUT_LANGUAGE,
+                        gate.span,
+                        format!(
+                            "the `syntax` gate of phase \"{}\" has no file in a supported language",
+                            phase.name.value
+                        ),
+                    )
+                    .label("checks nothing")
+                    .help(format!(
+                        "supported extensions: {}",
+                        SYNTAX_EXTENSIONS.join(", ")
+                    )),
+                );
+            }
+        }
+    }
+    overlapping_scopes(pipeline, &graph, diagnostics);
+    unused(pipeline, templates, defaults, main_file, diagnostics);
+}
+
+fn duplicate_phases(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
+    let mut seen = HashMap::new();
+    for phase in &pipeline.phases {
+        if let Some(first) = seen.insert(phase.name.value.as_str(), phase.name.span) {
+            diagnostics.push(
+                Diagnostic::new(
+                    &rules::DUPLICATE_NAME,
+                    phase.name.span,
+                    format!("phase \"{}\" is defined twice", phase.name.value),
+                )
+                .label("second definition")
+                .note(first, "first defined here"),
+            );
+            // Keep reporting later duplicates against the first definition.
+            seen.insert(phase.name.value.as_str(), first);
+        }
+    }
+}
+
+fn references(pipeline: &Pipeline, defaults: &Body, diagnostics: &mut Diagnostics) {
+    let agent_names = || pipeline.agents.keys().map(String::as_str);
+    let phase_names: HashSet<&str> = pipeline
+        .phases
+        .iter()
+        .map(|p| p.name.value.as_str())
+        .collect();
+    let unknown_agent = |name: &crate::model::Spanned<String>, role: &str| {
+        let mut d = Diagnostic::new(
+            &rules::UNKNOWN_AGENT,
+            name.span,
+            format!("unknown {role}agent \"{}\"", name.value),
+        )
+        .label("not defined or imported");
+        if let Some(s) = did_you_mean(&name.value, agent_names()) {
+            d = d.help(format!("did you mean \"{s}\"?")).fix(
+                format!("use \"{s}\""),
+                name.span,
+                format!("\"{s}\""),
+            );
+        }
+        d
+    };
+    for name in defaults.agent.iter().chain(&defaults.verifier) {
+        if !pipeline.agents.contains_key(&name.value) {
+            diagnostics.push(unknown_agent(name, "default "));
+        }
+    }
+    for phase in &pipeline.phases {
+        if let Worker::Agent(agent) = &phase.worker
+            && !pipeline.agents.contains_key(&agent.value)
+        {
+            diagnostics.push(unknown_agent(agent, ""));
+        }
+        match &phase.verifier {
+            Some(verifier) if !pipeline.agents.contains_key(&verifier.value) => {
+                diagnostics.push(unknown_agent(verifier, "verifier "));
+            }
+            None if phase.verify.contains(&VerifyMode::SubAgent) => diagnostics.push(
+                Diagnostic::new(
+                    &rules::MISSING_VERIFIER,
+                    phase.spans.verify.unwrap_or(phase.name.span),
+                    format!(
+                        "phase \"{}\" uses `sub-agent` verification without a `verifier`",
+                        phase.name.value
+                    ),
+                )
+                .label("needs a verifier"),
+            ),
+            _ => {}
+        }
+        for dependency in &phase.depends_on {
+            if !phase_names.contains(dependency.value.as_str()) {
+                let mut d = Diagnostic::new(
+                    &rules::UNKNOWN_PHASE,
+                    dependency.span,
+                    format!("unknown phase \"{}\"", dependency.value),
+                )
+                .label("no phase has this name");
+                if let Some(s) = did_you_mean(&dependency.value, phase_names.iter().copied()) {
+                    d = d.help(format!("did you mean \"{s}\"?")).fix(
+                        format!("use \"{s}\""),
+                        dependency.span,
+                        format!("\"{s}\""),
+                    );
+                }
+                diagnostics.push(d);
+            }
+        }
+    }
+}
+
+fn cycles(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut Diagnostics) {
+    for cycle in graph.cycles() {
+        let Some(first) = cycle.first() else { continue };
+        let name = |i: usize| pipeline.phases[i].name.value.as_str();
+        let path: Vec<&str> = cycle
+            .iter()
+            .map(|e| name(e.from))
+            .chain(std::iter::once(name(first.from)))
+            .collect();
+        let edge_span =
+            |e: &crate::graph::CycleEdge| pipeline.phases[e.to].depends_on[e.dependency].span;
+        let mut d = Diagnostic::new(
+            &rules::DEPENDENCY_CYCLE,
+            edge_span(first),
+            format!("dependency cycle: {}", path.join(" → ")),
+        )
+        .label(format!(
+            "\"{}\" depends on \"{}\"",
+            name(first.to),
+            name(first.from)
+        ));
+        for edge in &cycle[1..] {
+            d = d.note(
+                edge_span(edge),
+                format!("\"{}\" depends on \"{}\"", name(edge.to), name(edge.from)),
+            );
+        }
+        diagnostics.push(d);
+    }
+}
+
+/// Whether a `syntax` gate has anything to parse: a glob or output with a supported extension, or
+/// one whose extension is not fixed (e.g. `src/**`).
+fn syntax_has_language(globs: &[String], outputs: &[Output]) -> bool {
+    let patterns: Vec<&str> = if globs.is_empty() {
+        outputs
+            .iter()
+            .filter_map(|o| match o {
+                Output::File { path } => Some(path.as_str()),
+                Output::Glob { pattern, .. } => Some(pattern.as_str()),
+                // The listed paths are known only at run time.
+                Output::From { .. } => None,
+            })
+            .collect()
+    } else {
+        globs.iter().map(String::as_str).collect()
+    };
+    if globs.is_empty() && outputs.iter().any(|o| matches!(o, Output::From { .. })) {
+        return true;
+    }
+    patterns.iter().any(|pattern| {
+        let last = pattern.rsplit('/').next().unwrap_or(pattern);
+        match last.rsplit_once('.') {
+            Some((_, ext)) if !ext.contains(['*', '?', '[', '{']) => {
+                SYNTAX_EXTENSIONS.contains(&ext)
+            }
+            Some((_, ext)) => {
+                SYNTAX_EXTENSIONS.iter().any(|s| ext.contains(s)) || ext.contains('*')
+            }
+            None => last.contains('*') || last.contains('{'),
+        }
+    })
+}
+
+/// Warns about two phases that may run at once (neither depends on the other, directly or not)
+/// and have overlapping scopes. Candidate pairs are found through the globs' literal folders, so
+/// unrelated scopes are never compared.
+fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut Diagnostics) {
+    let scoped: Vec<usize> = (0..pipeline.phases.len())
+        .filter(|&i| !pipeline.phases[i].scope.is_empty())
+        .collect();
+    if scoped.len() < 2 {
+        return;
+    }
+    let Some(ancestors) = graph.ancestors_within(&scoped) else {
+        return;
+    };
+    let bit_of: HashMap<usize, usize> = scoped
+        .iter()
+        .enumerate()
+        .map(|(bit, &p)| (p, bit))
+        .collect();
+    let depends = |a: usize, b: usize| {
+        let bit = bit_of[&b];
+        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
+    };
+
+    struct ScopeGlob {
+        phase: usize,
+        index: usize,
+        prefix: String,
+        matcher: globset::GlobMatcher,
+    }
+    let mut globs = Vec::new();
+    let mut by_prefix: HashMap<String, Vec<usize>> = HashMap::new();
+    for &phase in &scoped {
+        for (index, pattern) in pipeline.phases[phase].scope.iter().enumerate() {
+            let Ok(glob) = compile_glob(pattern) else {
+                continue;
+            };
+            let prefix = literal_prefix(pattern);
+            by_prefix
+                .entry(prefix.clone())
+                .or_default()
+                .push(globs.len());
+            globs.push(ScopeGlob {
+                phase,
+                index,
+                prefix,
+                matcher: glob.compile_matcher(),
+            });
+        }
+    }
+    let mut reported = HashSet::new();
+    for (a_id, a) in globs.iter().enumerate() {
+        // Globs whose literal folder contains this one's: the only ones that can overlap it.
+        let mut folder = a.prefix.as_str();
+        loop {
+            for &b_id in by_prefix.get(folder).into_iter().flatten() {
+                let b = &globs[b_id];
+                if b_id == a_id
+                    || a.phase == b.phase
+                    || reported.contains(&(a.phase.min(b.phase), a.phase.max(b.phase)))
+                {
+                    continue;
+                }
+                if depends(a.phase, b.phase) || depends(b.phase, a.phase) {
+                    continue;
+                }
+                let a_pattern = &pipeline.phases[a.phase].scope[a.index];
+                let b_pattern = &pipeline.phases[b.phase].scope[b.index];
+                let overlap = samples(a_pattern).iter().any(|s| b.matcher.is_match(s))
+                    || samples(b_pattern).iter().any(|s| a.matcher.is_match(s));
+                if !overlap {
+                    continue;
+                }
+                reported.insert((a.phase.min(b.phase), a.phase.max(b.phase)));
+                let (first, second) = if a.phase < b.phase { (a, b) } else { (b, a) };
+                let (p1, p2) = (
+                    &pipeline.phases[first.phase],
+                    &pipeline.phases[second.phase],
+                );
+                diagnostics.push(
+                    Diagnostic::new(
+                        &rules::OVERLAPPING_SCOPE,
+                        p2.spans.scope[second.index],
+                        format!(
+                            "phases \"{}\" and \"{}\" may run at the same time and both may change \"{}\"",
+                            p2.name.value, p1.name.value, p2.scope[second.index]
+                        ),
+                    )
+                    .label("overlaps")
+                    .note(p1.spans.scope[first.index], format!("scope of \"{}\"", p1.name.value)),
+                );
+            }
+            if folder.is_empty() {
+                break;
+            }
+            folder = folder.rsplit_once('/').map_or("", |(parent, _)| parent);
+        }
+    }
+}
+
+/// The folders of a glob before its first wildcard: `src/lib/**/*.rs` → `src/lib`.
+fn literal_prefix(pattern: &str) -> String {
+    let mut parts = Vec::new();
+    let segments: Vec<&str> = pattern.split('/').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        if segment.contains(['*', '?', '[', '{']) || i + 1 == segments.len() {
+            break;
+        }
+        parts.push(*segment);
+    }
+    parts.join("/")
+}
+
+/// Example paths a glob matches: each wildcard replaced by a plain name, each `{a,b}` expanded.
+fn samples(pattern: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => {
+                if chars.peek() == Some(&'*') {
+                    chars.next();
+                }
+                out.iter_mut().for_each(|s| s.push('x'));
+            }
+            '?' => out.iter_mut().for_each(|s| s.push('x')),
+            '[' => {
+                let class: String = chars.by_ref().take_while(|&c| c != ']').collect();
+                let pick = class
+                    .trim_start_matches(['!', '^'])
+                    .chars()
+                    .next()
+                    .unwrap_or('x');
+                out.iter_mut().for_each(|s| s.push(pick));
+            }
+            '{' => {
+                let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                out = out
+                    .iter()
+                    .flat_map(|s| group.split(',').map(move |alt| format!("{s}{alt}")))
+                    .take(64)
+                    .collect();
+            }
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    out.iter_mut().for_each(|s| s.push(next));
+                }
+            }
+            other => out.iter_mut().for_each(|s| s.push(other)),
+        }
+    }
+    out
+}
+
+fn unused(
+    pipeline: &Pipeline,
+    templates: &BTreeMap<String, TemplateDef>,
+    defaults: &Body,
+    main_file: FileId,
+    diagnostics: &mut Diagnostics,
+) {
+    let mut used: HashSet<&str> = HashSet::new();
+    for phase in &pipeline.phases {
+        if let Worker::Agent(agent) = &phase.worker {
+            used.insert(&agent.value);
+        }
+        if let Some(verifier) = &phase.verifier {
+            used.insert(&verifier.value);
+        }
+    }
+    used.extend(
+        defaults
+            .agent
+            .iter()
+            .chain(&defaults.verifier)
+            .map(|a| a.value.as_str()),
+    );
+    for agent in pipeline.agents.values() {
+        if agent.name.span.file == main_file && !used.contains(agent.name.value.as_str()) {
+            diagnostics.push(
+                Diagnostic::new(
+                    &rules::UNUSED_AGENT,
+                    agent.name.span,
+                    format!("agent \"{}\" is never used", agent.name.value),
+                )
+                .label("unused"),
+            );
+        }
+    }
+    let used_templates: HashSet<&str> = pipeline
+        .phases
+        .iter()
+        .filter_map(|p| p.template.as_deref())
+        .collect();
+    for template in templates.values() {
+        if !template.imported && !used_templates.contains(template.name.value.as_str()) {
+            diagnostics.push(
+                Diagnostic::new(
+                    &rules::UNUSED_TEMPLATE,
+                    template.name.span,
+                    format!("template \"{}\" is never used", template.name.value),
+                )
+                .label("unused"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_and_prefixes() {
+        assert_eq!(literal_prefix("src/lib/**/*.rs"), "src/lib");
+        assert_eq!(literal_prefix("*.md"), "");
+        assert_eq!(literal_prefix("docs/a.md"), "docs");
+        assert_eq!(samples("src/{a,b}/*.py"), vec!["src/a/x.py", "src/b/x.py"]);
+    }
+
+    #[test]
+    fn syntax_languages() {
+        let file = |p: &str| Output::File { path: p.into() };
+        assert!(syntax_has_language(&[], &[file("a.py")]));
+        assert!(!syntax_has_language(&[], &[file("a.md")]));
+        assert!(!syntax_has_language(&["docs/*.md".into()], &[]));
+        assert!(syntax_has_language(&["src/**".into()], &[]));
+        assert!(!syntax_has_language(&[], &[]));
+    }
+}

@@ -1,0 +1,696 @@
+//! One compilation: the pipeline file and its imports → a checked [`Pipeline`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kdl::{KdlDocument, KdlNode};
+
+use super::check;
+use super::decode::{Body, Decoder, Origin};
+use super::loader::{Loader, normalize};
+use super::parse;
+use super::schema::Context;
+use super::template::Substitution;
+use super::validate::{Validator, name_span, positional, property, value_span};
+use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, did_you_mean, rules};
+use crate::model::{Agent, OnFailure, Phase, Pipeline, Spanned, VerifyMode, Worker};
+
+/// Default `max-parallel`.
+pub const DEFAULT_MAX_PARALLEL: u32 = 4;
+/// Default `retries`.
+pub const DEFAULT_RETRIES: u32 = 2;
+
+/// A template definition, kept as nodes until a phase uses it.
+#[derive(Debug, Clone)]
+pub struct TemplateDef {
+    /// Its name.
+    pub name: Spanned<String>,
+    /// The file it is defined in.
+    pub file: FileId,
+    /// Whether it comes from an imported file.
+    pub imported: bool,
+    /// Parameters: name, default, where declared.
+    pub params: Vec<(String, Option<String>, Span)>,
+    /// The `template` node itself.
+    pub node: KdlNode,
+}
+
+/// Everything one compilation produced.
+#[derive(Debug)]
+pub struct Compilation {
+    /// Every file read, for rendering diagnostics.
+    pub sources: Sources,
+    /// Findings, sorted by place.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The pipeline, when the file declares one (also when there are errors: best effort).
+    pub pipeline: Option<Pipeline>,
+    /// Templates by name.
+    pub templates: BTreeMap<String, TemplateDef>,
+}
+
+impl Compilation {
+    /// Whether any finding is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Options of one compilation.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Time budget of each file's parse.
+    pub parse_budget: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            parse_budget: parse::PARSE_BUDGET,
+        }
+    }
+}
+
+/// Compiles `text`, read from `path`, resolving imports and prompt files through `loader`.
+pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -> Compilation {
+    let mut sources = Sources::new();
+    let mut diagnostics = Diagnostics::default();
+    let file = sources.add(path, text);
+    let mut compiler = Compiler {
+        loader,
+        options,
+        diagnostics: &mut diagnostics,
+        sources: &mut sources,
+        agents: BTreeMap::new(),
+        templates: BTreeMap::new(),
+        imports: Vec::new(),
+        stack: vec![path.to_owned()],
+    };
+    let pipeline = compiler.main(path, file, text);
+    let templates = std::mem::take(&mut compiler.templates);
+    Compilation {
+        sources,
+        diagnostics: diagnostics.into_sorted(),
+        pipeline,
+        templates,
+    }
+}
+
+struct Compiler<'c> {
+    loader: &'c dyn Loader,
+    options: Options,
+    diagnostics: &'c mut Diagnostics,
+    sources: &'c mut Sources,
+    agents: BTreeMap<String, Agent>,
+    templates: BTreeMap<String, TemplateDef>,
+    imports: Vec<PathBuf>,
+    /// The chain of files being imported, for cycle detection.
+    stack: Vec<PathBuf>,
+}
+
+impl Compiler<'_> {
+    fn parse(&mut self, file: FileId, text: &str) -> Option<KdlDocument> {
+        match parse::parse(text, file, self.options.parse_budget) {
+            Ok(document) => Some(document),
+            Err(found) => {
+                self.diagnostics.extend(found);
+                None
+            }
+        }
+    }
+
+    fn main(&mut self, path: &Path, file: FileId, text: &str) -> Option<Pipeline> {
+        let document = self.parse(file, text)?;
+        Validator {
+            diagnostics: self.diagnostics,
+            file,
+        }
+        .document(&document, Context::TopLevel);
+        let folder = path.parent().unwrap_or(Path::new("")).to_owned();
+
+        let pipelines: Vec<&KdlNode> = nodes_named(&document, "pipeline").collect();
+        let Some(&pipeline_node) = pipelines.first() else {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    &rules::MISSING_PIPELINE,
+                    Span::new(file, 0, 0),
+                    "the file has no `pipeline` node",
+                )
+                .label("expected `pipeline \"NAME\"`"),
+            );
+            return None;
+        };
+        for extra in &pipelines[1..] {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    &rules::MULTIPLE_PIPELINES,
+                    name_span(file, extra),
+                    "a second `pipeline` node",
+                )
+                .label("second pipeline")
+                .note(name_span(file, pipeline_node), "first pipeline"),
+            );
+        }
+
+        let workspace = pipeline_setting(pipeline_node, "workspace")
+            .and_then(first_string)
+            .map_or_else(|| folder.clone(), |w| normalize(&folder, Path::new(&w)));
+
+        self.load_imports(&document, &folder, file);
+        self.collect_definitions(&document, file, path, false);
+
+        let mut decoder = Decoder {
+            diagnostics: self.diagnostics,
+            sources: self.sources,
+            loader: self.loader,
+            workspace: workspace.clone(),
+        };
+        let none = Substitution::none();
+        let origin = Origin { file, subst: &none };
+        let defaults_node = nodes_named(&document, "defaults").next();
+        let defaults = decoder.body(defaults_node.and_then(KdlNode::children), origin);
+
+        let mut pipeline = self.pipeline_settings(pipeline_node, file, path, workspace.clone());
+        let mut phases = Vec::new();
+        for node in nodes_named(&document, "phase") {
+            if let Some(phase) = self.phase(node, file, &defaults, &workspace) {
+                phases.push(phase);
+            }
+        }
+        if phases.is_empty() {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    &rules::NO_PHASES,
+                    name_span(file, pipeline_node),
+                    "the pipeline has no phases",
+                )
+                .label("nothing to run"),
+            );
+        }
+        pipeline.phases = phases;
+        pipeline.agents = std::mem::take(&mut self.agents);
+        pipeline.imports = std::mem::take(&mut self.imports);
+        check::pipeline(
+            &pipeline,
+            &self.templates,
+            &defaults,
+            file,
+            self.diagnostics,
+        );
+        Some(pipeline)
+    }
+
+    fn pipeline_settings(
+        &mut self,
+        node: &KdlNode,
+        file: FileId,
+        path: &Path,
+        workspace: PathBuf,
+    ) -> Pipeline {
+        let mut decoder = Decoder {
+            diagnostics: self.diagnostics,
+            sources: self.sources,
+            loader: self.loader,
+            workspace: workspace.clone(),
+        };
+        let mut pipeline = Pipeline {
+            name: first_string(node).unwrap_or_default(),
+            description: None,
+            file: path.to_owned(),
+            workspace,
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            retry_budget: None,
+            timeout: None,
+            state_dir: PathBuf::from(".helixflow"),
+            env: BTreeMap::new(),
+            secrets: Vec::new(),
+            imports: Vec::new(),
+            agents: BTreeMap::new(),
+            phases: Vec::new(),
+        };
+        for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
+            let arg = |i: usize| {
+                positional(child).nth(i).and_then(|e| match e.value() {
+                    kdl::KdlValue::String(s) => Some(Spanned::new(s.clone(), value_span(file, e))),
+                    _ => None,
+                })
+            };
+            let int = || match positional(child).next().map(kdl::KdlEntry::value) {
+                Some(kdl::KdlValue::Integer(n)) => u32::try_from(*n).ok(),
+                _ => None,
+            };
+            match child.name().value() {
+                "description" => pipeline.description = arg(0).map(|d| d.value),
+                "max-parallel" => {
+                    pipeline.max_parallel = int().filter(|&n| n > 0).unwrap_or(DEFAULT_MAX_PARALLEL)
+                }
+                "retry-budget" => pipeline.retry_budget = int(),
+                "timeout" => pipeline.timeout = arg(0).and_then(|d| decoder.duration(&d)),
+                "state-dir" => {
+                    if let Some(dir) = arg(0) {
+                        decoder.workspace_path(&dir);
+                        pipeline.state_dir = PathBuf::from(dir.value);
+                    }
+                }
+                "env" => {
+                    if let (Some(k), Some(v)) = (arg(0), arg(1)) {
+                        pipeline.env.insert(k.value, v.value);
+                    }
+                }
+                "secret" => pipeline.secrets.extend(
+                    positional(child).filter_map(|e| e.value().as_string().map(str::to_owned)),
+                ),
+                _ => {}
+            }
+        }
+        pipeline
+    }
+
+    /// Loads the `import`s of a document, depth first.
+    fn load_imports(&mut self, document: &KdlDocument, folder: &Path, file: FileId) {
+        for node in nodes_named(document, "import") {
+            let Some(entry) = positional(node).next() else {
+                continue;
+            };
+            let Some(relative) = entry.value().as_string() else {
+                continue;
+            };
+            let span = value_span(file, entry);
+            let Some(resolved) = self.resolve_import(folder, relative) else {
+                let searched: Vec<String> = std::iter::once(folder.display().to_string())
+                    .chain(
+                        self.loader
+                            .search_path()
+                            .iter()
+                            .map(|p| p.display().to_string()),
+                    )
+                    .collect();
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::IMPORT_NOT_FOUND,
+                        span,
+                        format!("cannot find import \"{relative}\""),
+                    )
+                    .label("not found")
+                    .help(format!(
+                        "searched: {} (set HELIXFLOW_PATH to add folders)",
+                        searched.join(", ")
+                    )),
+                );
+                continue;
+            };
+            if let Some(start) = self.stack.iter().position(|p| *p == resolved) {
+                let chain: Vec<String> = self.stack[start..]
+                    .iter()
+                    .chain(std::iter::once(&resolved))
+                    .map(|p| p.display().to_string())
+                    .collect();
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::IMPORT_CYCLE,
+                        span,
+                        format!("import cycle: {}", chain.join(" → ")),
+                    )
+                    .label("imports a file that imports this one"),
+                );
+                continue;
+            }
+            if self.imports.contains(&resolved) {
+                continue;
+            }
+            self.import_file(&resolved, span);
+        }
+    }
+
+    fn resolve_import(&self, folder: &Path, relative: &str) -> Option<PathBuf> {
+        std::iter::once(folder.to_owned())
+            .chain(self.loader.search_path())
+            .map(|dir| normalize(&dir, Path::new(relative)))
+            .find(|candidate| self.loader.is_file(candidate))
+    }
+
+    fn import_file(&mut self, path: &Path, span: Span) {
+        let text = match self.loader.read(path) {
+            Ok(text) => text,
+            Err(e) => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::IMPORT_NOT_FOUND,
+                        span,
+                        format!("cannot read import {}: {e}", path.display()),
+                    )
+                    .label("unreadable"),
+                );
+                return;
+            }
+        };
+        self.imports.push(path.to_owned());
+        let file = self.sources.add(path, text.as_str());
+        let Some(document) = self.parse(file, &text) else {
+            return;
+        };
+        Validator {
+            diagnostics: self.diagnostics,
+            file,
+        }
+        .document(&document, Context::TopLevel);
+        for node in document.nodes() {
+            let name = node.name().value();
+            if matches!(name, "pipeline" | "phase" | "defaults") {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::NOT_ALLOWED_IN_IMPORT,
+                        name_span(file, node),
+                        format!("`{name}` is not allowed in an imported file"),
+                    )
+                    .label("in an imported file")
+                    .note(span, "imported here"),
+                );
+            }
+        }
+        self.stack.push(path.to_owned());
+        let folder = path.parent().unwrap_or(Path::new("")).to_owned();
+        self.load_imports(&document, &folder, file);
+        self.stack.pop();
+        self.collect_definitions(&document, file, path, true);
+    }
+
+    /// Records the agents and templates of one file.
+    fn collect_definitions(
+        &mut self,
+        document: &KdlDocument,
+        file: FileId,
+        path: &Path,
+        imported: bool,
+    ) {
+        for node in nodes_named(document, "agent") {
+            let mut decoder = Decoder {
+                diagnostics: self.diagnostics,
+                sources: self.sources,
+                loader: self.loader,
+                workspace: PathBuf::new(),
+            };
+            let Some(agent) = decoder.agent(node, file, path) else {
+                continue;
+            };
+            if let Some(first) = self.agents.get(&agent.name.value) {
+                self.diagnostics
+                    .push(duplicate("agent", &agent.name, first.name.span));
+                continue;
+            }
+            self.agents.insert(agent.name.value.clone(), agent);
+        }
+        for node in nodes_named(document, "template") {
+            let Some(name) = positional(node).next().and_then(|e| {
+                Some(Spanned::new(
+                    e.value().as_string()?.to_owned(),
+                    value_span(file, e),
+                ))
+            }) else {
+                continue;
+            };
+            if let Some(first) = self.templates.get(&name.value) {
+                self.diagnostics
+                    .push(duplicate("template", &name, first.name.span));
+                continue;
+            }
+            let params = node
+                .children()
+                .map(KdlDocument::nodes)
+                .unwrap_or_default()
+                .iter()
+                .filter(|n| n.name().value() == "param")
+                .filter_map(|n| {
+                    let entry = positional(n).next()?;
+                    let default = property(n, "default")
+                        .and_then(|d| d.value().as_string())
+                        .map(str::to_owned);
+                    Some((
+                        entry.value().as_string()?.to_owned(),
+                        default,
+                        value_span(file, entry),
+                    ))
+                })
+                .collect();
+            self.templates.insert(
+                name.value.clone(),
+                TemplateDef {
+                    name,
+                    file,
+                    imported,
+                    params,
+                    node: node.clone(),
+                },
+            );
+        }
+    }
+
+    /// Expands and decodes one `phase` node.
+    fn phase(
+        &mut self,
+        node: &KdlNode,
+        file: FileId,
+        defaults: &Body,
+        workspace: &Path,
+    ) -> Option<Phase> {
+        let name_entry = positional(node).next()?;
+        let name = Spanned::new(
+            name_entry.value().as_string()?.to_owned(),
+            value_span(file, name_entry),
+        );
+        let none = Substitution::none();
+        let mut decoder = Decoder {
+            diagnostics: self.diagnostics,
+            sources: self.sources,
+            loader: self.loader,
+            workspace: workspace.to_owned(),
+        };
+        let own = decoder.body(node.children(), Origin { file, subst: &none });
+
+        let mut template_name = None;
+        let mut template_missing = false;
+        let base = match property(node, "use") {
+            None => Body::default(),
+            Some(use_entry) => {
+                let use_span = value_span(file, use_entry);
+                let wanted = use_entry.value().as_string()?;
+                template_name = Some(wanted.to_owned());
+                match self.templates.get(wanted) {
+                    None => {
+                        template_missing = true;
+                        let mut d = Diagnostic::new(
+                            &rules::UNKNOWN_TEMPLATE,
+                            use_span,
+                            format!("unknown template \"{wanted}\""),
+                        )
+                        .label("not defined or imported");
+                        if let Some(s) =
+                            did_you_mean(wanted, self.templates.keys().map(String::as_str))
+                        {
+                            d = d.help(format!("did you mean \"{s}\"?")).fix(
+                                format!("use \"{s}\""),
+                                use_span,
+                                format!("\"{s}\""),
+                            );
+                        }
+                        self.diagnostics.push(d);
+                        Body::default()
+                    }
+                    Some(template) => {
+                        let template = template.clone();
+                        let params = self.template_params(node, file, &template, use_span);
+                        let subst = Substitution::with(&params);
+                        let mut decoder = Decoder {
+                            diagnostics: self.diagnostics,
+                            sources: self.sources,
+                            loader: self.loader,
+                            workspace: workspace.to_owned(),
+                        };
+                        let mut body = decoder.body(
+                            template.node.children(),
+                            Origin {
+                                file: template.file,
+                                subst: &subst,
+                            },
+                        );
+                        for (k, v) in &params {
+                            body.vars.entry(k.clone()).or_insert_with(|| v.clone());
+                        }
+                        body
+                    }
+                }
+            }
+        };
+        let body = base.overlay(own).fill_from(defaults);
+
+        let worker = match (&body.agent, &body.run) {
+            (Some(agent), Some(run)) => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::AGENT_AND_RUN,
+                        run.span,
+                        format!("phase \"{}\" sets both `agent` and `run`", name.value),
+                    )
+                    .label("`run` here")
+                    .note(agent.span, "`agent` here"),
+                );
+                Worker::Agent(agent.clone())
+            }
+            (Some(agent), None) => Worker::Agent(agent.clone()),
+            (None, Some(run)) => Worker::Run(run.value.clone()),
+            // An unknown template is reported already; its body would have named the worker.
+            (None, None) if template_missing => Worker::Run(String::new()),
+            (None, None) => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::PHASE_WITHOUT_WORKER,
+                        name.span,
+                        format!("phase \"{}\" has neither `agent` nor `run`, and `defaults` names no agent", name.value),
+                    )
+                    .label("who does this work?"),
+                );
+                Worker::Run(String::new())
+            }
+        };
+        Some(Phase {
+            name,
+            template: template_name,
+            description: body.description,
+            worker,
+            prompt: body.prompt.map(|p| p.value),
+            vars: body.vars,
+            depends_on: body.depends_on,
+            outputs: body.outputs.into_iter().map(|o| o.value).collect(),
+            scope: body.scope.iter().map(|s| s.value.clone()).collect(),
+            protect: body.protect.into_iter().map(|s| s.value).collect(),
+            gates: body.gates,
+            fail_fast: body.fail_fast.unwrap_or(false),
+            verify: body
+                .verify
+                .as_ref()
+                .map_or_else(|| vec![VerifyMode::External], |v| v.value.clone()),
+            verifier: body.verifier,
+            verifier_prompt: body.verifier_prompt.map(|p| p.value),
+            retries: body.retries.unwrap_or(DEFAULT_RETRIES),
+            backoff: body.backoff,
+            timeout: body.timeout,
+            on_failure: body.on_failure.unwrap_or(OnFailure::Stop),
+            escalate: body.escalate,
+            env: body.env,
+            spans: crate::model::PhaseSpans {
+                verify: body.verify.map(|v| v.span),
+                scope: body.scope.iter().map(|s| s.span).collect(),
+            },
+        })
+    }
+
+    /// The parameter values a phase gives its template, with missing and unknown ones reported.
+    fn template_params(
+        &mut self,
+        node: &KdlNode,
+        file: FileId,
+        template: &TemplateDef,
+        use_span: Span,
+    ) -> BTreeMap<String, String> {
+        let mut values = BTreeMap::new();
+        for entry in node.entries() {
+            let Some(key) = entry.name() else { continue };
+            if key.value() == "use" {
+                continue;
+            }
+            let key_span = Span::from_miette(file, key.span());
+            if !template.params.iter().any(|(p, _, _)| p == key.value()) {
+                let names: Vec<&str> = template.params.iter().map(|(p, _, _)| p.as_str()).collect();
+                let mut d = Diagnostic::new(
+                    &rules::UNKNOWN_TEMPLATE_PARAMETER,
+                    key_span,
+                    format!(
+                        "template \"{}\" has no parameter `{}`",
+                        template.name.value,
+                        key.value()
+                    ),
+                )
+                .label("unknown parameter")
+                .note(template.name.span, "template defined here");
+                if let Some(s) = did_you_mean(key.value(), names.iter().copied()) {
+                    d = d.help(format!("did you mean `{s}`?")).fix(
+                        format!("rename to `{s}`"),
+                        key_span,
+                        s,
+                    );
+                } else if !names.is_empty() {
+                    d = d.help(format!("its parameters are: {}", names.join(", ")));
+                } else {
+                    d = d.help("the template declares no parameters");
+                }
+                self.diagnostics.push(d);
+                continue;
+            }
+            let value = match entry.value() {
+                kdl::KdlValue::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            values.insert(key.value().to_owned(), value);
+        }
+        for (param, default, declared) in &template.params {
+            if values.contains_key(param) {
+                continue;
+            }
+            match default {
+                Some(default) => {
+                    values.insert(param.clone(), default.clone());
+                }
+                None => self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::MISSING_TEMPLATE_PARAMETER,
+                        use_span,
+                        format!(
+                            "template \"{}\" needs the parameter `{param}`",
+                            template.name.value
+                        ),
+                    )
+                    .label(format!("missing {param}="))
+                    .note(*declared, "declared here without a default")
+                    .help(format!("add `{param}=\"…\"` to the phase")),
+                ),
+            }
+        }
+        values
+    }
+}
+
+fn nodes_named<'d>(
+    document: &'d KdlDocument,
+    name: &'static str,
+) -> impl Iterator<Item = &'d KdlNode> {
+    document
+        .nodes()
+        .iter()
+        .filter(move |n| n.name().value() == name)
+}
+
+fn pipeline_setting<'n>(node: &'n KdlNode, name: &str) -> Option<&'n KdlNode> {
+    node.children()?
+        .nodes()
+        .iter()
+        .rev()
+        .find(|n| n.name().value() == name)
+}
+
+fn first_string(node: &KdlNode) -> Option<String> {
+    positional(node)
+        .next()?
+        .value()
+        .as_string()
+        .map(str::to_owned)
+}
+
+fn duplicate(kind: &str, name: &Spanned<String>, first: Span) -> Diagnostic {
+    Diagnostic::new(
+        &rules::DUPLICATE_NAME,
+        name.span,
+        format!("{kind} \"{}\" is defined twice", name.value),
+    )
+    .label("second definition")
+    .note(first, "first defined here")
+}

@@ -1,0 +1,665 @@
+//! Typed decoding of validated nodes into model pieces, with the checks of values' contents:
+//! durations, regexes, globs, workspace paths and prompt templates.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
+
+use super::loader::{Loader, normalize};
+use super::template::Substitution;
+use super::validate::{name_span, positional, property, value_span};
+use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, rules};
+use crate::model::{
+    Agent, Gate, GateKind, Millis, OnFailure, Output, Prompt, ResponseFormat, Spanned, VerifyMode,
+};
+
+/// A phase body as written in a phase, a template or `defaults`, before they are merged.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Body {
+    pub description: Option<String>,
+    pub agent: Option<Spanned<String>>,
+    pub run: Option<Spanned<String>>,
+    pub prompt: Option<Spanned<Prompt>>,
+    pub vars: BTreeMap<String, String>,
+    pub depends_on: Vec<Spanned<String>>,
+    pub outputs: Vec<Spanned<Output>>,
+    pub scope: Vec<Spanned<String>>,
+    pub protect: Vec<Spanned<String>>,
+    pub gates: Vec<Gate>,
+    pub fail_fast: Option<bool>,
+    pub verify: Option<Spanned<Vec<VerifyMode>>>,
+    pub verifier: Option<Spanned<String>>,
+    pub verifier_prompt: Option<Spanned<Prompt>>,
+    pub retries: Option<u32>,
+    pub backoff: Option<Millis>,
+    pub timeout: Option<Millis>,
+    pub on_failure: Option<OnFailure>,
+    pub escalate: Option<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Body {
+    /// `self` (a template's body) with `own` (the phase's) on top: lists are added, single values
+    /// of `own` win.
+    pub(crate) fn overlay(mut self, own: Body) -> Body {
+        macro_rules! single {
+            ($($field:ident),*) => { $( if own.$field.is_some() { self.$field = own.$field; } )* };
+        }
+        single!(
+            description,
+            agent,
+            run,
+            prompt,
+            fail_fast,
+            verify,
+            verifier,
+            verifier_prompt,
+            retries,
+            backoff,
+            timeout,
+            on_failure,
+            escalate
+        );
+        self.depends_on.extend(own.depends_on);
+        self.outputs.extend(own.outputs);
+        self.scope.extend(own.scope);
+        self.protect.extend(own.protect);
+        self.gates.extend(own.gates);
+        self.vars.extend(own.vars);
+        self.env.extend(own.env);
+        self
+    }
+
+    /// Fills what the phase does not set from `defaults`.
+    pub(crate) fn fill_from(mut self, defaults: &Body) -> Body {
+        macro_rules! single {
+            ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = defaults.$field.clone(); } )* };
+        }
+        // A `run` step has no agent: the default agent applies to agent phases only.
+        if self.run.is_none() && self.agent.is_none() {
+            self.agent = defaults.agent.clone();
+        }
+        single!(
+            prompt,
+            fail_fast,
+            verify,
+            verifier,
+            verifier_prompt,
+            retries,
+            backoff,
+            timeout,
+            on_failure,
+            escalate
+        );
+        macro_rules! list {
+            ($($field:ident),*) => { $( if self.$field.is_empty() { self.$field = defaults.$field.clone(); } )* };
+        }
+        list!(scope, protect, gates);
+        for (map, default) in [
+            (&mut self.vars, &defaults.vars),
+            (&mut self.env, &defaults.env),
+        ] {
+            for (k, v) in default {
+                map.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        self
+    }
+}
+
+/// Decodes nodes of one file at a time; shared state for one compilation.
+pub(crate) struct Decoder<'c> {
+    pub diagnostics: &'c mut Diagnostics,
+    pub sources: &'c mut Sources,
+    pub loader: &'c dyn Loader,
+    /// The workspace root, for prompt files.
+    pub workspace: PathBuf,
+}
+
+/// One file and the substitution applied to its strings.
+#[derive(Clone, Copy)]
+pub(crate) struct Origin<'s> {
+    pub file: FileId,
+    pub subst: &'s Substitution<'s>,
+}
+
+impl Origin<'_> {
+    fn string(&self, entry: &KdlEntry) -> Option<String> {
+        match entry.value() {
+            KdlValue::String(s) => Some(self.subst.apply(s)),
+            _ => None,
+        }
+    }
+
+    fn span(&self, entry: &KdlEntry) -> Span {
+        value_span(self.file, entry)
+    }
+
+    fn arg(&self, node: &KdlNode, index: usize) -> Option<Spanned<String>> {
+        let entry = positional(node).nth(index)?;
+        Some(Spanned::new(self.string(entry)?, self.span(entry)))
+    }
+
+    fn args(&self, node: &KdlNode) -> Vec<Spanned<String>> {
+        positional(node)
+            .filter_map(|e| Some(Spanned::new(self.string(e)?, self.span(e))))
+            .collect()
+    }
+
+    fn prop(&self, node: &KdlNode, name: &str) -> Option<Spanned<String>> {
+        let entry = property(node, name)?;
+        Some(Spanned::new(self.string(entry)?, self.span(entry)))
+    }
+}
+
+fn int(entry: Option<&KdlEntry>) -> Option<u32> {
+    match entry?.value() {
+        KdlValue::Integer(n) => u32::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+fn boolean(node: &KdlNode) -> Option<bool> {
+    match positional(node).next().map(KdlEntry::value) {
+        None => Some(true),
+        Some(KdlValue::Bool(b)) => Some(*b),
+        Some(_) => None,
+    }
+}
+
+/// The text of an entry's value as written (for raw and escaped strings alike).
+fn repr(entry: &KdlEntry) -> Option<&str> {
+    entry.format().map(|f| f.value_repr.as_str())
+}
+
+impl Decoder<'_> {
+    fn report(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+    }
+
+    /// A duration such as `"90s"` or `"1h 30m"`.
+    pub(crate) fn duration(&mut self, value: &Spanned<String>) -> Option<Millis> {
+        match humantime::parse_duration(value.value.trim()) {
+            Ok(d) if !d.is_zero() => Some(Millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
+            Ok(_) => {
+                self.report(
+                    Diagnostic::new(
+                        &rules::INVALID_DURATION,
+                        value.span,
+                        "a duration of zero would expire at once",
+                    )
+                    .label("zero"),
+                );
+                None
+            }
+            Err(e) => {
+                self.report(
+                    Diagnostic::new(
+                        &rules::INVALID_DURATION,
+                        value.span,
+                        format!("\"{}\" is not a duration: {e}", value.value),
+                    )
+                    .label("invalid duration"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Checks that a regex compiles.
+    pub(crate) fn regex(&mut self, value: &Spanned<String>) {
+        if let Err(e) = regex::Regex::new(&value.value) {
+            let detail = e.to_string();
+            let last = detail.lines().last().unwrap_or_default().trim().to_owned();
+            self.report(
+                Diagnostic::new(
+                    &rules::INVALID_REGEX,
+                    value.span,
+                    format!("invalid regular expression: {last}"),
+                )
+                .label("does not compile"),
+            );
+        }
+    }
+
+    /// Checks that a glob compiles and stays inside the workspace.
+    pub(crate) fn glob(&mut self, value: &Spanned<String>) {
+        if let Err(e) = compile_glob(&value.value) {
+            self.report(
+                Diagnostic::new(
+                    &rules::INVALID_GLOB,
+                    value.span,
+                    format!("invalid glob: {}", e.kind()),
+                )
+                .label("does not compile"),
+            );
+        }
+        self.workspace_path(value);
+    }
+
+    /// Checks that a path is relative and does not climb above the workspace.
+    pub(crate) fn workspace_path(&mut self, value: &Spanned<String>) {
+        if let Some(problem) = escape_problem(&value.value) {
+            self.report(
+                Diagnostic::new(
+                    &rules::PATH_ESCAPES_WORKSPACE,
+                    value.span,
+                    format!("\"{}\" {problem}", value.value),
+                )
+                .label("outside the workspace"),
+            );
+        }
+    }
+
+    /// Checks a prompt template's syntax; `entry` maps error offsets back into the pipeline file.
+    fn template_syntax(&mut self, text: &str, span: Span, inner: Option<usize>) {
+        let env = minijinja::Environment::new();
+        if let Err(e) = env.template_from_str(text) {
+            let precise = match (inner, e.range()) {
+                (Some(start), Some(range)) if range.end <= text.len() => Span::new(
+                    span.file,
+                    span.offset + start + range.start,
+                    range.len().max(1),
+                ),
+                _ => span,
+            };
+            let message = e
+                .detail()
+                .map_or_else(|| e.kind().to_string(), str::to_owned);
+            self.report(
+                Diagnostic::new(
+                    &rules::PROMPT_TEMPLATE_SYNTAX,
+                    precise,
+                    format!("invalid prompt template: {message}"),
+                )
+                .label("template error"),
+            );
+        }
+    }
+
+    /// `prompt "…"` or `prompt file="…"` (also `verifier-prompt`).
+    fn prompt(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<Spanned<Prompt>> {
+        if let Some(path) = origin.prop(node, "file") {
+            self.workspace_path(&path);
+            let absolute = normalize(&self.workspace, Path::new(&path.value));
+            return match self.loader.read(&absolute) {
+                Ok(text) => {
+                    let file = self
+                        .sources
+                        .find(&absolute)
+                        .unwrap_or_else(|| self.sources.add(absolute.clone(), text.as_str()));
+                    self.template_syntax(&text, Span::new(file, 0, text.len()), Some(0));
+                    Some(Spanned::new(
+                        Prompt::File {
+                            path: PathBuf::from(&path.value),
+                            text,
+                        },
+                        path.span,
+                    ))
+                }
+                Err(e) => {
+                    let what = if e.kind() == std::io::ErrorKind::NotFound {
+                        "does not exist".to_owned()
+                    } else {
+                        format!("cannot be read: {e}")
+                    };
+                    self.report(
+                        Diagnostic::new(
+                            &rules::PROMPT_FILE_MISSING,
+                            path.span,
+                            format!("prompt file \"{}\" {what}", path.value),
+                        )
+                        .label(format!("looked for {}", absolute.display())),
+                    );
+                    None
+                }
+            };
+        }
+        let entry = positional(node).next()?;
+        let text = origin.string(entry)?;
+        let span = origin.span(entry);
+        // Error offsets map into the file only where the text is the literal source between quotes.
+        let inner = repr(entry).and_then(|r| {
+            let hashes = r.len() - r.trim_start_matches('#').len();
+            let body = &r[hashes..];
+            (body.starts_with('"')
+                && !body.starts_with("\"\"\"")
+                && body.get(1..=text.len()) == Some(text.as_str()))
+            .then_some(hashes + 1)
+        });
+        self.template_syntax(&text, span, inner);
+        Some(Spanned::new(Prompt::Inline(text), span))
+    }
+
+    /// Decodes an `agent NAME { … }` node.
+    pub(crate) fn agent(&mut self, node: &KdlNode, file: FileId, path: &Path) -> Option<Agent> {
+        let subst = Substitution::none();
+        let origin = Origin {
+            file,
+            subst: &subst,
+        };
+        let name = origin.arg(node, 0)?;
+        let mut agent = Agent {
+            name: name.clone(),
+            file: path.to_owned(),
+            command: Vec::new(),
+            resume: None,
+            stdin: false,
+            response: ResponseFormat::Text,
+            evidence: None,
+            timeout: None,
+            idle_timeout: None,
+            env: BTreeMap::new(),
+        };
+        for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
+            match child.name().value() {
+                "command" => {
+                    agent.command = origin.args(child).into_iter().map(|a| a.value).collect()
+                }
+                "resume" => {
+                    agent.resume = Some(origin.args(child).into_iter().map(|a| a.value).collect())
+                }
+                "stdin" => agent.stdin = boolean(child).unwrap_or(false),
+                "response" => {
+                    agent.response = match origin.arg(child, 0).as_ref().map(|a| a.value.as_str()) {
+                        Some("json") => ResponseFormat::Json,
+                        Some("claude-stream-json") => ResponseFormat::ClaudeStreamJson,
+                        _ => ResponseFormat::Text,
+                    };
+                }
+                "evidence" => {
+                    if let Some(pattern) = origin.arg(child, 0) {
+                        self.regex(&pattern);
+                        agent.evidence = Some(pattern.value);
+                    }
+                }
+                "timeout" => agent.timeout = origin.arg(child, 0).and_then(|d| self.duration(&d)),
+                "idle-timeout" => {
+                    agent.idle_timeout = origin.arg(child, 0).and_then(|d| self.duration(&d))
+                }
+                "env" => {
+                    if let (Some(k), Some(v)) = (origin.arg(child, 0), origin.arg(child, 1)) {
+                        agent.env.insert(k.value, v.value);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if agent.command.is_empty() {
+            self.report(
+                Diagnostic::new(
+                    &rules::AGENT_WITHOUT_COMMAND,
+                    name.span,
+                    format!("agent \"{}\" has no `command`", name.value),
+                )
+                .label("no command"),
+            );
+        }
+        Some(agent)
+    }
+
+    /// Decodes the children of a phase, template or `defaults` block.
+    pub(crate) fn body(&mut self, children: Option<&KdlDocument>, origin: Origin<'_>) -> Body {
+        let mut body = Body::default();
+        for child in children.map(KdlDocument::nodes).unwrap_or_default() {
+            self.body_child(child, origin, &mut body);
+        }
+        body
+    }
+
+    fn body_child(&mut self, child: &KdlNode, origin: Origin<'_>, body: &mut Body) {
+        let first = || origin.arg(child, 0);
+        match child.name().value() {
+            "description" => body.description = first().map(|d| d.value),
+            "agent" => body.agent = first(),
+            "run" => body.run = first(),
+            "prompt" => body.prompt = self.prompt(child, origin),
+            "verifier-prompt" => body.verifier_prompt = self.prompt(child, origin),
+            "vars" => {
+                for var in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    if let Some(value) = origin.arg(var, 0) {
+                        body.vars.insert(var.name().value().to_owned(), value.value);
+                    }
+                }
+            }
+            "depends-on" => body.depends_on.extend(origin.args(child)),
+            "outputs" => {
+                for output in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    if let Some(decoded) = self.output(output, origin) {
+                        body.outputs.push(decoded);
+                    }
+                }
+            }
+            "scope" | "protect" => {
+                let globs = origin.args(child);
+                for glob in &globs {
+                    self.glob(glob);
+                }
+                if child.name().value() == "scope" {
+                    body.scope.extend(globs);
+                } else {
+                    body.protect.extend(globs);
+                }
+            }
+            "gates" => {
+                for gate in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    if let Some(decoded) = self.gate(gate, origin) {
+                        body.gates.push(decoded);
+                    }
+                }
+            }
+            "fail-fast" => body.fail_fast = boolean(child),
+            "verify" => {
+                let mut modes = Vec::new();
+                for mode in origin.args(child) {
+                    match mode.value.as_str() {
+                        "self" => modes.push(VerifyMode::SelfCheck),
+                        "external" => modes.push(VerifyMode::External),
+                        "sub-agent" => modes.push(VerifyMode::SubAgent),
+                        "both" => modes.extend([VerifyMode::SelfCheck, VerifyMode::External]),
+                        _ => {}
+                    }
+                }
+                modes.sort();
+                modes.dedup();
+                if !modes.is_empty() {
+                    body.verify = Some(Spanned::new(modes, name_span(origin.file, child)));
+                }
+            }
+            "verifier" => body.verifier = first(),
+            "retries" => body.retries = int(positional(child).next()),
+            "backoff" => body.backoff = first().and_then(|d| self.duration(&d)),
+            "timeout" => body.timeout = first().and_then(|d| self.duration(&d)),
+            "on-failure" => {
+                body.on_failure = match first().as_ref().map(|v| v.value.as_str()) {
+                    Some("stop") => Some(OnFailure::Stop),
+                    Some("continue") => Some(OnFailure::Continue),
+                    _ => None,
+                };
+            }
+            "escalate" => body.escalate = first().map(|e| e.value),
+            "env" => {
+                if let (Some(k), Some(v)) = (origin.arg(child, 0), origin.arg(child, 1)) {
+                    body.env.insert(k.value, v.value);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn output(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<Spanned<Output>> {
+        let first = origin.arg(node, 0)?;
+        let output = match node.name().value() {
+            "file" => {
+                self.workspace_path(&first);
+                Output::File { path: first.value }
+            }
+            "glob" => {
+                self.glob(&first);
+                let min_entry = property(node, "min");
+                let min = int(min_entry).unwrap_or(1);
+                if min == 0 {
+                    let span =
+                        min_entry.map_or(first.span, |e| Span::from_miette(origin.file, e.span()));
+                    self.report(
+                        Diagnostic::new(
+                            &rules::EMPTY_GLOB_EXPECTATION,
+                            span,
+                            format!(
+                                "`glob \"{}\" min=0` accepts no files at all and always passes",
+                                first.value
+                            ),
+                        )
+                        .label("always passes"),
+                    );
+                }
+                Output::Glob {
+                    pattern: first.value,
+                    min,
+                }
+            }
+            "from" => {
+                self.workspace_path(&first);
+                Output::From {
+                    doc: first.value,
+                    key: origin.prop(node, "key")?.value,
+                }
+            }
+            _ => return None,
+        };
+        Some(Spanned::new(
+            output,
+            Span::from_miette(origin.file, node.span()),
+        ))
+    }
+
+    fn gate(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<Gate> {
+        let kind_name = node.name().value();
+        let args = origin.args(node);
+        let kind = match kind_name {
+            "syntax" => {
+                for glob in &args {
+                    self.glob(glob);
+                }
+                GateKind::Syntax {
+                    globs: args.into_iter().map(|a| a.value).collect(),
+                }
+            }
+            "command" => {
+                let run = args.into_iter().next()?.value;
+                let timeout = origin.prop(node, "timeout").and_then(|d| self.duration(&d));
+                let cwd = origin.prop(node, "cwd");
+                if let Some(cwd) = &cwd {
+                    self.workspace_path(cwd);
+                }
+                let fix = origin.prop(node, "fix").map(|f| f.value);
+                GateKind::Command {
+                    run,
+                    timeout,
+                    cwd: cwd.map(|c| c.value),
+                    fix,
+                }
+            }
+            "matches" | "absent" => {
+                let mut args = args.into_iter();
+                let (target, pattern) = (args.next()?, args.next()?);
+                if target.value != "response" {
+                    self.glob(&target);
+                }
+                self.regex(&pattern);
+                let (target, pattern) = (target.value, pattern.value);
+                if kind_name == "matches" {
+                    GateKind::Matches { target, pattern }
+                } else {
+                    GateKind::Absent { target, pattern }
+                }
+            }
+            "front-matter" | "sections" => {
+                let mut args = args.into_iter();
+                let path = args.next()?;
+                self.workspace_path(&path);
+                let rest = args.map(|a| a.value).collect();
+                if kind_name == "front-matter" {
+                    GateKind::FrontMatter {
+                        path: path.value,
+                        keys: rest,
+                    }
+                } else {
+                    GateKind::Sections {
+                        path: path.value,
+                        headings: rest,
+                    }
+                }
+            }
+            "paths-exist" => {
+                let doc = args.into_iter().next()?;
+                self.workspace_path(&doc);
+                GateKind::PathsExist {
+                    doc: doc.value,
+                    key: origin.prop(node, "key")?.value,
+                }
+            }
+            "changes" => GateKind::Changes {
+                min: int(property(node, "min")).unwrap_or(1),
+            },
+            "approval" => GateKind::Approval {
+                prompt: origin.prop(node, "prompt").map(|p| p.value),
+            },
+            _ => return None,
+        };
+        let name = origin
+            .prop(node, "name")
+            .map_or_else(|| kind_name.to_owned(), |n| n.value);
+        Some(Gate {
+            name,
+            kind,
+            span: Span::from_miette(origin.file, node.span()),
+        })
+    }
+}
+
+/// Compiles a glob the way gates match it: `*` stays within one folder.
+pub fn compile_glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+}
+
+/// Why a workspace-relative path leaves the workspace, if it does.
+pub fn escape_problem(path: &str) -> Option<&'static str> {
+    let p = Path::new(path);
+    if p.has_root()
+        || path.starts_with('~')
+        || p.components().any(|c| matches!(c, Component::Prefix(_)))
+    {
+        return Some("is absolute; paths are relative to the workspace");
+    }
+    let mut depth = 0i32;
+    for component in p.components() {
+        match component {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return Some("climbs above the workspace with `..`");
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_problem;
+
+    #[test]
+    fn paths_that_leave_the_workspace_are_found() {
+        assert!(escape_problem("/etc/passwd").is_some());
+        assert!(escape_problem("~/x").is_some());
+        assert!(escape_problem("../x").is_some());
+        assert!(escape_problem("a/../../x").is_some());
+        assert!(escape_problem("a/../b/./c").is_none());
+        assert!(escape_problem("src/**/*.py").is_none());
+    }
+}

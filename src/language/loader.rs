@@ -1,0 +1,60 @@
+//! File access for the language layer, so that lint, the language server and tests share one core
+//! without the core touching the disk itself.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Reads the files a pipeline refers to: imports and prompt files.
+pub trait Loader {
+    /// The text of a file.
+    fn read(&self, path: &Path) -> io::Result<String>;
+
+    /// Whether a file exists.
+    fn is_file(&self, path: &Path) -> bool;
+
+    /// Folders searched for imports after the importing file's own folder.
+    fn search_path(&self) -> Vec<PathBuf>;
+}
+
+/// The real file system, with `HELIXFLOW_PATH` as the import search path.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FsLoader;
+
+impl Loader for FsLoader {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        let bytes = std::fs::read(path)?;
+        String::from_utf8(bytes)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the file is not valid UTF-8"))
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        path.is_file()
+    }
+
+    fn search_path(&self) -> Vec<PathBuf> {
+        std::env::var_os("HELIXFLOW_PATH")
+            .map(|paths| {
+                std::env::split_paths(&paths)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Joins `relative` onto `base` and removes `.` and `..` lexically (no symlinks are followed).
+pub fn normalize(base: &Path, relative: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in base.join(relative).components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

@@ -1,0 +1,90 @@
+//! KDL text → `KdlDocument`, with every syntax error as a diagnostic, bounded in size and time.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use kdl::KdlDocument;
+
+use super::lexer;
+use crate::diagnostics::{Diagnostic, FileId, Span, rules};
+
+/// The largest file parsed: pipelines are small; anything larger is refused with a diagnostic.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+/// How long the KDL parser may take before the file is reported instead of parsed.
+pub const PARSE_BUDGET: Duration = Duration::from_secs(5);
+
+/// How many syntax errors are reported per file; beyond that they are noise.
+const MAX_SYNTAX_ERRORS: usize = 50;
+
+/// Parses `text`; on failure returns the diagnostics instead.
+///
+/// The kdl parser's error recovery is exponential on some malformed input (unclosed slashdashed
+/// blocks), so braces are screened first, and the parse runs on a worker thread with a budget.
+pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, Vec<Diagnostic>> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(vec![Diagnostic::new(
+            &rules::PARSE_BUDGET,
+            Span::new(file, 0, 0),
+            format!(
+                "the file is {} bytes; pipeline files are limited to {MAX_FILE_BYTES}",
+                text.len()
+            ),
+        )]);
+    }
+    let screened = lexer::screen(text, file);
+    if !screened.is_empty() {
+        return Err(screened);
+    }
+    let (sender, receiver) = mpsc::channel();
+    let owned = text.to_owned();
+    // A parse that overruns is abandoned: the thread finishes (or the process exits) on its own.
+    std::thread::spawn(move || {
+        let _ = sender.send(KdlDocument::parse_v2(&owned));
+    });
+    match receiver.recv_timeout(budget) {
+        Ok(Ok(document)) => Ok(document),
+        Ok(Err(error)) => Err(syntax_diagnostics(&error, file, text)),
+        Err(_) => Err(vec![Diagnostic::new(
+            &rules::PARSE_BUDGET,
+            Span::new(file, 0, 0),
+            format!("parsing did not finish within {} s", budget.as_secs_f64()),
+        )]),
+    }
+}
+
+fn syntax_diagnostics(error: &kdl::KdlError, file: FileId, text: &str) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = Vec::new();
+    for d in &error.diagnostics {
+        let offset = d.span.offset().min(text.len());
+        let len = d.span.len().min(text.len() - offset);
+        let message = d
+            .message
+            .clone()
+            .unwrap_or_else(|| "invalid KDL".to_owned());
+        if out
+            .iter()
+            .any(|o| o.span.offset == offset && o.message == message)
+        {
+            continue;
+        }
+        let mut diagnostic =
+            Diagnostic::new(&rules::KDL_SYNTAX, Span::new(file, offset, len), message)
+                .label(d.label.clone().unwrap_or_default());
+        if let Some(help) = &d.help {
+            diagnostic = diagnostic.help(help.clone());
+        }
+        out.push(diagnostic);
+        if out.len() == MAX_SYNTAX_ERRORS {
+            break;
+        }
+    }
+    if out.is_empty() {
+        out.push(Diagnostic::new(
+            &rules::KDL_SYNTAX,
+            Span::new(file, 0, 0),
+            "invalid KDL",
+        ));
+    }
+    out
+}

@@ -1,0 +1,1058 @@
+//! The schema table: every node of the pipeline language, where it may appear, its arguments,
+//! properties, types and documentation. The decoder, `helixflow explain`, the exported
+//! `schema/` files and the language server all read this one table.
+
+use serde::Serialize;
+
+/// A place where nodes appear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Context {
+    /// The top level of a file.
+    TopLevel,
+    /// Inside `pipeline { … }`.
+    Pipeline,
+    /// Inside `agent NAME { … }`.
+    Agent,
+    /// Inside `phase NAME { … }`.
+    Phase,
+    /// Inside `template NAME { … }`.
+    Template,
+    /// Inside `defaults { … }`.
+    Defaults,
+    /// Inside `outputs { … }`.
+    Outputs,
+    /// Inside `gates { … }`.
+    Gates,
+    /// Inside `vars { … }`: any name, one value.
+    Vars,
+}
+
+impl Context {
+    /// How the place is written in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Context::TopLevel => "the top level",
+            Context::Pipeline => "`pipeline`",
+            Context::Agent => "`agent`",
+            Context::Phase => "`phase`",
+            Context::Template => "`template`",
+            Context::Defaults => "`defaults`",
+            Context::Outputs => "`outputs`",
+            Context::Gates => "`gates`",
+            Context::Vars => "`vars`",
+        }
+    }
+}
+
+/// One allowed value of a [`ValueType::Choice`].
+#[derive(Debug, Serialize)]
+pub struct Choice {
+    /// The value as written.
+    pub value: &'static str,
+    /// What it means.
+    pub doc: &'static str,
+}
+
+/// The type of an argument or property value.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "type", content = "of")]
+pub enum ValueType {
+    /// Any string.
+    String,
+    /// The name of a phase, agent or template.
+    Name,
+    /// An integer no smaller than the bound.
+    Int(i64),
+    /// `#true` or `#false`.
+    Bool,
+    /// A duration such as `"90s"` or `"1h 30m"`.
+    Duration,
+    /// A regular expression.
+    Regex,
+    /// A glob relative to the workspace.
+    Glob,
+    /// A path relative to the workspace (or, for `import`, to the importing file).
+    Path,
+    /// A shell command, run with `sh -c`.
+    Shell,
+    /// A MiniJinja template.
+    Template,
+    /// One of a fixed set of strings.
+    Choice(&'static [Choice]),
+}
+
+impl ValueType {
+    /// How the type is written in messages.
+    pub fn describe(self) -> String {
+        match self {
+            ValueType::String | ValueType::Shell | ValueType::Template => "a string".into(),
+            ValueType::Name => "a name (string)".into(),
+            ValueType::Int(min) => format!("an integer ≥ {min}"),
+            ValueType::Bool => "#true or #false".into(),
+            ValueType::Duration => "a duration string such as \"90s\"".into(),
+            ValueType::Regex => "a regular expression (string)".into(),
+            ValueType::Glob => "a glob pattern (string)".into(),
+            ValueType::Path => "a relative path (string)".into(),
+            ValueType::Choice(choices) => {
+                let values: Vec<_> = choices.iter().map(|c| format!("\"{}\"", c.value)).collect();
+                format!("one of {}", values.join(", "))
+            }
+        }
+    }
+}
+
+/// A positional argument.
+#[derive(Debug, Serialize)]
+pub struct Arg {
+    /// Placeholder used in docs, e.g. `NAME`.
+    pub name: &'static str,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub ty: ValueType,
+    /// What it means.
+    pub doc: &'static str,
+}
+
+/// A property (`key=value`).
+#[derive(Debug, Serialize)]
+pub struct Prop {
+    /// The key.
+    pub name: &'static str,
+    /// The value's type.
+    #[serde(rename = "type")]
+    pub ty: ValueType,
+    /// Whether the node needs it.
+    pub required: bool,
+    /// The default, as documentation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<&'static str>,
+    /// What it means.
+    pub doc: &'static str,
+}
+
+/// One node of the language in the places it may appear.
+#[derive(Debug, Serialize)]
+pub struct NodeSchema {
+    /// The node name.
+    pub name: &'static str,
+    /// Where it may appear.
+    pub contexts: &'static [Context],
+    /// Positional arguments; with `variadic` the last one repeats.
+    pub args: &'static [Arg],
+    /// The fewest arguments.
+    pub min_args: usize,
+    /// Whether the last argument may repeat.
+    pub variadic: bool,
+    /// Properties.
+    pub props: &'static [Prop],
+    /// The context of its children, when it takes a `{ … }` block.
+    pub children: Option<Context>,
+    /// Whether the block is required.
+    pub children_required: bool,
+    /// Whether it may appear more than once in the same block.
+    pub repeatable: bool,
+    /// What it does (Markdown).
+    pub doc: &'static str,
+}
+
+impl NodeSchema {
+    /// The most arguments, if bounded.
+    pub fn max_args(&self) -> Option<usize> {
+        (!self.variadic).then_some(self.args.len())
+    }
+
+    /// The property with this name.
+    pub fn prop(&self, name: &str) -> Option<&'static Prop> {
+        self.props.iter().find(|p| p.name == name)
+    }
+
+    /// The schema of the `index`-th argument (the last one repeats when variadic).
+    pub fn arg(&self, index: usize) -> Option<&'static Arg> {
+        self.args
+            .get(index)
+            .or_else(|| self.variadic.then(|| self.args.last()).flatten())
+    }
+
+    /// A one-line signature such as `glob PATTERN [min=INT]`.
+    pub fn signature(&self) -> String {
+        let mut out = self.name.to_owned();
+        for (i, arg) in self.args.iter().enumerate() {
+            let optional = i >= self.min_args;
+            let repeat = if self.variadic && i + 1 == self.args.len() {
+                "…"
+            } else {
+                ""
+            };
+            if optional {
+                out.push_str(&format!(" [{}{repeat}]", arg.name));
+            } else {
+                out.push_str(&format!(" {}{repeat}", arg.name));
+            }
+        }
+        for prop in self.props {
+            let value = prop.name.to_uppercase();
+            if prop.required {
+                out.push_str(&format!(" {}={value}", prop.name));
+            } else {
+                out.push_str(&format!(" [{}={value}]", prop.name));
+            }
+        }
+        if self.children.is_some() {
+            out.push_str(" { … }");
+        }
+        out
+    }
+}
+
+/// The nodes allowed in `context`.
+pub fn nodes_in(context: Context) -> impl Iterator<Item = &'static NodeSchema> {
+    NODES.iter().filter(move |n| n.contexts.contains(&context))
+}
+
+/// The schema of `name` in `context`.
+pub fn lookup(context: Context, name: &str) -> Option<&'static NodeSchema> {
+    nodes_in(context).find(|n| n.name == name)
+}
+
+/// Every context in which a node named `name` may appear.
+pub fn contexts_of(name: &str) -> Vec<Context> {
+    NODES
+        .iter()
+        .filter(|n| n.name == name)
+        .flat_map(|n| n.contexts.iter().copied())
+        .collect()
+}
+
+/// Where phase children may appear: phases, templates and defaults.
+const PHASE_LIKE: &[Context] = &[Context::Phase, Context::Template, Context::Defaults];
+/// Where list-valued phase children that make no sense as defaults may appear.
+const PHASE_OR_TEMPLATE: &[Context] = &[Context::Phase, Context::Template];
+
+/// Verify modes.
+pub const VERIFY_MODES: &[Choice] = &[
+    Choice {
+        value: "self",
+        doc: "The agent runs `helixflow verify` before it finishes and must leave a passing receipt from this attempt, with the outputs unchanged since.",
+    },
+    Choice {
+        value: "external",
+        doc: "After the agent exits 0, helixflow runs every gate itself. The safety net, and the default.",
+    },
+    Choice {
+        value: "sub-agent",
+        doc: "A fresh verifier agent (see `verifier`) reviews the work and answers a JSON verdict.",
+    },
+    Choice {
+        value: "both",
+        doc: "`self` and `external`.",
+    },
+];
+
+/// `on-failure` values.
+pub const ON_FAILURE: &[Choice] = &[
+    Choice {
+        value: "stop",
+        doc: "Start no new phases; running ones finish their current attempt (the default).",
+    },
+    Choice {
+        value: "continue",
+        doc: "Go on with the phases that do not depend on the failed one.",
+    },
+];
+
+/// `response` values.
+pub const RESPONSE_FORMATS: &[Choice] = &[
+    Choice {
+        value: "text",
+        doc: "The response is all of standard output (the default).",
+    },
+    Choice {
+        value: "json",
+        doc: "Standard output is one JSON document.",
+    },
+    Choice {
+        value: "claude-stream-json",
+        doc: "The final `result` event of Claude Code's `--output-format stream-json`.",
+    },
+];
+
+const fn arg(name: &'static str, ty: ValueType, doc: &'static str) -> Arg {
+    Arg { name, ty, doc }
+}
+
+const fn prop(name: &'static str, ty: ValueType, doc: &'static str) -> Prop {
+    Prop {
+        name,
+        ty,
+        required: false,
+        default: None,
+        doc,
+    }
+}
+
+const fn required(name: &'static str, ty: ValueType, doc: &'static str) -> Prop {
+    Prop {
+        name,
+        ty,
+        required: true,
+        default: None,
+        doc,
+    }
+}
+
+const fn defaulted(
+    name: &'static str,
+    ty: ValueType,
+    default: &'static str,
+    doc: &'static str,
+) -> Prop {
+    Prop {
+        name,
+        ty,
+        required: false,
+        default: Some(default),
+        doc,
+    }
+}
+
+/// A node with the common fields defaulted; the table below fills in what differs.
+const BASE: NodeSchema = NodeSchema {
+    name: "",
+    contexts: &[],
+    args: &[],
+    min_args: 0,
+    variadic: false,
+    props: &[],
+    children: None,
+    children_required: false,
+    repeatable: false,
+    doc: "",
+};
+
+const NAME_ARG: &[Arg] = &[arg(
+    "NAME",
+    ValueType::Name,
+    "The name, unique within its kind.",
+)];
+const DURATION_ARG: &[Arg] = &[arg(
+    "DURATION",
+    ValueType::Duration,
+    "A duration such as \"90s\", \"15m\" or \"1h 30m\".",
+)];
+const ENV_ARGS: &[Arg] = &[
+    arg("NAME", ValueType::String, "The variable's name."),
+    arg("VALUE", ValueType::String, "Its value."),
+];
+const STRING_ARG: &[Arg] = &[arg("STRING", ValueType::String, "The text.")];
+const GATE_NAME: Prop = prop(
+    "name",
+    ValueType::String,
+    "The gate's name in reports (default: its kind).",
+);
+
+/// Every node of the language.
+pub static NODES: &[NodeSchema] = &[
+    // Top level.
+    NodeSchema {
+        name: "pipeline",
+        contexts: &[Context::TopLevel],
+        args: NAME_ARG,
+        min_args: 1,
+        children: Some(Context::Pipeline),
+        // A second one is reported as HF121, not as a repeat.
+        repeatable: true,
+        doc: "Run-wide settings. Exactly one in the file given to `run` or `lint`; none in imported files.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "import",
+        contexts: &[Context::TopLevel],
+        args: &[arg(
+            "PATH",
+            ValueType::Path,
+            "A KDL file, relative to the importing file, else searched on HELIXFLOW_PATH.",
+        )],
+        min_args: 1,
+        repeatable: true,
+        doc: "Load the `agent` and `template` nodes of another file. Resolved relative to the importing file, else on `HELIXFLOW_PATH` (`:`-separated folders).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "agent",
+        contexts: &[Context::TopLevel],
+        args: NAME_ARG,
+        min_args: 1,
+        children: Some(Context::Agent),
+        repeatable: true,
+        doc: "A command-line agent (Claude Code, Codex, Aider, a script): how to start it and how to read its answer.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "template",
+        contexts: &[Context::TopLevel],
+        args: NAME_ARG,
+        min_args: 1,
+        children: Some(Context::Template),
+        children_required: true,
+        repeatable: true,
+        doc: "A reusable phase body with parameters. A phase uses it with `use=NAME` and gives the parameters as properties.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "defaults",
+        contexts: &[Context::TopLevel],
+        children: Some(Context::Defaults),
+        children_required: true,
+        doc: "Phase settings applied to every phase that does not set them itself.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "phase",
+        contexts: &[Context::TopLevel],
+        args: NAME_ARG,
+        min_args: 1,
+        props: &[prop(
+            "use",
+            ValueType::Name,
+            "A template whose body this phase starts from; its parameters are given as further properties.",
+        )],
+        children: Some(Context::Phase),
+        repeatable: true,
+        doc: "One unit of work: who does it, what it must produce, and how that is verified.",
+        ..BASE
+    },
+    // pipeline { … }
+    NodeSchema {
+        name: "description",
+        contexts: &[Context::Pipeline, Context::Phase, Context::Template],
+        args: STRING_ARG,
+        min_args: 1,
+        doc: "A description shown in reports (and, for phases, available to prompts as `description`).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "workspace",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "PATH",
+            ValueType::String,
+            "A folder, relative to the pipeline file.",
+        )],
+        min_args: 1,
+        doc: "Root for every relative path and the agents' working directory. Default: the pipeline file's folder.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "max-parallel",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "INT",
+            ValueType::Int(1),
+            "How many phases may run at once.",
+        )],
+        min_args: 1,
+        doc: "Phases running at once (default 4; `run --jobs N` overrides).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "retry-budget",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "INT",
+            ValueType::Int(0),
+            "Retries shared by all phases.",
+        )],
+        min_args: 1,
+        doc: "Retries shared by all phases in one run; when spent, no phase retries again. Default: unlimited.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "timeout",
+        contexts: &[
+            Context::Pipeline,
+            Context::Agent,
+            Context::Phase,
+            Context::Template,
+            Context::Defaults,
+        ],
+        args: DURATION_ARG,
+        min_args: 1,
+        doc: "A time limit: for the whole run (in `pipeline`), per run of an agent (in `agent`), or per attempt (in a phase, overriding the agent's).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "state-dir",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "PATH",
+            ValueType::Path,
+            "A folder inside the workspace.",
+        )],
+        min_args: 1,
+        doc: "Where runs, logs and state are kept, inside the workspace. Default: `.helixflow`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "env",
+        contexts: &[
+            Context::Pipeline,
+            Context::Agent,
+            Context::Phase,
+            Context::Template,
+            Context::Defaults,
+        ],
+        args: ENV_ARGS,
+        min_args: 2,
+        repeatable: true,
+        doc: "An environment variable for agents and gates. Pipeline, agent and phase `env` add to helixflow's environment, in that order.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "secret",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "NAME",
+            ValueType::String,
+            "An environment variable's name.",
+        )],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Environment variables whose values are redacted from every log, event and report.",
+        ..BASE
+    },
+    // agent { … }
+    NodeSchema {
+        name: "command",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "ARG",
+            ValueType::String,
+            "One argument; `{{ prompt }}`, `{{ prompt_file }}`, `{{ phase }}`, `{{ attempt }}`, `{{ workspace }}` are replaced inside it.",
+        )],
+        min_args: 1,
+        variadic: true,
+        doc: "The agent's argv (never a shell string). Placeholders are replaced inside single arguments; a prompt is never shell-interpreted.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "resume",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "ARG",
+            ValueType::String,
+            "One argument; may use `{{ feedback }}` and `{{ feedback_file }}`.",
+        )],
+        min_args: 1,
+        variadic: true,
+        doc: "argv for retry attempts (session continuation, e.g. `--continue`). Without it, retries use `command` with the re-rendered prompt.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "stdin",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "BOOL",
+            ValueType::Bool,
+            "Whether the prompt goes to standard input.",
+        )],
+        doc: "Write the prompt to the agent's standard input instead of passing it in argv.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "response",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "FORMAT",
+            ValueType::Choice(RESPONSE_FORMATS),
+            "How the response is read.",
+        )],
+        min_args: 1,
+        doc: "How the final response text is taken from standard output (default `text`).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "evidence",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "REGEX",
+            ValueType::Regex,
+            "Matched against stdout and stderr.",
+        )],
+        min_args: 1,
+        doc: "The agent's transcript (stdout and stderr) must match this regex, else the attempt counts as skipped work.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "idle-timeout",
+        contexts: &[Context::Agent],
+        args: DURATION_ARG,
+        min_args: 1,
+        doc: "Longest time without output; on expiry the agent's process group is stopped (TERM, grace, KILL).",
+        ..BASE
+    },
+    // phase { … }, template { … }, defaults { … }
+    NodeSchema {
+        name: "agent",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "NAME",
+            ValueType::Name,
+            "An agent defined or imported in this pipeline.",
+        )],
+        min_args: 1,
+        doc: "The agent that does the phase's work (from `defaults` when absent).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "run",
+        contexts: PHASE_OR_TEMPLATE,
+        args: &[arg(
+            "SHELL",
+            ValueType::Shell,
+            "A command run with `sh -c` in the workspace.",
+        )],
+        min_args: 1,
+        doc: "Instead of an agent: a plain command step (formatters, code generators, deploys).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "prompt",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "TEMPLATE",
+            ValueType::Template,
+            "A MiniJinja template.",
+        )],
+        props: &[prop(
+            "file",
+            ValueType::Path,
+            "A file holding the template, relative to the workspace.",
+        )],
+        doc: "The prompt, a MiniJinja template, written inline or in `file=`. Variables: `phase`, `description`, `outputs`, `gates`, `attempt`, `max_attempts`, `feedback`, `verify_instructions`, and `vars`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "vars",
+        contexts: PHASE_LIKE,
+        children: Some(Context::Vars),
+        children_required: true,
+        repeatable: true,
+        doc: "Extra prompt variables: one `NAME VALUE` child each.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "depends-on",
+        contexts: PHASE_OR_TEMPLATE,
+        args: &[arg(
+            "PHASE",
+            ValueType::Name,
+            "A phase that must pass first.",
+        )],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Phases that must pass before this one starts.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "outputs",
+        contexts: PHASE_OR_TEMPLATE,
+        children: Some(Context::Outputs),
+        children_required: true,
+        repeatable: true,
+        doc: "Files the phase must produce. Checked by the implicit first gate, `outputs`, which also names same-named files found elsewhere (written to the wrong folder?).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "scope",
+        contexts: PHASE_LIKE,
+        args: &[arg("GLOB", ValueType::Glob, "Files the phase may touch.")],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "The only files this phase may create, change or delete; any other change fails the attempt.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "protect",
+        contexts: PHASE_LIKE,
+        args: &[arg("GLOB", ValueType::Glob, "Files that must not change.")],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Files that must stay byte-identical to their state before the attempt (tests the gates rely on, fixtures).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "gates",
+        contexts: PHASE_LIKE,
+        children: Some(Context::Gates),
+        children_required: true,
+        repeatable: true,
+        doc: "Checks of the phase's work, one gate per child. All gates run and all failures are reported together, unless `fail-fast #true`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "fail-fast",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "BOOL",
+            ValueType::Bool,
+            "Whether to stop at the first failing gate.",
+        )],
+        doc: "Stop checking at the first failing gate.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "verify",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "MODE",
+            ValueType::Choice(VERIFY_MODES),
+            "A verify mode.",
+        )],
+        min_args: 1,
+        variadic: true,
+        doc: "How the work is verified: `self`, `external`, `sub-agent`, `both` (= self + external); several may be given. Default `external`. Modes run in the order self → external → sub-agent, each only when the earlier passed.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "verifier",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "AGENT",
+            ValueType::Name,
+            "An agent defined or imported in this pipeline.",
+        )],
+        min_args: 1,
+        doc: "The agent that verifies the work in `sub-agent` mode.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "verifier-prompt",
+        contexts: PHASE_LIKE,
+        args: &[arg("TEMPLATE", ValueType::Template, "Extra instructions.")],
+        props: &[prop(
+            "file",
+            ValueType::Path,
+            "A file holding them, relative to the workspace.",
+        )],
+        doc: "Extra instructions for the verifier, inline or in `file=`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "retries",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "INT",
+            ValueType::Int(0),
+            "Retries after the first attempt.",
+        )],
+        min_args: 1,
+        doc: "Retries after the first attempt (default 2), while the run's `retry-budget` allows.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "backoff",
+        contexts: PHASE_LIKE,
+        args: DURATION_ARG,
+        min_args: 1,
+        doc: "Wait before each retry.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "on-failure",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "ACTION",
+            ValueType::Choice(ON_FAILURE),
+            "What the run does.",
+        )],
+        min_args: 1,
+        doc: "When retries are exhausted: `stop` starting new phases (default), or `continue` with the phases that do not depend on this one.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "escalate",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "SHELL",
+            ValueType::Shell,
+            "A command run with `sh -c`.",
+        )],
+        min_args: 1,
+        doc: "Run when the phase finally fails (notify a person, open a ticket).",
+        ..BASE
+    },
+    // template { … }
+    NodeSchema {
+        name: "param",
+        contexts: &[Context::Template],
+        args: &[arg(
+            "NAME",
+            ValueType::Name,
+            "The parameter's name, used as `{{ NAME }}`.",
+        )],
+        min_args: 1,
+        props: &[prop(
+            "default",
+            ValueType::String,
+            "The value when a phase does not give one; without it the parameter is required.",
+        )],
+        repeatable: true,
+        doc: "A template parameter. Phases give it as a property (`NAME=VALUE`); `{{ NAME }}` in the template's strings is replaced, and it is also a prompt variable.",
+        ..BASE
+    },
+    // outputs { … }
+    NodeSchema {
+        name: "file",
+        contexts: &[Context::Outputs],
+        args: &[arg(
+            "PATH",
+            ValueType::Path,
+            "A file relative to the workspace.",
+        )],
+        min_args: 1,
+        repeatable: true,
+        doc: "One expected file.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "glob",
+        contexts: &[Context::Outputs],
+        args: &[arg(
+            "PATTERN",
+            ValueType::Glob,
+            "A glob relative to the workspace.",
+        )],
+        min_args: 1,
+        props: &[defaulted(
+            "min",
+            ValueType::Int(0),
+            "1",
+            "The fewest files that must match; an empty expectation never passes silently.",
+        )],
+        repeatable: true,
+        doc: "At least `min` files matching a pattern.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "from",
+        contexts: &[Context::Outputs],
+        args: &[arg("DOC", ValueType::Path, "A Markdown or YAML document.")],
+        min_args: 1,
+        props: &[required(
+            "key",
+            ValueType::String,
+            "A dotted key in the front matter, e.g. `files.create`.",
+        )],
+        repeatable: true,
+        doc: "The paths listed under a key of a document's front matter (e.g. an ADR's `files.create`).",
+        ..BASE
+    },
+    // gates { … }
+    NodeSchema {
+        name: "syntax",
+        contexts: &[Context::Gates],
+        args: &[arg(
+            "GLOB",
+            ValueType::Glob,
+            "Files to parse (default: the outputs).",
+        )],
+        variadic: true,
+        props: &[GATE_NAME],
+        repeatable: true,
+        doc: "Every output (or every file matching the globs) parses, by extension: Python, Rust, JavaScript, TypeScript/TSX, JSON, YAML, TOML, Bash, Go, KDL. Errors are reported as `file:line:col` with the source line.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "command",
+        contexts: &[Context::Gates],
+        args: &[arg(
+            "SHELL",
+            ValueType::Shell,
+            "A command run with `sh -c` in the workspace.",
+        )],
+        min_args: 1,
+        props: &[
+            GATE_NAME,
+            prop(
+                "timeout",
+                ValueType::Duration,
+                "A time limit for the command.",
+            ),
+            prop(
+                "cwd",
+                ValueType::Path,
+                "The working directory, relative to the workspace.",
+            ),
+            prop(
+                "fix",
+                ValueType::Shell,
+                "Run once when the command fails, before it is checked again.",
+            ),
+        ],
+        repeatable: true,
+        doc: "The command exits 0. With `fix`, a failing gate runs the fix once and checks again before the attempt counts as failed.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "matches",
+        contexts: &[Context::Gates],
+        args: &[
+            arg(
+                "TARGET",
+                ValueType::String,
+                "`\"response\"` (the agent's final response) or a path or glob.",
+            ),
+            arg("PATTERN", ValueType::Regex, "A regular expression."),
+        ],
+        min_args: 2,
+        props: &[GATE_NAME],
+        repeatable: true,
+        doc: "The regex matches the target.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "absent",
+        contexts: &[Context::Gates],
+        args: &[
+            arg(
+                "TARGET",
+                ValueType::String,
+                "`\"response\"` (the agent's final response) or a path or glob.",
+            ),
+            arg("PATTERN", ValueType::Regex, "A regular expression."),
+        ],
+        min_args: 2,
+        props: &[GATE_NAME],
+        repeatable: true,
+        doc: "The regex matches nowhere in the target (e.g. `TODO`, `pytest.skip`).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "front-matter",
+        contexts: &[Context::Gates],
+        args: &[
+            arg("PATH", ValueType::Path, "A Markdown file."),
+            arg("KEY", ValueType::String, "A dotted key."),
+        ],
+        min_args: 2,
+        variadic: true,
+        props: &[GATE_NAME],
+        repeatable: true,
+        doc: "The Markdown file's YAML front matter exists and has every (dotted) key.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "sections",
+        contexts: &[Context::Gates],
+        args: &[
+            arg("PATH", ValueType::Path, "A Markdown file."),
+            arg("HEADING", ValueType::String, "A heading's text."),
+        ],
+        min_args: 2,
+        variadic: true,
+        props: &[GATE_NAME],
+        repeatable: true,
+        doc: "The Markdown file has every heading.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "paths-exist",
+        contexts: &[Context::Gates],
+        args: &[arg("DOC", ValueType::Path, "A Markdown or YAML document.")],
+        min_args: 1,
+        props: &[
+            GATE_NAME,
+            required(
+                "key",
+                ValueType::String,
+                "A dotted front-matter key listing paths.",
+            ),
+        ],
+        repeatable: true,
+        doc: "Every path listed under the front-matter key exists.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "changes",
+        contexts: &[Context::Gates],
+        props: &[
+            GATE_NAME,
+            defaulted(
+                "min",
+                ValueType::Int(1),
+                "1",
+                "The fewest files the attempt must change.",
+            ),
+        ],
+        repeatable: true,
+        doc: "The attempt changed at least `min` files: work was actually done.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "approval",
+        contexts: &[Context::Gates],
+        props: &[
+            GATE_NAME,
+            prop("prompt", ValueType::String, "The question asked."),
+        ],
+        repeatable: true,
+        doc: "A person approved: an interactive prompt, or `helixflow approve RUN PHASE`.",
+        ..BASE
+    },
+];
+
+/// Documentation of a `vars` child, which may have any name.
+pub static VAR: NodeSchema = NodeSchema {
+    name: "NAME",
+    contexts: &[Context::Vars],
+    args: &[arg("VALUE", ValueType::String, "The variable's value.")],
+    min_args: 1,
+    repeatable: false,
+    doc: "A prompt variable, available as `{{ vars.NAME }}`.",
+    ..BASE
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_node_is_documented_and_unique_per_context() {
+        let mut seen = std::collections::HashSet::new();
+        for node in NODES {
+            assert!(!node.doc.is_empty(), "{} has no doc", node.name);
+            assert!(node.min_args <= node.args.len(), "{}", node.name);
+            for context in node.contexts {
+                assert!(
+                    seen.insert((node.name, *context)),
+                    "{} twice in {context:?}",
+                    node.name
+                );
+            }
+            for arg in node.args {
+                assert!(!arg.doc.is_empty(), "{} {}", node.name, arg.name);
+            }
+        }
+    }
+
+    #[test]
+    fn signatures_read_like_the_language_reference() {
+        assert_eq!(
+            lookup(Context::Outputs, "glob").unwrap().signature(),
+            "glob PATTERN [min=MIN]"
+        );
+        assert_eq!(
+            lookup(Context::Agent, "command").unwrap().signature(),
+            "command ARG…"
+        );
+        assert_eq!(
+            lookup(Context::Gates, "syntax").unwrap().signature(),
+            "syntax [GLOB…] [name=NAME]"
+        );
+    }
+}
