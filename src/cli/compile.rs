@@ -17,10 +17,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Err(code) => return code,
     };
     match serde_json::to_string_pretty(&pipeline) {
-        Ok(json) => {
-            println!("{json}");
-            crate::exit::SUCCESS
-        }
+        Ok(json) => super::emit(&format!("{json}\n")),
         Err(e) => {
             eprintln!("error: cannot serialize the pipeline: {e}");
             crate::exit::INTERNAL

@@ -15,23 +15,21 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> i32 {
     if args.list {
-        for rule in ALL_RULES {
-            println!(
-                "{}  {:<8} {:<28} {}",
-                rule.code,
-                rule.severity.as_str(),
-                rule.name,
-                rule.summary
-            );
-        }
-        return crate::exit::SUCCESS;
+        let list: String = ALL_RULES
+            .iter()
+            .map(|rule| {
+                let severity = rule.severity.as_str();
+                format!(
+                    "{}  {severity:<8} {:<28} {}\n",
+                    rule.code, rule.name, rule.summary
+                )
+            })
+            .collect();
+        return super::emit(&list);
     }
     let code = args.code.as_deref().unwrap_or_default();
     match find_rule(code) {
-        Some(rule) => {
-            print!("{}", explanation(rule));
-            crate::exit::SUCCESS
-        }
+        Some(rule) => super::emit(&explanation(rule)),
         None => {
             let codes = ALL_RULES.iter().flat_map(|r| [r.code, r.name]);
             match did_you_mean(&code.to_uppercase(), codes) {

@@ -56,16 +56,15 @@ fn format_one(file: &PathBuf, check: bool) -> i32 {
         }
         let name = read.path.display().to_string();
         let diff = similar::TextDiff::from_lines(&read.text, &formatted);
-        print!(
-            "{}",
-            diff.unified_diff()
-                .context_radius(3)
-                .header(&name, &format!("{name} (formatted)"))
-        );
-        return crate::exit::FAILURE;
+        let diff = diff
+            .unified_diff()
+            .context_radius(3)
+            .header(&name, &format!("{name} (formatted)"))
+            .to_string();
+        return super::emit(&diff).max(crate::exit::FAILURE);
     }
     if stdin {
-        print!("{formatted}");
+        return super::emit(&formatted);
     } else if formatted != read.text
         && let Err(e) = std::fs::write(file, &formatted)
     {

@@ -21,6 +21,5 @@ pub(crate) fn run(args: &Args) -> i32 {
         Err(code) => return code,
     };
     let graph = PhaseGraph::new(&pipeline);
-    print!("{}", render(&pipeline, &graph, args.format));
-    crate::exit::SUCCESS
+    super::emit(&render(&pipeline, &graph, args.format))
 }

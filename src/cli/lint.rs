@@ -52,7 +52,10 @@ pub(crate) fn run(args: &Args) -> i32 {
     let stdout = std::io::stdout();
     let color = input::color(&stdout);
     let mut out = stdout.lock();
-    if diagnostics::render(args.format, &found, &sources, color, &mut out).is_err() {
+    if let Err(e) = diagnostics::render(args.format, &found, &sources, color, &mut out)
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write the report: {e}");
         return crate::exit::INTERNAL;
     }
     if args.format == Format::Human && found.is_empty() && !unreadable {

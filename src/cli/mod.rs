@@ -81,8 +81,27 @@ pub fn main() -> i32 {
         Command::Schema(args) => schema::run(&args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "helixflow", &mut std::io::stdout());
-            crate::exit::SUCCESS
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "helixflow", &mut script);
+            emit(&String::from_utf8_lossy(&script))
+        }
+    }
+}
+
+/// Writes command output to standard output. A reader that went away (`| head`) is not an
+/// error worth a message; other write failures are.
+fn emit(text: &str) -> i32 {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => crate::exit::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write to standard output: {e}");
+            crate::exit::INTERNAL
         }
     }
 }

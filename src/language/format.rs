@@ -612,7 +612,9 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
         use proptest::sample::select;
 
         use super::{count, parse};
+        use crate::diagnostics::FileId;
         use crate::language::format::format_source;
+        use crate::language::lexer::screen;
 
         const NAMES: &[&str] = &["a", "node", "x-y", "über", "\"quoted name\"", "#\"raw\"#"];
         const KEYS: &[&str] = &["k", "key-2", "\"q k\""];
@@ -750,7 +752,14 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
             for (index, node) in nodes.iter().enumerate() {
                 render_node(node, picker, out);
                 let last = index + 1 == nodes.len();
-                out.push_str(picker.pick(if last { LAST_TERMINATOR } else { TERMINATOR }));
+                // The kdl crate rejects `;` after a slashdashed node (`/-a; b`), though the
+                // grammar allows it.
+                let terminators: Vec<_> = (if last { LAST_TERMINATOR } else { TERMINATOR })
+                    .iter()
+                    .copied()
+                    .filter(|t| !(node.slashdash && t.contains(';')))
+                    .collect();
+                out.push_str(picker.pick(&terminators));
             }
         }
 
@@ -825,33 +834,9 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
                     prop_assert_eq!(count(&src, marker), count(&out, marker));
                 }
                 prop_assert!(!out.contains('\r'));
+                prop_assert!(screen(&src, FileId(0)).is_empty());
                 prop_assert!(out.lines().all(|line| !line.ends_with(' ') || line.trim().is_empty()));
             }
-        }
-    }
-}
-#[cfg(test)]
-mod scratch {
-    #[test]
-    fn scratch() {
-        for s in ["\n\n\na {\n\n\na\u{3000}#\"\"\"\n  raw \"# /* \n  \"\"\"#\n\n} "] {
-            let out = super::format_source(s);
-            println!(
-                "{s:?} => {:?}",
-                kdl::KdlDocument::parse(s).map(|_| ()).map_err(|e| e
-                    .diagnostics
-                    .iter()
-                    .map(|d| d.message.clone())
-                    .collect::<Vec<_>>())
-            );
-            println!(
-                "{out:?} => {:?}",
-                kdl::KdlDocument::parse(&out).map(|_| ()).map_err(|e| e
-                    .diagnostics
-                    .iter()
-                    .map(|d| d.message.clone())
-                    .collect::<Vec<_>>())
-            );
         }
     }
 }

@@ -653,4 +653,12 @@ mod tests {
         let src = "/*".repeat(100_000);
         assert_lossless(&src);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn covers_any_input_without_gaps(src in "(\\PC|[\"#/*\\\\{}\r\n\u{2028}])*") {
+            assert_lossless(&src);
+            screen(&src, FileId(0));
+        }
+    }
 }

@@ -1,0 +1,116 @@
+//! The bundled examples are lint-clean and formatted, and the generated schema is up to date.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn helixflow(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .env_remove("HELIXFLOW_PATH")
+        .output()
+        .expect("helixflow runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn kdl_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            kdl_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "kdl") {
+            out.push(path);
+        }
+    }
+}
+
+fn example_files() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    kdl_files(&root.join("examples"), &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+        .collect()
+}
+
+#[test]
+fn every_example_pipeline_is_lint_clean() {
+    let pipelines: Vec<String> = example_files()
+        .into_iter()
+        .filter(|f| f.ends_with("pipeline.kdl"))
+        .collect();
+    assert!(
+        pipelines.len() >= 3,
+        "expected the bundled examples, found {pipelines:?}"
+    );
+    for pipeline in pipelines {
+        let (code, stdout, stderr) = helixflow(&["lint", "--format", "json", &pipeline]);
+        assert_eq!(code, 0, "{pipeline}: {stdout}{stderr}");
+        assert_eq!(stdout.trim(), "[]", "{pipeline} has findings: {stdout}");
+    }
+}
+
+#[test]
+fn every_example_file_is_formatted() {
+    for file in example_files() {
+        let (code, stdout, stderr) = helixflow(&["fmt", "--check", &file]);
+        assert_eq!(code, 0, "{file} is not formatted:\n{stdout}{stderr}");
+    }
+}
+
+#[test]
+fn the_generated_schema_is_up_to_date() {
+    let (code, _, stderr) = helixflow(&["schema", "--check"]);
+    assert_eq!(
+        code, 0,
+        "{stderr}\nrun `cargo run -- schema` and commit schema/"
+    );
+}
+
+#[test]
+fn the_examples_cover_the_documented_workflows() {
+    let files = example_files();
+    let text = |name: &str| {
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(name)).unwrap()
+    };
+    let four = text("examples/four-phase/pipeline.kdl");
+    for expected in [
+        "ADR-*.md",
+        "src/**/*.py",
+        "tests/**/*.py",
+        "docs/**/*.md",
+        "syntax",
+        "command",
+    ] {
+        assert!(
+            four.contains(expected),
+            "four-phase example lacks {expected}"
+        );
+    }
+    assert!(text("examples/adr-parser/pipeline.kdl").contains("\"sub-agent\""));
+    assert!(files.iter().any(|f| f.contains("template-library/lib/")));
+    assert!(text("examples/template-library/pipeline.kdl").contains("import \"lib/python.kdl\""));
+}
+
+#[test]
+fn the_readme_lists_every_diagnostic() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for rule in helixflow::diagnostics::ALL_RULES {
+        let row = format!(
+            "| `{}` | {} | {} | {} |",
+            rule.code,
+            rule.severity.as_str(),
+            rule.name,
+            rule.summary
+        );
+        assert!(readme.contains(&row), "README lacks the row:\n{row}");
+    }
+}
