@@ -5,9 +5,13 @@
 
 pub mod cli;
 pub mod diagnostics;
+pub mod engine;
 pub mod graph;
 pub mod language;
 pub mod model;
+pub mod report;
+pub mod store;
+pub mod verify;
 
 /// Exit codes shared by every command (see the README).
 pub mod exit {

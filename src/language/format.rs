@@ -35,6 +35,7 @@ use super::lexer::{Token, TokenKind, tokenize};
 const INDENT: &str = "    ";
 
 /// Formats a KDL v2 document canonically, keeping every comment; formatting twice changes nothing.
+#[must_use]
 pub fn format_source(src: &str) -> String {
     let tokens = tokenize(src);
     let mut formatter = Formatter::new(src, &tokens);
@@ -53,27 +54,41 @@ struct Formatter<'a> {
     out: String,
     /// For each open block, the output length right after its `{`, to spot blocks left empty.
     blocks: Vec<usize>,
-    /// Whether a node has started and not yet ended.
-    in_node: bool,
-    /// The next token of the node attaches without a space (after `(`, `)`, `=` and `/-`).
-    glue: bool,
-    /// After a `\`, or a `//` comment inside a node: the next newline continues the node.
-    newline_continues: bool,
-    /// A `/-` is still waiting for what it comments out; newlines until then are dropped.
-    slashdash_open: bool,
-    /// A continuation line break is due before the node's next token. It waits for that token so
-    /// that nothing is left dangling when the node ends instead.
-    break_due: bool,
-    /// The output line can still take a trailing comment: the source has not moved to a new line.
-    line_open: bool,
-    /// The open output line holds only block comments, so the next node may continue it.
-    prefix_only: bool,
-    /// Nothing has been written since the last indentation.
-    at_line_start: bool,
+    /// The node being written, if one has started and not yet ended.
+    node: Option<Node>,
+    line: Line,
     /// Source newlines since the last written token; two or more mean a blank line.
     newlines: usize,
     /// The current block already has a line, so a blank line before the next one is kept.
     block_has_lines: bool,
+}
+
+/// How the next token of the node being written attaches.
+#[derive(Debug, Clone, Copy, Default)]
+struct Node {
+    /// The next token attaches without a space (after `(`, `)`, `=` and `/-`).
+    glue: bool,
+    /// After a `\`, or a `//` comment inside the node: the next newline continues the node.
+    newline_continues: bool,
+    /// A `/-` is still waiting for what it comments out; newlines until then are dropped.
+    slashdash_open: bool,
+}
+
+/// Where the output stands on its last line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// The source has moved on to a new line; the next node or comment starts a new one.
+    Closed,
+    /// A node goes on after a line break. The break waits for the node's next token, so that
+    /// nothing is left dangling when the node ends instead.
+    BreakDue,
+    /// Only indentation is written so far.
+    Fresh,
+    /// Text is written and the source is still on its line, so a trailing comment joins it.
+    Open {
+        /// The line holds only block comments, so the next node may continue it.
+        only_comments: bool,
+    },
 }
 
 impl<'a> Formatter<'a> {
@@ -84,21 +99,15 @@ impl<'a> Formatter<'a> {
             next_solid: next_solid(tokens),
             out: String::with_capacity(src.len() + src.len() / 8),
             blocks: Vec::new(),
-            in_node: false,
-            glue: false,
-            newline_continues: false,
-            slashdash_open: false,
-            break_due: false,
-            line_open: false,
-            prefix_only: false,
-            at_line_start: true,
+            node: None,
+            line: Line::Closed,
             newlines: 0,
             block_has_lines: false,
         }
     }
 
     fn token(&mut self, index: usize) {
-        if self.in_node {
+        if self.node.is_some() {
             self.node_token(index);
         } else {
             self.between_nodes(index);
@@ -119,26 +128,28 @@ impl<'a> Formatter<'a> {
             TokenKind::Whitespace | TokenKind::Semicolon => {}
             TokenKind::Newline => {
                 self.newlines += 1;
-                self.line_open = false;
-                self.prefix_only = false;
+                self.line = Line::Closed;
             }
             TokenKind::LineComment => {
-                if !self.line_open {
+                if !matches!(self.line, Line::Open { .. }) {
                     self.start_line();
                 }
                 self.push_spaced(token);
-                self.prefix_only = false;
             }
             TokenKind::BlockComment { .. } => self.block_comment_between_nodes(index),
             TokenKind::CloseBrace => self.close_block(),
             _ => {
-                let joins_comment = self.line_open && self.prefix_only;
-                if !joins_comment {
+                let joins_comments = self.line
+                    == Line::Open {
+                        only_comments: true,
+                    };
+                if !joins_comments {
                     self.start_line();
                 }
-                self.prefix_only = false;
-                self.in_node = true;
-                self.glue = !joins_comment;
+                self.node = Some(Node {
+                    glue: !joins_comments,
+                    ..Node::default()
+                });
                 self.node_token(index);
             }
         }
@@ -148,16 +159,18 @@ impl<'a> Formatter<'a> {
     /// its line; otherwise it begins a line, which the next node may continue.
     fn block_comment_between_nodes(&mut self, index: usize) {
         let token = self.tokens[index];
-        if self.line_open && self.prefix_only {
-            self.push_spaced(token);
-        } else if self.line_open && self.rest_of_line_is_empty(index) {
-            self.push_spaced(token);
-            self.prefix_only = false;
-        } else {
-            self.start_line();
-            self.push_spaced(token);
-            self.prefix_only = true;
-        }
+        let only_comments = match self.line {
+            Line::Open {
+                only_comments: true,
+            } => true,
+            Line::Open { .. } if self.rest_of_line_is_empty(index) => false,
+            _ => {
+                self.start_line();
+                true
+            }
+        };
+        self.push_spaced(token);
+        self.line = Line::Open { only_comments };
     }
 
     fn rest_of_line_is_empty(&self, index: usize) -> bool {
@@ -175,78 +188,89 @@ impl<'a> Formatter<'a> {
     /// A token inside a node: its name, type annotation, entries, children, and the terminator.
     fn node_token(&mut self, index: usize) {
         let token = self.tokens[index];
+        let node = self.node.unwrap_or_default();
         match token.kind {
             TokenKind::Whitespace => {}
-            TokenKind::Newline => self.newline_in_node(),
+            TokenKind::Newline => self.newline_in_node(node),
             TokenKind::Semicolon => self.end_node(),
             TokenKind::LineComment => {
                 self.push_spaced(token);
-                if self.newline_continues || self.slashdash_open {
-                    self.newline_continues = true;
+                if node.newline_continues || node.slashdash_open {
+                    self.update_node(|node| node.newline_continues = true);
                 } else {
                     self.end_node();
                 }
             }
             TokenKind::BlockComment { .. } => {
                 self.push_spaced(token);
-                self.glue = false;
+                self.update_node(|node| node.glue = false);
             }
             TokenKind::Continuation => {
                 self.push_spaced(token);
-                self.newline_continues = true;
+                self.update_node(|node| node.newline_continues = true);
             }
             TokenKind::Slashdash => {
-                self.push_inline(token, !self.glue);
-                self.glue = true;
-                self.slashdash_open = true;
+                self.push_inline(token, !node.glue);
+                self.update_node(|node| {
+                    node.glue = true;
+                    node.slashdash_open = true;
+                });
             }
             TokenKind::Equals | TokenKind::CloseParen => {
                 self.push_inline(token, false);
-                self.glue = true;
+                self.update_node(|node| node.glue = true);
             }
             TokenKind::OpenParen => {
-                self.push_inline(token, !self.glue);
-                self.glue = true;
-                self.slashdash_open = false;
+                self.push_inline(token, !node.glue);
+                self.update_node(|node| {
+                    node.glue = true;
+                    node.slashdash_open = false;
+                });
             }
-            TokenKind::OpenBrace => self.open_block(token),
+            TokenKind::OpenBrace => self.open_block(token, node),
             TokenKind::CloseBrace => {
                 self.end_node();
                 self.close_block();
             }
             _ => {
-                self.push_inline(token, !self.glue);
-                self.glue = false;
-                self.slashdash_open = false;
+                self.push_inline(token, !node.glue);
+                self.update_node(|node| {
+                    node.glue = false;
+                    node.slashdash_open = false;
+                });
             }
         }
     }
 
-    fn newline_in_node(&mut self) {
-        if self.newline_continues {
-            self.newline_continues = false;
-            self.break_due = true;
-        } else if !self.slashdash_open {
+    fn update_node(&mut self, change: impl FnOnce(&mut Node)) {
+        if let Some(node) = &mut self.node {
+            change(node);
+        }
+    }
+
+    fn newline_in_node(&mut self, node: Node) {
+        if node.newline_continues {
+            self.update_node(|node| node.newline_continues = false);
+            self.line = Line::BreakDue;
+        } else if !node.slashdash_open {
             self.end_node();
             self.newlines = 1;
-            self.line_open = false;
+            self.line = Line::Closed;
         }
     }
 
     fn end_node(&mut self) {
-        self.in_node = false;
-        self.glue = false;
-        self.newline_continues = false;
-        self.slashdash_open = false;
-        self.break_due = false;
+        self.node = None;
+        if self.line == Line::BreakDue {
+            self.line = Line::Closed;
+        }
     }
 
-    fn open_block(&mut self, token: Token) {
-        self.push_inline(token, !self.glue);
+    fn open_block(&mut self, token: Token, node: Node) {
+        self.push_inline(token, !node.glue);
         self.blocks.push(self.out.len());
         self.end_node();
         self.block_has_lines = false;
-        self.prefix_only = false;
     }
 
     /// Writes a `}`: right after its `{` when the block stayed empty, else on a line of its own.
@@ -257,10 +281,8 @@ impl<'a> Formatter<'a> {
             self.new_line(false);
         }
         self.push_text("}");
-        self.in_node = true;
-        self.glue = false;
+        self.node = Some(Node::default());
         self.block_has_lines = true;
-        self.prefix_only = false;
     }
 
     /// Starts a line at the current depth, after one blank line if the source had any here.
@@ -283,7 +305,7 @@ impl<'a> Formatter<'a> {
         for _ in 0..depth {
             self.out.push_str(INDENT);
         }
-        self.at_line_start = true;
+        self.line = Line::Fresh;
     }
 
     /// Writes a token of the current line, one space after what is already on it.
@@ -291,14 +313,13 @@ impl<'a> Formatter<'a> {
         self.push_inline(token, true);
     }
 
-    /// Writes a token of the current node, after the continuation line break if one is due.
+    /// Writes a token of the current line, after the continuation line break if one is due.
     fn push_inline(&mut self, token: Token, spaced: bool) {
-        if self.break_due {
-            self.break_due = false;
+        if self.line == Line::BreakDue {
             self.out.push('\n');
             self.indent(self.blocks.len() + 1);
         }
-        if spaced && !self.at_line_start {
+        if spaced && self.line != Line::Fresh {
             self.out.push(' ');
         }
         let text = token.text(self.src);
@@ -312,8 +333,9 @@ impl<'a> Formatter<'a> {
 
     fn push_text(&mut self, text: &str) {
         self.out.push_str(text);
-        self.at_line_start = false;
-        self.line_open = true;
+        self.line = Line::Open {
+            only_comments: false,
+        };
         self.newlines = 0;
     }
 }
@@ -349,7 +371,7 @@ mod tests {
     use kdl::KdlDocument;
 
     /// The big example from the language reference, with its comments.
-    const REFERENCE_EXAMPLE: &str = r####"pipeline "adr-042-payments" {
+    const REFERENCE_EXAMPLE: &str = r##"pipeline "adr-042-payments" {
     description "Implement the payment module described in ADR-042"
     max-parallel 2
     retry-budget 6
@@ -409,7 +431,7 @@ phase "docs" {
 }
 
 phase "lexer" use="python-module" module="adr/lexer"
-"####;
+"##;
 
     const TEMPLATE_EXAMPLE: &str = r#"template "python-module" {
     param "module"
@@ -699,7 +721,7 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
                 self.0 ^= self.0 << 13;
                 self.0 ^= self.0 >> 7;
                 self.0 ^= self.0 << 17;
-                options[(self.0 % options.len() as u64) as usize]
+                options[usize::try_from(self.0 % options.len() as u64).unwrap_or_default()]
             }
         }
 

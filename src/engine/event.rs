@@ -1,0 +1,237 @@
+//! The events of a run. The engine emits them; the journal, the progress display, NDJSON, JUnit and
+//! the summary only listen. The engine itself never prints.
+
+use serde::Serialize;
+
+/// How a timed-out child was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeoutKind {
+    /// The wall-clock `timeout`.
+    Wall,
+    /// No output for `idle-timeout`.
+    Idle,
+}
+
+/// The result of one gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateStatus {
+    /// The gate passed.
+    Passed,
+    /// The gate failed.
+    Failed,
+    /// Not run (an earlier gate failed with `fail-fast`, or the run was cancelled).
+    Skipped,
+}
+
+/// What one gate found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GateReport {
+    /// The gate's name (default: its kind); the implicit first gate is `outputs`.
+    pub name: String,
+    /// The gate's kind, e.g. `syntax`, `command`, `outputs`, `scope`.
+    pub kind: String,
+    /// Passed, failed or skipped.
+    pub status: GateStatus,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u64,
+    /// One entry per finding, each precise enough to act on (a path, `file:line:col` with the source
+    /// line and a caret, the tail of a command's output, …). Empty when passed.
+    pub details: Vec<String>,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptOutcome {
+    /// Every gate passed.
+    Passed,
+    /// The agent failed, or a gate did.
+    Failed,
+    /// The run was cancelled during the attempt.
+    Cancelled,
+}
+
+/// How a phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseStatus {
+    /// An attempt passed.
+    Passed,
+    /// Every allowed attempt failed.
+    Failed,
+    /// Not started: a dependency failed, or the run stopped.
+    Skipped,
+    /// Stopped by Ctrl-C or the run's timeout.
+    Cancelled,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Every phase passed.
+    Passed,
+    /// A phase failed or was skipped.
+    Failed,
+    /// Interrupted (Ctrl-C).
+    Cancelled,
+    /// The run-wide `timeout` expired.
+    TimedOut,
+}
+
+/// How the agent or `run` step of an attempt exited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildExit {
+    /// The exit code, when it exited normally.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Set when helixflow stopped it for a timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<TimeoutKind>,
+    /// Whether it was stopped because the run was cancelled.
+    pub cancelled: bool,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Bytes written to standard output.
+    pub stdout_bytes: u64,
+    /// Bytes written to standard error.
+    pub stderr_bytes: u64,
+}
+
+impl ChildExit {
+    /// Whether the child exited 0 on its own.
+    pub fn success(&self) -> bool {
+        self.code == Some(0) && self.timeout.is_none() && !self.cancelled
+    }
+}
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// The run began.
+    RunStarted {
+        /// The run's id (its folder name under `runs/`).
+        run_id: String,
+        /// The pipeline's name.
+        pipeline: String,
+        /// Phases in file order.
+        phases: Vec<String>,
+        /// Phases that may run at once.
+        max_parallel: u32,
+    },
+    /// An attempt of a phase began.
+    AttemptStarted {
+        /// The phase.
+        phase: String,
+        /// Counting from 1.
+        attempt: u32,
+        /// `retries + 1`.
+        max_attempts: u32,
+    },
+    /// The attempt moved to a new step (for progress displays): `agent`, `gate tests`, …
+    Step {
+        /// The phase.
+        phase: String,
+        /// The attempt.
+        attempt: u32,
+        /// What it is doing now.
+        step: String,
+    },
+    /// The agent or `run` step exited.
+    ChildExited {
+        /// The phase.
+        phase: String,
+        /// The attempt.
+        attempt: u32,
+        /// How it exited.
+        exit: ChildExit,
+    },
+    /// A gate finished.
+    GateFinished {
+        /// The phase.
+        phase: String,
+        /// The attempt.
+        attempt: u32,
+        /// What it found.
+        report: GateReport,
+    },
+    /// An attempt finished.
+    AttemptFinished {
+        /// The phase.
+        phase: String,
+        /// The attempt.
+        attempt: u32,
+        /// Passed, failed or cancelled.
+        outcome: AttemptOutcome,
+        /// Wall time in milliseconds.
+        duration_ms: u64,
+        /// Names of the gates that failed.
+        failed_gates: Vec<String>,
+        /// The feedback for the next attempt, when it failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
+    },
+    /// A failed phase will be tried again.
+    RetryScheduled {
+        /// The phase.
+        phase: String,
+        /// The attempt that comes next.
+        next_attempt: u32,
+        /// The wait before it, in milliseconds.
+        backoff_ms: u64,
+    },
+    /// A phase ended.
+    PhaseFinished {
+        /// The phase.
+        phase: String,
+        /// How it ended.
+        status: PhaseStatus,
+        /// Attempts made.
+        attempts: u32,
+        /// Wall time in milliseconds, from its first attempt.
+        duration_ms: u64,
+        /// Why, for skipped, failed and cancelled phases.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A phase's `escalate` command ran.
+    Escalated {
+        /// The phase.
+        phase: String,
+        /// Its exit code.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+    },
+    /// Something the user should know that is not a failure.
+    Warning {
+        /// The message.
+        message: String,
+    },
+    /// The run ended.
+    RunFinished {
+        /// How.
+        status: RunStatus,
+        /// Wall time in milliseconds.
+        duration_ms: u64,
+        /// The process exit code.
+        exit_code: i32,
+    },
+}
+
+/// An event with the time it happened, as written to the journal and `--events`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stamped {
+    /// RFC 3339 time, UTC.
+    pub time: String,
+    /// Milliseconds since the run started.
+    pub elapsed_ms: u64,
+    /// The event.
+    #[serde(flatten)]
+    pub event: Event,
+}

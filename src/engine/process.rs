@@ -1,0 +1,1 @@
+//! Process supervision. (Being written.)

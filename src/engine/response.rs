@@ -1,0 +1,1 @@
+//! Extracting the final response from an agent's output. (Being written.)

@@ -1,0 +1,1 @@
+//! Reporters: consumers of the event stream. (Being written.)
