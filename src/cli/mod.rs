@@ -7,6 +7,8 @@ mod fmt;
 mod graph;
 mod input;
 mod lint;
+mod run;
+mod runs;
 mod schema;
 
 use std::path::PathBuf;
@@ -35,6 +37,17 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a pipeline: phases over the DAG, every attempt verified, retries with feedback.
+    ///
+    /// Without FILE, runs helixflow.kdl or pipeline.kdl in the current folder or the nearest
+    /// parent. An invalid pipeline runs nothing and exits 2. The journal of every run is kept in
+    /// the state folder (`.helixflow/runs/<run-id>/`). Exits 0 when every phase passed, 1 when a
+    /// phase failed or the run timed out, 130 when interrupted.
+    Run(run::Args),
+    /// List past runs of a pipeline.
+    Runs(runs::RunsArgs),
+    /// Show a run's summary, or one phase's attempts with their gates and feedback.
+    Show(runs::ShowArgs),
     /// Check pipeline files and report every problem.
     ///
     /// Without FILE, checks helixflow.kdl or pipeline.kdl in the current folder or the nearest
@@ -73,6 +86,9 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Runs(args) => runs::runs(&args),
+        Command::Show(args) => runs::show(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Fmt(args) => fmt::run(&args),

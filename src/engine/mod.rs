@@ -1,6 +1,11 @@
 //! The run engine: scheduling phases over the DAG, one attempt at a time per phase, supervising
 //! every child process, and emitting [`event::Event`]s.
 
+mod attempt;
 pub mod event;
 pub mod process;
+pub mod prompt;
 pub mod response;
+pub mod run;
+
+pub use run::{GRACE, RunOptions, RunOutcome, execute};

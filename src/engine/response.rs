@@ -1,1 +1,433 @@
-//! Extracting the final response from an agent's output. (Being written.)
+//! Extracting the agent's final response from its standard-output log, and the `evidence` check
+//! over its transcript. Both read the logs as streams: a 100 MB transcript costs a bounded amount of
+//! memory.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::model::ResponseFormat;
+
+/// How much of a `text` response is kept: the last 16 MiB.
+pub const TEXT_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// The largest `json` document, and the longest line of a `claude-stream-json` log, that is read.
+pub const JSON_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The size of the pieces a very long transcript line is matched in by [`transcript_matches`].
+const WINDOW: usize = 4 * 1024 * 1024;
+
+/// How much consecutive pieces of one long line overlap, so that a match up to this long that
+/// straddles two pieces is still found.
+const OVERLAP: usize = 64 * 1024;
+
+/// The agent's final response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The response text (for `text`, at most the last [`TEXT_LIMIT`] bytes of the output, after a
+    /// line saying how much was left out).
+    pub text: String,
+    /// Set when the agent itself reported that it failed: Claude Code's result event (in
+    /// `claude-stream-json`, or a `json` document of the same shape) with `is_error: true` or a
+    /// `subtype` starting with `error`. Says what it reported, for feedback.
+    pub error: Option<String>,
+}
+
+impl Response {
+    /// Whether the agent reported an error in its result.
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+/// Why no response could be taken from the output.
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseError {
+    /// The log could not be read.
+    #[error("cannot read the agent's output {}: {source}", path.display())]
+    Io {
+        /// The log.
+        path: PathBuf,
+        /// What went wrong.
+        source: io::Error,
+    },
+    /// A `json` response larger than [`JSON_LIMIT`].
+    #[error(
+        "the agent's output is {size} bytes, more than the {limit} bytes a `json` response may have"
+    )]
+    TooLarge {
+        /// The output's size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The output of a `json` agent is not one JSON document.
+    #[error("the agent's output is not one JSON document (response \"json\"): {0}")]
+    InvalidJson(serde_json::Error),
+    /// A `claude-stream-json` output without a `result` event.
+    #[error(
+        "the agent's output has no `result` event (response \"claude-stream-json\" expects Claude Code's `--output-format stream-json`); did the agent stop early?"
+    )]
+    NoResult,
+}
+
+/// Reads the response per the agent's `response` format from its stdout log, streaming.
+///
+/// - `text`: all of the output as lossy UTF-8, keeping only the last [`TEXT_LIMIT`] bytes.
+/// - `json`: the output is one JSON document; the response is its `result` or `response` string
+///   when it is an object with one, else the document written compactly.
+/// - `claude-stream-json`: the `result` of the last line whose `type` is `"result"`; lines that are
+///   not JSON are skipped.
+pub fn extract(format: ResponseFormat, stdout_log: &Path) -> Result<Response, ResponseError> {
+    let io_error = |source| ResponseError::Io {
+        path: stdout_log.to_path_buf(),
+        source,
+    };
+    match format {
+        ResponseFormat::Text => Ok(Response {
+            text: read_text(stdout_log).map_err(io_error)?,
+            error: None,
+        }),
+        ResponseFormat::Json => extract_json(stdout_log, io_error),
+        ResponseFormat::ClaudeStreamJson => extract_stream_json(stdout_log, io_error),
+    }
+}
+
+/// The `evidence` check: whether `regex` matches the transcript (the given logs, in order), line by
+/// line. A line longer than 4 MiB is matched in overlapping 4 MiB pieces, so memory stays bounded
+/// on any output; a match must then be shorter than 64 KiB to be sure to be found. A missing log
+/// counts as empty.
+pub fn transcript_matches(regex: &regex::bytes::Regex, logs: &[&Path]) -> io::Result<bool> {
+    for log in logs {
+        let file = match File::open(log) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            // Reads up to WINDOW bytes of the current line; a longer line continues in the next
+            // round with the last OVERLAP bytes carried over.
+            let ended = read_line_limited(&mut reader, &mut line, WINDOW)?;
+            if line.is_empty() && ended == LineEnd::Eof {
+                break;
+            }
+            if regex.is_match(trim_newline(&line)) {
+                return Ok(true);
+            }
+            match ended {
+                LineEnd::Newline => {}
+                LineEnd::Eof => break,
+                LineEnd::Limit => {
+                    let mut carried = line[line.len() - OVERLAP.min(line.len())..].to_vec();
+                    loop {
+                        let before = carried.len();
+                        let ended = read_line_limited(&mut reader, &mut carried, WINDOW)?;
+                        if carried.len() > before && regex.is_match(trim_newline(&carried)) {
+                            return Ok(true);
+                        }
+                        if ended != LineEnd::Limit {
+                            break;
+                        }
+                        carried.drain(..carried.len() - OVERLAP.min(carried.len()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// All of the output as lossy UTF-8, or its last [`TEXT_LIMIT`] bytes after a marker line.
+fn read_text(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let skipped = len.saturating_sub(TEXT_LIMIT);
+    let mut bytes = Vec::new();
+    if skipped > 0 {
+        let marker = format!("[helixflow: the first {skipped} bytes of the output are left out]\n");
+        bytes.reserve_exact(marker.len() + usize::try_from(TEXT_LIMIT).unwrap_or(0));
+        bytes.extend_from_slice(marker.as_bytes());
+        file.seek(SeekFrom::Start(skipped))?;
+        let start = bytes.len();
+        file.take(TEXT_LIMIT).read_to_end(&mut bytes)?;
+        // Continuation bytes at the cut belong to a character whose start was left out.
+        let cut = bytes[start..]
+            .iter()
+            .take(3)
+            .take_while(|&&b| b & 0xC0 == 0x80)
+            .count();
+        bytes.drain(start..start + cut);
+    } else {
+        bytes.reserve_exact(usize::try_from(len).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+    }
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+    })
+}
+
+/// The `json` format.
+fn extract_json(
+    path: &Path,
+    io_error: impl Fn(io::Error) -> ResponseError,
+) -> Result<Response, ResponseError> {
+    let file = File::open(path).map_err(&io_error)?;
+    let size = file.metadata().map_err(&io_error)?.len();
+    if size > JSON_LIMIT {
+        return Err(ResponseError::TooLarge {
+            size,
+            limit: JSON_LIMIT,
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(JSON_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(&io_error)?;
+    if bytes.len() as u64 > JSON_LIMIT {
+        return Err(ResponseError::TooLarge {
+            size: bytes.len() as u64,
+            limit: JSON_LIMIT,
+        });
+    }
+    let document: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(ResponseError::InvalidJson)?;
+    drop(bytes);
+    let error = ResultEvent::deserialize(&document)
+        .ok()
+        .and_then(|event| event.error());
+    let text = match &document {
+        serde_json::Value::Object(fields) => ["result", "response"]
+            .iter()
+            .find_map(|key| fields.get(*key).and_then(serde_json::Value::as_str))
+            .map(str::to_owned),
+        _ => None,
+    };
+    let text = match text {
+        Some(text) => text,
+        None => serde_json::to_string(&document).map_err(ResponseError::InvalidJson)?,
+    };
+    Ok(Response { text, error })
+}
+
+/// The `claude-stream-json` format.
+fn extract_stream_json(
+    path: &Path,
+    io_error: impl Fn(io::Error) -> ResponseError,
+) -> Result<Response, ResponseError> {
+    let file = File::open(path).map_err(&io_error)?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let limit = usize::try_from(JSON_LIMIT).unwrap_or(usize::MAX);
+    let mut line = Vec::new();
+    let mut last = None;
+    loop {
+        line.clear();
+        let ended = read_line_limited(&mut reader, &mut line, limit).map_err(&io_error)?;
+        if ended == LineEnd::Limit {
+            // A line over the limit cannot be held, so it cannot be the result: skip the rest.
+            skip_line(&mut reader).map_err(&io_error)?;
+        } else if let Some(event) = parse_result_event(trim_newline(&line)) {
+            last = Some(event);
+        }
+        if ended == LineEnd::Eof {
+            break;
+        }
+    }
+    let event = last.ok_or(ResponseError::NoResult)?;
+    let error = event.error();
+    Ok(Response {
+        text: event.result_text().unwrap_or_default(),
+        error,
+    })
+}
+
+/// A line of Claude Code's output that is a `result` event.
+fn parse_result_event(line: &[u8]) -> Option<ResultEvent> {
+    let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
+    // Only an object can be an event; this also skips plain text quickly.
+    if line[start] != b'{' {
+        return None;
+    }
+    let event: ResultEvent = serde_json::from_slice(line).ok()?;
+    (event.kind.as_deref() == Some("result")).then_some(event)
+}
+
+/// The fields of Claude Code's `result` event that matter here; the rest are ignored.
+#[derive(Debug, Deserialize)]
+struct ResultEvent {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    subtype: Option<String>,
+    is_error: Option<bool>,
+    /// A string in practice; anything else is kept as compact JSON rather than lost.
+    result: Option<serde_json::Value>,
+}
+
+impl ResultEvent {
+    /// The result as text: the string itself, or other JSON written compactly.
+    fn result_text(&self) -> Option<String> {
+        match self.result.as_ref()? {
+            serde_json::Value::String(text) => Some(text.clone()),
+            serde_json::Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// What the event says went wrong, when it reports an error.
+    fn error(&self) -> Option<String> {
+        let subtype = self.subtype.as_deref().unwrap_or_default();
+        if subtype.starts_with("error") {
+            return Some(format!("the agent reported an error: {subtype}"));
+        }
+        if self.is_error == Some(true) {
+            let detail = self
+                .result_text()
+                .as_deref()
+                .map(str::trim)
+                .filter(|result| !result.is_empty())
+                .map(|result| format!(": {}", first_chars(result, 500)))
+                .unwrap_or_default();
+            return Some(format!("the agent reported an error{detail}"));
+        }
+        None
+    }
+}
+
+/// At most the first `max` characters of `text`, with `…` when cut.
+fn first_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// How [`read_line_limited`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineEnd {
+    /// At a newline (included in the line).
+    Newline,
+    /// At the end of the file.
+    Eof,
+    /// After `limit` bytes, in the middle of a line.
+    Limit,
+}
+
+/// Appends the rest of the current line to `line`, up to `limit` bytes in all.
+fn read_line_limited(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> io::Result<LineEnd> {
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if available.is_empty() {
+            return Ok(LineEnd::Eof);
+        }
+        let room = limit.saturating_sub(line.len());
+        if room == 0 {
+            return Ok(LineEnd::Limit);
+        }
+        let window = &available[..available.len().min(room)];
+        if let Some(newline) = window.iter().position(|&b| b == b'\n') {
+            line.extend_from_slice(&window[..=newline]);
+            reader.consume(newline + 1);
+            return Ok(LineEnd::Newline);
+        }
+        let taken = window.len();
+        line.extend_from_slice(window);
+        reader.consume(taken);
+    }
+}
+
+/// Discards input up to and including the next newline.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if available.is_empty() {
+            return Ok(());
+        }
+        if let Some(newline) = available.iter().position(|&b| b == b'\n') {
+            reader.consume(newline + 1);
+            return Ok(());
+        }
+        let taken = available.len();
+        reader.consume(taken);
+    }
+}
+
+/// The line without its `\n` (or `\r\n`).
+fn trim_newline(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(text: &[u8]) -> BufReader<&[u8]> {
+        BufReader::with_capacity(4, text)
+    }
+
+    #[test]
+    fn lines_are_read_up_to_the_limit() {
+        let mut input = reader(b"ab\ncdefgh\nij");
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line_limited(&mut input, &mut line, 5).unwrap(),
+            LineEnd::Newline
+        );
+        assert_eq!(line, b"ab\n");
+        line.clear();
+        assert_eq!(
+            read_line_limited(&mut input, &mut line, 5).unwrap(),
+            LineEnd::Limit
+        );
+        assert_eq!(line, b"cdefg");
+        skip_line(&mut input).unwrap();
+        line.clear();
+        assert_eq!(
+            read_line_limited(&mut input, &mut line, 5).unwrap(),
+            LineEnd::Eof
+        );
+        assert_eq!(line, b"ij");
+    }
+
+    #[test]
+    fn error_results_are_recognised() {
+        let event = |line: &str| parse_result_event(line.as_bytes());
+        let ok = event(r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#)
+            .unwrap();
+        assert_eq!(ok.error(), None);
+        let turns =
+            event(r#"{"type":"result","subtype":"error_max_turns","is_error":true}"#).unwrap();
+        assert_eq!(
+            turns.error().as_deref(),
+            Some("the agent reported an error: error_max_turns")
+        );
+        let api = event(
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            api.error().as_deref(),
+            Some("the agent reported an error: API Error: 529")
+        );
+        assert!(event(r#"{"type":"assistant","message":{}}"#).is_none());
+        assert!(event("not json").is_none());
+        assert!(event(r#"["type","result"]"#).is_none());
+    }
+}

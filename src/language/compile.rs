@@ -126,7 +126,10 @@ impl Compiler<'_> {
             file,
         }
         .document(&document, Context::TopLevel);
-        let folder = path.parent().unwrap_or(Path::new("")).to_owned();
+        let folder = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+            _ => PathBuf::from("."),
+        };
 
         let pipelines: Vec<&KdlNode> = nodes_named(&document, "pipeline").collect();
         let Some(&pipeline_node) = pipelines.first() else {

@@ -14,16 +14,18 @@
 //!   `/-"arg"`, `/-key=1`, `/-{`. Only a comment between the two keeps them apart.
 //! - A `\` line continuation is kept; the continued line is indented one level deeper than the node.
 //! - Strings, raw strings and multi-line strings are copied byte for byte, line breaks included
-//!   (a multi-line string's value depends only on its own lines, so re-indenting its node keeps it).
+//!   (a multi-line string's value depends only on its own lines, so re-indenting its node keeps it);
+//!   only CRLF becomes LF, see below.
 //! - Comments: a `//` comment on its own line is re-indented to the depth of the nodes around it; a
-//!   `//` comment after a node stays on the node's line, one space after it. A block comment is kept
-//!   verbatim: on its own line or before a node it is re-indented (its inner lines are not); after a
-//!   node or inside one it stays where it was, one space from its neighbours.
+//!   `//` comment at the end of a line (after a node, a `{` or a `}`) stays there, one space after
+//!   the text; trailing whitespace inside it is dropped. A block comment is copied verbatim: when
+//!   it begins a line (alone, or before a node) it is re-indented, its inner lines are not; inside
+//!   a node or at the end of a line it stays where it is, one space from its neighbours.
 //! - Blank lines: a run of blank lines between nodes or comments becomes one; blank lines at the
 //!   start of the file, right after `{` and right before `}` are dropped.
-//! - No trailing whitespace; lines end with `\n` (CRLF becomes LF, inside multi-line strings and
-//!   comments too, which does not change their value); the file ends with one newline. A file with
-//!   no tokens but whitespace becomes empty.
+//! - No trailing whitespace outside strings and block comments; lines end with `\n` (CRLF becomes
+//!   LF, inside multi-line strings and comments too, which does not change their value); the file
+//!   ends with one newline. A file with no tokens but whitespace becomes empty.
 //!
 //! The input is expected to be valid KDL v2 (the caller parsed it). On other input the formatter
 //! still returns some text and never panics, but makes no promise about it.
@@ -622,11 +624,15 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
 
     proptest::proptest! {
         #[test]
-        fn never_panics(src in "[a-c{}();=/\\\\*#\"\\- \n\r\t\u{2028}é]{0,60}") {
+        fn never_panics_on_any_input(src in "[a-c{}();=/\\\\*#\"\\- \n\r\t\u{2028}é]{0,60}") {
             let once = format_source(&src);
-            format_source(&once);
+            let twice = format_source(&once);
+            for out in [once, twice] {
+                proptest::prop_assert!(out.is_empty() || out.ends_with('\n'));
+            }
         }
     }
+
     /// Random valid KDL documents with comments and unusual spacing everywhere the grammar allows
     /// it, to check the formatter's promises beyond the hand-written samples.
     mod generated {

@@ -272,6 +272,9 @@ impl Lexer<'_> {
     /// Consumes one token starting at `pos` (which is before the end) and says what it was.
     fn next_kind(&mut self) -> TokenKind {
         let Some(c) = self.peek() else {
+            // Unreachable while `pos` stays on a character boundary; taking the rest guarantees
+            // progress all the same.
+            self.pos = self.src.len();
             return TokenKind::Invalid;
         };
         if self.eat("\r\n") {

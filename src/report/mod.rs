@@ -1,1 +1,116 @@
-//! Reporters: consumers of the event stream. (Being written.)
+//! Reporters: consumers of the event stream. The engine emits [`Stamped`] events and never prints;
+//! everything a user sees of a run (progress bars, log lines, NDJSON, JUnit XML, the final table) is
+//! written here, from those events alone.
+//!
+//! Events are expected to be redacted already (the engine applies `secret` redaction before it
+//! emits), so reporters write what they receive.
+
+mod junit;
+mod ndjson;
+mod plain;
+mod progress;
+mod record;
+mod summary;
+mod text;
+
+use std::io::Write;
+
+use crate::engine::event::Stamped;
+
+pub use junit::Junit;
+pub use ndjson::Ndjson;
+pub use plain::Plain;
+pub use progress::Progress;
+pub use summary::Summary;
+pub use text::human_duration;
+
+/// A consumer of run events.
+pub trait Reporter: Send {
+    /// Called for every event, in order.
+    fn event(&mut self, event: &Stamped) -> std::io::Result<()>;
+
+    /// Called once after `RunFinished` (or when the run ends abnormally); flush and write files here.
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// What to call this reporter when it fails, e.g. `JUnit report target/junit.xml`.
+    fn name(&self) -> String {
+        "reporter".to_owned()
+    }
+}
+
+/// Fans one event out to many reporters; a failing reporter is reported once on stderr and then
+/// skipped (it must never stop the run).
+pub struct Reporters {
+    list: Vec<Slot>,
+    finished: bool,
+}
+
+/// One reporter and whether it is still listening.
+struct Slot {
+    reporter: Box<dyn Reporter>,
+    failed: bool,
+}
+
+impl Reporters {
+    /// Fans out to `list`, in order.
+    pub fn new(list: Vec<Box<dyn Reporter>>) -> Self {
+        let list = list
+            .into_iter()
+            .map(|reporter| Slot {
+                reporter,
+                failed: false,
+            })
+            .collect();
+        Self {
+            list,
+            finished: false,
+        }
+    }
+
+    /// Passes `event` to every reporter that has not failed.
+    pub fn event(&mut self, event: &Stamped) {
+        for slot in &mut self.list {
+            if !slot.failed
+                && let Err(error) = slot.reporter.event(event)
+            {
+                slot.fail(&error);
+            }
+        }
+    }
+
+    /// Finishes every reporter that has not failed; later calls do nothing, so an abnormal end may
+    /// call it again safely.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        for slot in &mut self.list {
+            if !slot.failed
+                && let Err(error) = slot.reporter.finish()
+            {
+                slot.fail(&error);
+            }
+        }
+    }
+
+    /// How many reporters have failed and been switched off.
+    pub fn failed(&self) -> usize {
+        self.list.iter().filter(|slot| slot.failed).count()
+    }
+}
+
+impl Slot {
+    fn fail(&mut self, error: &std::io::Error) {
+        self.failed = true;
+        // A closed or broken stderr must not turn a reporting problem into a panic, so the message
+        // is written without `eprintln!`.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "helixflow: {} failed: {error}; it is off for the rest of this run",
+            self.reporter.name()
+        );
+    }
+}

@@ -1,1 +1,372 @@
-//! (Being written.)
+//! Redaction of `secret` values from everything helixflow writes: each occurrence of a secret's
+//! value becomes `[REDACTED:NAME]`.
+//!
+//! Where occurrences of secrets overlap (one secret's value ends with the start of another's, or
+//! contains another), the whole overlapping stretch is replaced by one marker, named after the
+//! longest secret at the stretch's first byte: no part of any secret is ever left in the clear.
+//! Occurrences that merely touch (`SECRETSECRET`) get one marker each.
+
+use std::sync::Arc;
+
+/// Replaces every occurrence of secret values with `[REDACTED:NAME]`.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Arc<Secrets>,
+}
+
+/// The secrets of one redactor, prepared for scanning.
+#[derive(Debug)]
+struct Secrets {
+    /// (name, value), longest value first; no empty and no duplicate values.
+    list: Vec<(String, Vec<u8>)>,
+    /// Whether some secret starts with this byte: lets the scan pass over most bytes with one
+    /// lookup instead of comparing every secret at every position.
+    starts: [bool; 256],
+    /// The length of the longest value (0 when there are no secrets).
+    longest: usize,
+}
+
+impl Default for Secrets {
+    fn default() -> Self {
+        Self {
+            list: Vec::new(),
+            starts: [false; 256],
+            longest: 0,
+        }
+    }
+}
+
+impl Secrets {
+    /// The secret that starts `haystack`, longest first, as (name, length).
+    fn longest_match(&self, haystack: &[u8]) -> Option<(&str, usize)> {
+        self.list
+            .iter()
+            .find(|(_, value)| haystack.starts_with(value))
+            .map(|(name, value)| (name.as_str(), value.len()))
+    }
+}
+
+impl Redactor {
+    /// A redactor for these `(NAME, value)` pairs; empty values are ignored.
+    pub fn new(secrets: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut list: Vec<(String, Vec<u8>)> = secrets
+            .into_iter()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(name, value)| (name, value.into_bytes()))
+            .collect();
+        // Longest first, so the first secret found at a position is the longest one there; equal
+        // values end up next to each other (then by name, so the name kept is deterministic).
+        list.sort_by(|(name_a, a), (name_b, b)| {
+            b.len()
+                .cmp(&a.len())
+                .then_with(|| a.cmp(b))
+                .then_with(|| name_a.cmp(name_b))
+        });
+        list.dedup_by(|later, earlier| later.1 == earlier.1);
+        let mut starts = [false; 256];
+        for (_, value) in &list {
+            starts[usize::from(value[0])] = true;
+        }
+        let longest = list.first().map_or(0, |(_, value)| value.len());
+        Self {
+            secrets: Arc::new(Secrets {
+                list,
+                starts,
+                longest,
+            }),
+        }
+    }
+
+    /// From the environment: for each NAME in `names`, the value `env` gives for it, if any (`env`
+    /// looks the name up in helixflow's environment merged with the pipeline's `env` and the like).
+    pub fn from_env(names: &[String], env: &dyn Fn(&str) -> Option<String>) -> Self {
+        Self::new(
+            names
+                .iter()
+                .filter_map(|name| env(name).map(|value| (name.clone(), value))),
+        )
+    }
+
+    /// Whether there is nothing to redact.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.list.is_empty()
+    }
+
+    /// `text` with every secret replaced by its marker.
+    pub fn redact(&self, text: &str) -> String {
+        if self.is_empty() {
+            return text.to_owned();
+        }
+        // A secret is valid UTF-8 and so is the text, so every occurrence starts and ends on a
+        // character boundary and the result is valid UTF-8; the lossy path is never taken.
+        match String::from_utf8(self.redact_bytes(text.as_bytes())) {
+            Ok(redacted) => redacted,
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        }
+    }
+
+    /// `bytes` with every secret replaced by its marker; other bytes (valid UTF-8 or not) are kept
+    /// as they are.
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        if self.is_empty() {
+            return bytes.to_vec();
+        }
+        let mut stream = self.stream();
+        let mut out = stream.push(bytes);
+        out.extend(stream.finish());
+        out
+    }
+
+    /// A streaming redactor for one output stream: chunks in, redacted bytes out; secrets split
+    /// across chunk boundaries are still caught.
+    pub fn stream(&self) -> RedactStream {
+        RedactStream {
+            secrets: Arc::clone(&self.secrets),
+            pending: Vec::new(),
+            mask_end: 0,
+        }
+    }
+}
+
+/// Redacts one stream of bytes given in chunks; see [`Redactor::stream`].
+#[derive(Debug)]
+pub struct RedactStream {
+    secrets: Arc<Secrets>,
+    /// Bytes received but not yet decided on: the tail that could still be the start of a secret.
+    pending: Vec<u8>,
+    /// Offset in `pending` up to which bytes belong to a marker already written, so they are
+    /// dropped; a secret starting before it extends it.
+    mask_end: usize,
+}
+
+impl RedactStream {
+    /// Takes the next chunk and returns the redacted bytes that can be decided now. Up to (longest
+    /// secret − 1) bytes are held back until more input or [`RedactStream::finish`] shows whether
+    /// they begin a secret.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.secrets.list.is_empty() {
+            return chunk.to_vec();
+        }
+        self.pending.extend_from_slice(chunk);
+        // A secret starting before `decided` lies wholly inside `pending`, so those positions can
+        // be judged now.
+        let decided = self.pending.len().saturating_sub(self.secrets.longest - 1);
+        self.scan(decided)
+    }
+
+    /// Ends the stream: returns the bytes still held back, redacted.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let out = self.scan(self.pending.len());
+        self.mask_end = 0;
+        out
+    }
+
+    /// Redacts `pending[..end]`, removes it from `pending` and returns the result.
+    fn scan(&mut self, end: usize) -> Vec<u8> {
+        let secrets = &*self.secrets;
+        let pending = &self.pending;
+        let mut out = Vec::with_capacity(end + 32);
+        // `pending[..copied]` has been written out or dropped.
+        let mut copied = 0;
+        let mut i = 0;
+        while i < end {
+            if i >= self.mask_end {
+                // Outside any marker: jump to the next byte that can start a secret.
+                let skip = pending[i..end]
+                    .iter()
+                    .position(|&b| secrets.starts[usize::from(b)]);
+                match skip {
+                    Some(skip) => i += skip,
+                    None => break,
+                }
+            }
+            if let Some((name, len)) = secrets.longest_match(&pending[i..]) {
+                if i >= self.mask_end {
+                    out.extend_from_slice(&pending[copied..i]);
+                    out.extend_from_slice(b"[REDACTED:");
+                    out.extend_from_slice(name.as_bytes());
+                    out.push(b']');
+                }
+                self.mask_end = self.mask_end.max(i + len);
+            }
+            i += 1;
+            if i <= self.mask_end {
+                copied = i;
+            }
+        }
+        out.extend_from_slice(&pending[copied..end]);
+        self.pending.drain(..end);
+        self.mask_end = self.mask_end.saturating_sub(end);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redactor(secrets: &[(&str, &str)]) -> Redactor {
+        Redactor::new(
+            secrets
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
+        )
+    }
+
+    fn streamed(redactor: &Redactor, chunks: &[&[u8]]) -> Vec<u8> {
+        let mut stream = redactor.stream();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(stream.push(chunk));
+        }
+        out.extend(stream.finish());
+        out
+    }
+
+    #[test]
+    fn replaces_each_occurrence_with_its_name() {
+        let r = redactor(&[("TOKEN", "hunter2"), ("KEY", "sk-123")]);
+        assert_eq!(
+            r.redact("token=hunter2 key=sk-123 again hunter2."),
+            "token=[REDACTED:TOKEN] key=[REDACTED:KEY] again [REDACTED:TOKEN]."
+        );
+    }
+
+    #[test]
+    fn secret_split_at_every_boundary_is_caught() {
+        let r = redactor(&[("TOKEN", "hunter2"), ("KEY", "sk-123")]);
+        let text = b"a hunter2 b sk-123 chunter2hunter2 sk-12 end";
+        let expected = r.redact_bytes(text);
+        assert_eq!(
+            expected,
+            b"a [REDACTED:TOKEN] b [REDACTED:KEY] c[REDACTED:TOKEN][REDACTED:TOKEN] sk-12 end"
+        );
+        for cut in 0..=text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(streamed(&r, &[a, b]), expected, "split at {cut}");
+            for cut2 in cut..=text.len() {
+                let (b1, b2) = b.split_at(cut2 - cut);
+                assert_eq!(
+                    streamed(&r, &[a, b1, b2]),
+                    expected,
+                    "split at {cut}, {cut2}"
+                );
+            }
+        }
+        let bytewise: Vec<&[u8]> = text.chunks(1).collect();
+        assert_eq!(streamed(&r, &bytewise), expected);
+    }
+
+    #[test]
+    fn overlapping_secrets_are_covered_completely() {
+        let r = redactor(&[("A", "abcdef"), ("B", "defgh")]);
+        assert_eq!(r.redact("xxabcdefghyy"), "xx[REDACTED:A]yy");
+        assert_eq!(r.redact("xxdefghyy"), "xx[REDACTED:B]yy");
+        let r = redactor(&[("OUTER", "abc"), ("INNER", "b")]);
+        assert_eq!(
+            r.redact("abc b ab"),
+            "[REDACTED:OUTER] [REDACTED:INNER] a[REDACTED:INNER]"
+        );
+        let r = redactor(&[("PAIR", "aa")]);
+        assert_eq!(r.redact("aaaaa b aa"), "[REDACTED:PAIR] b [REDACTED:PAIR]");
+    }
+
+    #[test]
+    fn overlap_across_chunks_is_covered() {
+        let r = redactor(&[("A", "abcdef"), ("B", "defgh")]);
+        let text = b"xxabcdefghyy";
+        for cut in 0..=text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(streamed(&r, &[a, b]), b"xx[REDACTED:A]yy", "split at {cut}");
+        }
+        let r = redactor(&[("PAIR", "aa")]);
+        let long = vec![b'a'; 10_000];
+        let chunks: Vec<&[u8]> = long.chunks(7).collect();
+        assert_eq!(streamed(&r, &chunks), b"[REDACTED:PAIR]");
+    }
+
+    #[test]
+    fn empty_secret_is_ignored() {
+        let r = redactor(&[("EMPTY", "")]);
+        assert!(r.is_empty());
+        assert_eq!(r.redact("anything"), "anything");
+        let r = redactor(&[("EMPTY", ""), ("SET", "x1")]);
+        assert!(!r.is_empty());
+        assert_eq!(r.redact("ax1b"), "a[REDACTED:SET]b");
+    }
+
+    #[test]
+    fn same_value_under_two_names_gets_one_name() {
+        let r = redactor(&[("ZED", "same"), ("ALPHA", "same")]);
+        assert_eq!(r.redact("same"), "[REDACTED:ALPHA]");
+    }
+
+    #[test]
+    fn non_utf8_bytes_pass_through() {
+        let r = redactor(&[("TOKEN", "hunter2")]);
+        let input = b"\xff\xfehunter2\x80\xc3(";
+        assert_eq!(r.redact_bytes(input), b"\xff\xfe[REDACTED:TOKEN]\x80\xc3(");
+        let split: Vec<&[u8]> = input.chunks(3).collect();
+        assert_eq!(streamed(&r, &split), b"\xff\xfe[REDACTED:TOKEN]\x80\xc3(");
+    }
+
+    #[test]
+    fn without_secrets_nothing_is_held_back() {
+        let r = Redactor::default();
+        assert!(r.is_empty());
+        let mut stream = r.stream();
+        assert_eq!(stream.push(b"abc"), b"abc");
+        assert!(stream.finish().is_empty());
+    }
+
+    #[test]
+    fn holds_back_less_than_the_longest_secret() {
+        let r = redactor(&[("TOKEN", "hunter2")]);
+        let mut stream = r.stream();
+        assert_eq!(stream.push(b"0123456789"), b"0123");
+        assert_eq!(stream.finish(), b"456789");
+    }
+
+    #[test]
+    fn from_env_takes_the_values_that_are_set() {
+        let env = |name: &str| match name {
+            "API_KEY" => Some("k-42".to_owned()),
+            "BLANK" => Some(String::new()),
+            _ => None,
+        };
+        let names = [
+            "API_KEY".to_owned(),
+            "MISSING".to_owned(),
+            "BLANK".to_owned(),
+        ];
+        let r = Redactor::from_env(&names, &env);
+        assert_eq!(r.redact("use k-42"), "use [REDACTED:API_KEY]");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn streaming_matches_batch_and_leaks_nothing(
+            text in proptest::collection::vec(proptest::sample::select(b"abc".to_vec()), 0..60),
+            cuts in proptest::collection::vec(0usize..60, 0..6),
+            secrets in proptest::collection::vec("[abc]{1,4}", 1..4),
+        ) {
+            let r = Redactor::new(
+                secrets.iter().enumerate().map(|(i, s)| (format!("S{i}"), s.clone())),
+            );
+            let batch = r.redact_bytes(&text);
+            for (_, value) in &r.secrets.list {
+                proptest::prop_assert!(!batch.windows(value.len()).any(|w| w == value.as_slice()));
+            }
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for cut in cuts {
+                chunks.push(&text[from..cut]);
+                from = cut;
+            }
+            chunks.push(&text[from..]);
+            proptest::prop_assert_eq!(streamed(&r, &chunks), batch);
+        }
+    }
+}

@@ -1,1 +1,322 @@
-//! (Being written.)
+//! Feedback for the next attempt: what failed in this one, precisely enough to act on.
+//!
+//! The text is Markdown, deterministic for the same input (it is written to `feedback.md`, given to
+//! the agent as `{{ feedback }}` and snapshot-tested). Each gate detail is kept verbatim: its first
+//! line becomes a list item, and any further lines (a source line with its caret, a command's output)
+//! a fenced block under it, so alignment survives. Redaction is the caller's job: gate details are
+//! redacted when the gates run, and `stderr_tail` must be redacted before it gets here.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::engine::event::{GateReport, GateStatus, TimeoutKind};
+use crate::model::{Phase, Worker};
+
+/// Most lines of the agent's standard error quoted.
+const STDERR_LINES: usize = 40;
+
+/// Why the agent (or `run` step) itself failed, before any gate ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentFailure {
+    /// It exited non-zero, or was ended by a signal.
+    Exit {
+        /// The exit code, when it exited normally.
+        code: Option<i32>,
+        /// The signal that ended it, when one did.
+        signal: Option<i32>,
+        /// The end of its standard error (already redacted).
+        stderr_tail: String,
+    },
+    /// helixflow stopped it for a timeout.
+    Timeout {
+        /// The wall-clock `timeout` or the `idle-timeout`.
+        kind: TimeoutKind,
+        /// The limit that expired.
+        limit: Duration,
+    },
+    /// Its final response could not be taken from its output.
+    Response(String),
+    /// Its transcript did not match the agent's `evidence` pattern: the work looks skipped.
+    NoEvidence {
+        /// The `evidence` regex.
+        pattern: String,
+    },
+}
+
+/// The feedback text (Markdown) for the attempt after `attempt`: what failed, precisely.
+pub fn render(
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    agent: Option<&AgentFailure>,
+    reports: &[GateReport],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Attempt {attempt} of {max_attempts} failed verification\n"
+    );
+    if attempt.saturating_add(1) == max_attempts {
+        out.push_str(
+            "⚠ This is your last attempt: if it fails too, the phase fails. Fix every problem \
+             listed below, and check your work against the gates before you finish.\n\n",
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Phase `{}`: fix every problem below. The next attempt is checked the same way.\n",
+        phase.name.value
+    );
+
+    let failed: Vec<&GateReport> = reports
+        .iter()
+        .filter(|r| r.status == GateStatus::Failed)
+        .collect();
+    if let Some(failure) = agent {
+        agent_section(&mut out, worker_noun(phase), failure);
+    }
+    for report in &failed {
+        gate_section(&mut out, report);
+    }
+    if agent.is_none() && failed.is_empty() {
+        out.push_str("No specific failure was recorded for this attempt.\n\n");
+    }
+
+    let skipped: Vec<&GateReport> = reports
+        .iter()
+        .filter(|r| r.status == GateStatus::Skipped)
+        .collect();
+    if !skipped.is_empty() {
+        out.push_str("## Gates not run\n\n");
+        for report in skipped {
+            let _ = write!(out, "- {}", gate_label(report));
+            if let Some(reason) = report.details.first() {
+                let _ = write!(out, ": {reason}");
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+
+    let passed: Vec<String> = reports
+        .iter()
+        .filter(|r| r.status == GateStatus::Passed)
+        .map(|r| format!("`{}`", r.name))
+        .collect();
+    if !passed.is_empty() {
+        let _ = writeln!(
+            out,
+            "Gates that passed (keep them passing): {}.",
+            passed.join(", ")
+        );
+    }
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    out
+}
+
+/// "The agent" or "The `run` command", as the subject of the agent section.
+fn worker_noun(phase: &Phase) -> &'static str {
+    match phase.worker {
+        Worker::Agent(_) => "agent",
+        Worker::Run(_) => "`run` command",
+    }
+}
+
+fn agent_section(out: &mut String, noun: &str, failure: &AgentFailure) {
+    match failure {
+        AgentFailure::Exit {
+            code,
+            signal,
+            stderr_tail,
+        } => {
+            let _ = writeln!(out, "## The {noun} failed\n");
+            let how = match (code, signal) {
+                (_, Some(signal)) => format!("was ended by {}", signal_name(*signal)),
+                (Some(code), None) => format!("exited with code {code}"),
+                (None, None) => "exited abnormally".to_owned(),
+            };
+            let _ = write!(out, "The {noun} {how}.");
+            if stderr_tail.trim().is_empty() {
+                out.push_str(" It wrote nothing to standard error.\n\n");
+            } else {
+                out.push_str(" The end of its standard error:\n\n");
+                fenced(out, "", &last_lines(stderr_tail, STDERR_LINES));
+                out.push('\n');
+            }
+        }
+        AgentFailure::Timeout { kind, limit } => {
+            let _ = writeln!(out, "## The {noun} timed out\n");
+            // A zero limit means the caller did not know it; say nothing rather than "after 0s".
+            let limit = if limit.is_zero() {
+                String::new()
+            } else {
+                format!(" of {}", humantime::format_duration(*limit))
+            };
+            let _ = match kind {
+                TimeoutKind::Wall => writeln!(
+                    out,
+                    "The {noun} was stopped: it ran past its time limit{limit} (`timeout`). Work \
+                     in smaller steps and finish within the limit.\n"
+                ),
+                TimeoutKind::Idle => writeln!(
+                    out,
+                    "The {noun} was stopped: it produced no output for longer than its \
+                     `idle-timeout`{limit}. Avoid commands that wait for input or run silently \
+                     for long.\n"
+                ),
+            };
+        }
+        AgentFailure::Response(reason) => {
+            let _ = writeln!(out, "## The {noun}'s final response could not be read\n");
+            let _ = writeln!(out, "{reason}\n");
+        }
+        AgentFailure::NoEvidence { pattern } => {
+            let _ = writeln!(out, "## The work looks skipped\n");
+            let _ = writeln!(
+                out,
+                "Your transcript did not show the required evidence `{pattern}` — the work looks \
+                 skipped. Do the work with your tools; do not only describe it.\n"
+            );
+        }
+    }
+}
+
+fn gate_section(out: &mut String, report: &GateReport) {
+    let _ = writeln!(out, "## Gate {} failed\n", gate_label(report));
+    if let Some(intro) = intro(&report.kind) {
+        let _ = writeln!(out, "{intro}\n");
+    }
+    if report.details.is_empty() {
+        out.push_str("- (the gate gave no details)\n");
+    }
+    for detail in &report.details {
+        list_item(out, detail);
+    }
+    out.push('\n');
+}
+
+/// `` `tests` (`command`) ``, or just `` `syntax` `` when the name is the kind.
+fn gate_label(report: &GateReport) -> String {
+    if report.name == report.kind {
+        format!("`{}`", report.name)
+    } else {
+        format!("`{}` (`{}`)", report.name, report.kind)
+    }
+}
+
+/// One sentence per gate kind saying what its details mean and what to do about them.
+fn intro(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "outputs" => "These expected files are missing; create them at exactly these paths:",
+        "scope" => {
+            "These files were changed outside the phase's scope; undo those changes and keep your \
+             work inside the scope:"
+        }
+        "protect" => {
+            "Protected files must stay byte-identical to how they were before the attempt; restore \
+             them:"
+        }
+        "syntax" => "These files do not parse:",
+        "command" => "The command failed:",
+        "matches" => "A required pattern was not found:",
+        "absent" => "A forbidden pattern was found; remove every occurrence:",
+        "front-matter" => "The document's YAML front matter is incomplete:",
+        "sections" => "The document is missing required headings:",
+        "paths-exist" => "Paths listed in the document do not exist:",
+        "changes" => "The attempt did not change enough files:",
+        "approval" => "The work was not approved:",
+        _ => return None,
+    })
+}
+
+/// The last `max` lines of `text`, without trailing blank lines.
+fn last_lines(text: &str, max: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(max)..].join("\n")
+}
+
+/// A Markdown list item: the first line as the item, further lines in a fenced block under it.
+fn list_item(out: &mut String, detail: &str) {
+    let detail = detail.trim_end_matches('\n');
+    let (first, rest) = detail.split_once('\n').unwrap_or((detail, ""));
+    let _ = writeln!(out, "- {first}");
+    if !rest.is_empty() {
+        out.push('\n');
+        fenced(out, "  ", rest);
+    }
+}
+
+/// A fenced block, indented by `indent`, with a fence longer than any backtick run inside.
+fn fenced(out: &mut String, indent: &str, text: &str) {
+    let longest = text
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            trimmed.len() - trimmed.trim_start_matches('`').len()
+        })
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let _ = writeln!(out, "{indent}{fence}text");
+    for line in text.lines() {
+        if line.is_empty() {
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "{indent}{line}");
+        }
+    }
+    let _ = writeln!(out, "{indent}{fence}");
+}
+
+/// "signal 9 (SIGKILL)", with the name for the signals children commonly die of.
+pub(crate) fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => Some("SIGHUP"),
+        libc::SIGINT => Some("SIGINT"),
+        libc::SIGQUIT => Some("SIGQUIT"),
+        libc::SIGILL => Some("SIGILL"),
+        libc::SIGABRT => Some("SIGABRT"),
+        libc::SIGBUS => Some("SIGBUS"),
+        libc::SIGFPE => Some("SIGFPE"),
+        libc::SIGKILL => Some("SIGKILL"),
+        libc::SIGSEGV => Some("SIGSEGV"),
+        libc::SIGPIPE => Some("SIGPIPE"),
+        libc::SIGALRM => Some("SIGALRM"),
+        libc::SIGTERM => Some("SIGTERM"),
+        _ => None,
+    };
+    match name {
+        Some(name) => format!("signal {signal} ({name})"),
+        None => format!("signal {signal}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_outgrows_backticks_inside() {
+        let mut out = String::new();
+        fenced(&mut out, "", "a\n```\nb");
+        assert_eq!(out, "````text\na\n```\nb\n````\n");
+    }
+
+    #[test]
+    fn list_item_keeps_alignment_of_later_lines() {
+        let mut out = String::new();
+        list_item(&mut out, "a.py:1:5: error\nx = (\n    ^");
+        assert_eq!(
+            out,
+            "- a.py:1:5: error\n\n  ```text\n  x = (\n      ^\n  ```\n"
+        );
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(9), "signal 9 (SIGKILL)");
+        assert_eq!(signal_name(64), "signal 64");
+    }
+}

@@ -1,1 +1,1016 @@
-//! (Being written.)
+//! Workspace snapshots: every file of a workspace with its size, modification time, content hash
+//! and executable bit, taken before and after each attempt to judge `scope`, `protect` and the
+//! `changes` gate, and able to keep contents so that a verifier's changes can be undone byte-exact.
+//!
+//! What a snapshot sees, and why:
+//! - Files and symlinks below the workspace, walked in parallel with the `ignore` crate. `.gitignore`
+//!   files are honoured even outside a git repository (with `.git/info/exclude` and the global git
+//!   excludes file, as `git status` does), and so are `.helixflowignore` files (same syntax, higher
+//!   precedence). `.ignore` files are not read: they tell search tools what to skip, not what belongs
+//!   to the project.
+//! - Hidden files are included (`.env` or `.github/` changed outside `scope` must be seen), but `.git`
+//!   folders and the excluded folders (the state dir) are never entered, whether ignored or not.
+//! - Symlinks are not followed: a link is recorded as a file whose contents are its target path.
+//! - Folders are not entries (as in git), but are remembered so that [`Snapshot::restore`] removes
+//!   only the folders that were created after the snapshot.
+//! - FIFOs, sockets and devices are skipped: reading one could block forever.
+//! - A file that vanishes (or changes type) mid-walk is skipped, as if the walk had come a moment
+//!   later; so is a folder that cannot be listed.
+//! - An unreadable file (permission denied) is recorded with its size, modification time and the hash
+//!   of nothing, and is compared by size and modification time only: its contents are unknown, and
+//!   failing the whole snapshot for one such file would fail every attempt. It cannot be restored.
+//! - A name that is not UTF-8 is recorded lossily (U+FFFD); `restore` finds the real name on disk.
+//!
+//! The shortcut: a file reuses the previous snapshot's hash without being read when its size,
+//! modification time, inode change time and inode number are unchanged, and its inode last changed
+//! more than [`RACY_MARGIN_NS`] before the previous snapshot began. The margin is git's "racy
+//! clean" rule: timestamps are coarse, so a file stamped just before a snapshot may change again
+//! within the same tick after it was read. Since every write moves the change time, which cannot
+//! be set back, a same-size change whose modification time was put back is still seen; only a
+//! change made while the system clock was stepped back could slip through.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, ErrorKind, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+use serde::Serialize;
+
+/// Files stamped this close to (or after) a snapshot's start are re-read by the next snapshot even
+/// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
+pub const RACY_MARGIN_NS: i128 = 2_000_000_000;
+
+/// Ignore files with `.gitignore` syntax that only helixflow reads.
+const HELIXFLOW_IGNORE: &str = ".helixflowignore";
+
+/// Read buffer for hashing files whose contents are not kept.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// The state of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileState {
+    /// Size in bytes (for a symlink: the length of its target path).
+    pub size: u64,
+    /// Modification time in nanoseconds since the Unix epoch.
+    pub mtime_ns: i128,
+    /// BLAKE3 hash of the contents (for a symlink: of its target path; unreadable: of nothing).
+    pub hash: [u8; 32],
+    /// Whether any execute permission bit is set (never for a symlink).
+    pub executable: bool,
+}
+
+/// Files of a workspace by relative path (forward slashes), honouring .gitignore.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    files: BTreeMap<String, Entry>,
+    /// Every folder walked (relative, forward slashes), so `restore` knows which ones are new.
+    dirs: BTreeSet<String>,
+    /// Real relative paths of files whose names are not UTF-8 (their keys are lossy).
+    raw_names: BTreeMap<String, PathBuf>,
+    /// When the walk began, on the clock file timestamps are taken from.
+    started_ns: i128,
+    /// Files read and hashed by this walk rather than taken from the previous snapshot.
+    hashed: usize,
+}
+
+/// What differs between two snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// Files that exist only afterwards.
+    pub created: Vec<String>,
+    /// Files whose contents, executable bit or kind (file or symlink) changed.
+    pub modified: Vec<String>,
+    /// Files that exist only before.
+    pub deleted: Vec<String>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.created.is_empty() && self.modified.is_empty() && self.deleted.is_empty()
+    }
+
+    /// Every changed path: created, then modified, then deleted.
+    pub fn all(&self) -> impl Iterator<Item = &str> {
+        self.created
+            .iter()
+            .chain(&self.modified)
+            .chain(&self.deleted)
+            .map(String::as_str)
+    }
+
+    /// How many paths changed.
+    pub fn len(&self) -> usize {
+        self.created.len() + self.modified.len() + self.deleted.len()
+    }
+}
+
+/// How to take a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotOptions {
+    /// Relative folders never entered, ignored or not, e.g. the state dir `.helixflow`. Absolute
+    /// paths inside the workspace are accepted too; anything else excludes nothing.
+    pub exclude: Vec<PathBuf>,
+    /// Keep the bytes of files up to this size (inclusive), so that [`Snapshot::restore`] can
+    /// rewrite them; `None` keeps nothing.
+    pub keep_contents_under: Option<u64>,
+}
+
+impl Snapshot {
+    /// Walks `workspace`. `previous`: reuse a file's hash when size and mtime are unchanged (the
+    /// shortcut; see the module documentation for the exact rule).
+    ///
+    /// Fails when `workspace` is not a readable folder, or on an I/O error other than a file
+    /// vanishing or being unreadable.
+    pub fn take(
+        workspace: &Path,
+        options: &SnapshotOptions,
+        previous: Option<&Snapshot>,
+    ) -> io::Result<Snapshot> {
+        let started_ns = file_clock_now();
+        let meta = fs::metadata(workspace).map_err(|err| with_path(&err, workspace))?;
+        if !meta.is_dir() {
+            return Err(io::Error::new(
+                ErrorKind::NotADirectory,
+                format!("{}: the workspace is not a folder", workspace.display()),
+            ));
+        }
+        let excludes: Arc<[PathBuf]> = options
+            .exclude
+            .iter()
+            .filter_map(|exclude| relative_exclude(workspace, exclude))
+            .collect();
+
+        let mut builder = WalkBuilder::new(workspace);
+        builder
+            .hidden(false)
+            .ignore(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(true)
+            .require_git(false)
+            .follow_links(false)
+            .add_custom_ignore_filename(HELIXFLOW_IGNORE);
+        let root = workspace.to_path_buf();
+        builder.filter_entry(move |entry| entered(entry, &root, &excludes));
+
+        let shared = Shared {
+            root: workspace,
+            previous,
+            keep_contents_under: options.keep_contents_under,
+            parts: Mutex::new(Vec::new()),
+            failure: Mutex::new(None),
+        };
+        builder
+            .build_parallel()
+            .visit(&mut Collectors { shared: &shared });
+
+        if let Some(err) = shared
+            .failure
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Err(err);
+        }
+        let parts = shared
+            .parts
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut snapshot = Snapshot {
+            started_ns,
+            ..Snapshot::default()
+        };
+        let mut files = Vec::with_capacity(parts.iter().map(|part| part.files.len()).sum());
+        for part in parts {
+            files.extend(part.files);
+            snapshot.dirs.extend(part.dirs);
+            snapshot.raw_names.extend(part.raw_names);
+            snapshot.hashed += part.hashed;
+        }
+        snapshot.files = files.into_iter().collect();
+        Ok(snapshot)
+    }
+
+    /// Every file, in path order.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &FileState)> {
+        self.files
+            .iter()
+            .map(|(path, entry)| (path.as_str(), &entry.state))
+    }
+
+    /// The file at this relative path (forward slashes).
+    pub fn get(&self, path: &str) -> Option<&FileState> {
+        self.files.get(path).map(|entry| &entry.state)
+    }
+
+    /// How many files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the snapshot holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// How many files this snapshot read and hashed; the others reused the previous snapshot's hash.
+    pub fn files_hashed(&self) -> usize {
+        self.hashed
+    }
+
+    /// What changed from `self` (before) to `after`.
+    pub fn diff(&self, after: &Snapshot) -> Changes {
+        let mut changes = Changes::default();
+        let mut before_files = self.files.iter();
+        let mut after_files = after.files.iter();
+        let (mut before, mut later) = (before_files.next(), after_files.next());
+        loop {
+            match (before, later) {
+                (None, None) => break,
+                (Some((path, _)), None) => {
+                    changes.deleted.push(path.clone());
+                    before = before_files.next();
+                }
+                (None, Some((path, _))) => {
+                    changes.created.push(path.clone());
+                    later = after_files.next();
+                }
+                (Some((before_path, old)), Some((after_path, new))) => {
+                    match before_path.cmp(after_path) {
+                        Ordering::Less => {
+                            changes.deleted.push(before_path.clone());
+                            before = before_files.next();
+                        }
+                        Ordering::Greater => {
+                            changes.created.push(after_path.clone());
+                            later = after_files.next();
+                        }
+                        Ordering::Equal => {
+                            if old.differs_from(new) {
+                                changes.modified.push(before_path.clone());
+                            }
+                            before = before_files.next();
+                            later = after_files.next();
+                        }
+                    }
+                }
+            }
+        }
+        changes
+    }
+
+    /// Restores the workspace to this snapshot for the given changes: modified and deleted files
+    /// rewritten byte-exact from kept contents (and their executable bit), created files removed
+    /// (and now-empty folders they created). Returns the paths it could not restore (no kept
+    /// contents).
+    ///
+    /// Every path is made as it was in this snapshot: removed when the snapshot does not have it,
+    /// rewritten (contents, permission bits and modification time, atomically by rename) when it
+    /// does. Removals come first, so that a created file or symlink standing where a folder must be
+    /// recreated is gone before the folder is. Nothing is written through a symlinked folder (it
+    /// could lead outside the workspace): such paths are returned as not restored, as are paths
+    /// that are not plain relative paths and created files replaced by a folder since. A "created"
+    /// file whose inode changed before this snapshot began is kept: it existed then, hidden by an
+    /// ignore rule that was changed since. Every path is tried; on an I/O error the first one is
+    /// returned after the others were done.
+    pub fn restore(&self, workspace: &Path, changes: &Changes) -> io::Result<Vec<String>> {
+        let mut outcome = Restoring::default();
+        for path in changes.all().filter(|path| !self.files.contains_key(*path)) {
+            outcome.record(path, self.remove_created(workspace, path));
+        }
+        for path in changes.all() {
+            if let Some(entry) = self.files.get(path) {
+                outcome.record(path, self.write_back(workspace, path, entry));
+            }
+        }
+        outcome.finish()
+    }
+
+    /// Removes a file this snapshot does not have, then the folders above it that it does not
+    /// have either, while they are empty. `Ok(false)`: left in place.
+    fn remove_created(&self, workspace: &Path, path: &str) -> io::Result<bool> {
+        let Some(rel) = self.locate(workspace, path) else {
+            return Ok(false);
+        };
+        if symlinked_folder_in(workspace, &rel)? {
+            return Ok(false);
+        }
+        let full = workspace.join(&rel);
+        match fs::symlink_metadata(&full) {
+            Err(err) if err.kind() == ErrorKind::NotFound => {}
+            Err(err) => return Err(with_path(&err, &full)),
+            Ok(meta) if meta.is_dir() => return Ok(false),
+            Ok(meta) if changed_before(&meta, self.started_ns) => return Ok(true),
+            Ok(_) => match fs::remove_file(&full) {
+                Err(err) if err.kind() != ErrorKind::NotFound => {
+                    return Err(with_path(&err, &full));
+                }
+                _ => {}
+            },
+        }
+        let mut folder = rel.parent();
+        while let Some(dir) = folder
+            && !dir.as_os_str().is_empty()
+            && !self.dirs.contains(&key_of(dir))
+        {
+            match fs::remove_dir(workspace.join(dir)) {
+                Ok(()) => {}
+                Err(err) if err.kind() == ErrorKind::NotFound => {}
+                // Not empty: other files live there, so it stays (and so do its parents).
+                Err(_) => break,
+            }
+            folder = dir.parent();
+        }
+        Ok(true)
+    }
+
+    /// Rewrites a file from its kept contents. `Ok(false)`: nothing kept, or unsafe to write.
+    fn write_back(&self, workspace: &Path, path: &str, entry: &Entry) -> io::Result<bool> {
+        let Some(contents) = &entry.contents else {
+            return Ok(false);
+        };
+        let Some(rel) = self.locate(workspace, path) else {
+            return Ok(false);
+        };
+        if symlinked_folder_in(workspace, &rel)? {
+            return Ok(false);
+        }
+        let full = workspace.join(&rel);
+        let (Some(parent), Some(name)) = (full.parent(), full.file_name()) else {
+            return Ok(false);
+        };
+        fs::create_dir_all(parent).map_err(|err| with_path(&err, parent))?;
+        let temp = parent.join(format!(
+            ".{}.helixflow-restore-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let written = match entry.kind {
+            Kind::File => write_file(&temp, contents, entry.mode, entry.state.mtime_ns),
+            Kind::Symlink => make_symlink(&temp, contents),
+        };
+        match written {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(err) => {
+                remove_quietly(&temp);
+                return Err(with_path(&err, &full));
+            }
+        }
+        if let Err(err) = fs::rename(&temp, &full) {
+            remove_quietly(&temp);
+            return Err(with_path(&err, &full));
+        }
+        Ok(true)
+    }
+
+    /// The real relative path of `path` on disk; `None` for anything but a plain relative path.
+    fn locate(&self, workspace: &Path, path: &str) -> Option<PathBuf> {
+        if let Some(raw) = self.raw_names.get(path) {
+            return Some(raw.clone());
+        }
+        let rel = Path::new(path);
+        if path.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return None;
+        }
+        if !path.contains(char::REPLACEMENT_CHARACTER) {
+            return Some(rel.to_path_buf());
+        }
+        // A name that is not UTF-8 was recorded lossily: look for the one that reads the same.
+        let mut real = PathBuf::new();
+        for component in rel.components() {
+            let name = component.as_os_str();
+            let wanted = name.to_string_lossy();
+            let found = if wanted.contains(char::REPLACEMENT_CHARACTER) {
+                fs::read_dir(workspace.join(&real))
+                    .ok()
+                    .and_then(|entries| {
+                        entries
+                            .filter_map(Result::ok)
+                            .map(|entry| entry.file_name())
+                            .find(|candidate| candidate.to_string_lossy() == wanted)
+                    })
+            } else {
+                None
+            };
+            real.push(found.as_deref().unwrap_or(name));
+        }
+        Some(real)
+    }
+}
+
+/// A file as a snapshot keeps it: the public state and what the shortcut and `restore` need.
+#[derive(Clone)]
+struct Entry {
+    state: FileState,
+    kind: Kind,
+    /// Inode change time: a write moves it and it cannot be set back, so the shortcut trusts it.
+    ctime_ns: i128,
+    /// Inode number: a file replaced by another (an editor's atomic save) is read again.
+    inode: u64,
+    /// Permission bits, restored with the contents.
+    mode: u32,
+    /// False when the contents could not be read; the hash is then of nothing.
+    readable: bool,
+    /// Kept bytes (for a symlink: its target), shared with later snapshots that reuse them.
+    contents: Option<Arc<[u8]>>,
+}
+
+impl Entry {
+    /// Whether the file changed between this entry (before) and `after`.
+    fn differs_from(&self, after: &Entry) -> bool {
+        if self.kind != after.kind || self.state.executable != after.state.executable {
+            return true;
+        }
+        if self.readable && after.readable {
+            self.state.hash != after.state.hash
+        } else {
+            self.state.size != after.state.size || self.state.mtime_ns != after.state.mtime_ns
+        }
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The contents can be megabytes; their length says enough.
+        f.debug_struct("Entry")
+            .field("state", &self.state)
+            .field("kind", &self.kind)
+            .field("ctime_ns", &self.ctime_ns)
+            .field("inode", &self.inode)
+            .field("mode", &format_args!("{:o}", self.mode))
+            .field("readable", &self.readable)
+            .field("kept_bytes", &self.contents.as_ref().map(|c| c.len()))
+            .finish()
+    }
+}
+
+/// What a snapshot entry is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Symlink,
+}
+
+/// State shared by the walker's threads.
+struct Shared<'s> {
+    root: &'s Path,
+    previous: Option<&'s Snapshot>,
+    keep_contents_under: Option<u64>,
+    /// Each thread's findings, added when its visitor is dropped.
+    parts: Mutex<Vec<Part>>,
+    /// The first error that makes the snapshot fail.
+    failure: Mutex<Option<io::Error>>,
+}
+
+impl Shared<'_> {
+    fn fail(&self, err: io::Error) {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(err);
+    }
+}
+
+/// One thread's findings.
+#[derive(Default)]
+struct Part {
+    files: Vec<(String, Entry)>,
+    dirs: Vec<String>,
+    raw_names: Vec<(String, PathBuf)>,
+    hashed: usize,
+}
+
+/// Makes one [`Collector`] per walker thread.
+struct Collectors<'s> {
+    shared: &'s Shared<'s>,
+}
+
+impl<'s> ParallelVisitorBuilder<'s> for Collectors<'s> {
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        Box::new(Collector {
+            shared: self.shared,
+            part: Part::default(),
+            buffer: Vec::new(),
+        })
+    }
+}
+
+/// Records what one walker thread visits; stats, reuses or hashes files on that thread, so hashing
+/// runs as parallel as the walk.
+struct Collector<'s> {
+    shared: &'s Shared<'s>,
+    part: Part,
+    buffer: Vec<u8>,
+}
+
+/// What reading a file gave.
+enum Contents {
+    Read {
+        hash: [u8; 32],
+        kept: Option<Arc<[u8]>>,
+    },
+    Unreadable,
+    /// It vanished or changed type since it was listed.
+    Gone,
+}
+
+impl ParallelVisitor for Collector<'_> {
+    fn visit(&mut self, result: Result<DirEntry, ignore::Error>) -> WalkState {
+        let entry = match result {
+            Ok(entry) => entry,
+            Err(err) => return self.walk_error(err),
+        };
+        if entry.depth() == 0 {
+            return WalkState::Continue;
+        }
+        let Some(file_type) = entry.file_type() else {
+            return WalkState::Continue;
+        };
+        let Ok(rel) = entry.path().strip_prefix(self.shared.root) else {
+            return WalkState::Continue;
+        };
+        let key = key_of(rel);
+        if file_type.is_dir() {
+            self.part.dirs.push(key);
+            return WalkState::Continue;
+        }
+        if !file_type.is_file() && !file_type.is_symlink() {
+            return WalkState::Continue;
+        }
+        match self.record(entry.path(), &key) {
+            Ok(Some(recorded)) => {
+                if rel.to_str().is_none() {
+                    self.part.raw_names.push((key.clone(), rel.to_path_buf()));
+                }
+                self.part.files.push((key, recorded));
+                WalkState::Continue
+            }
+            Ok(None) => WalkState::Continue,
+            Err(err) => {
+                self.shared.fail(err);
+                WalkState::Quit
+            }
+        }
+    }
+}
+
+impl Drop for Collector<'_> {
+    fn drop(&mut self) {
+        let part = std::mem::take(&mut self.part);
+        self.shared
+            .parts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(part);
+    }
+}
+
+impl<'s> Collector<'s> {
+    /// Vanished files and unlistable folders are skipped; other I/O errors fail the snapshot.
+    /// Errors without I/O (a bad pattern in an ignore file) are skipped, as git skips such lines.
+    fn walk_error(&self, err: ignore::Error) -> WalkState {
+        match err.io_error() {
+            Some(io_err) if !skippable(io_err) => {
+                self.shared
+                    .fail(io::Error::new(io_err.kind(), err.to_string()));
+                WalkState::Quit
+            }
+            _ => WalkState::Continue,
+        }
+    }
+
+    /// The entry for the file at `path`; `None` when it vanished or is not a file or symlink.
+    fn record(&mut self, path: &Path, key: &str) -> io::Result<Option<Entry>> {
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            Err(err) if skippable(&err) => return Ok(None),
+            Err(err) => return Err(with_path(&err, path)),
+        };
+        let kind = if meta.file_type().is_symlink() {
+            Kind::Symlink
+        } else if meta.is_file() {
+            Kind::File
+        } else {
+            return Ok(None);
+        };
+        let times = Times::of(&meta);
+        let mode = mode_of(&meta);
+        let size = meta.len();
+        let keep = self
+            .shared
+            .keep_contents_under
+            .is_some_and(|limit| size <= limit);
+        let mut entry = Entry {
+            state: FileState {
+                size,
+                mtime_ns: times.mtime_ns,
+                hash: [0; 32],
+                executable: kind == Kind::File && mode & 0o111 != 0,
+            },
+            kind,
+            ctime_ns: times.ctime_ns,
+            inode: times.inode,
+            mode,
+            readable: true,
+            contents: None,
+        };
+        if let Some(previous) = self.reusable(key, &entry)
+            && (!keep || previous.contents.is_some())
+        {
+            entry.state.hash = previous.state.hash;
+            entry.contents = if keep {
+                previous.contents.clone()
+            } else {
+                None
+            };
+            return Ok(Some(entry));
+        }
+        let contents = match kind {
+            Kind::Symlink => read_link(path, keep)?,
+            Kind::File => self.read_file(path, size, keep)?,
+        };
+        match contents {
+            Contents::Read { hash, kept } => {
+                self.part.hashed += 1;
+                entry.state.hash = hash;
+                entry.contents = kept;
+            }
+            Contents::Unreadable => {
+                entry.state.hash = *blake3::hash(&[]).as_bytes();
+                entry.readable = false;
+            }
+            Contents::Gone => return Ok(None),
+        }
+        Ok(Some(entry))
+    }
+
+    /// The previous snapshot's entry for `key` when its hash may be reused for `entry`.
+    fn reusable(&self, key: &str, entry: &Entry) -> Option<&'s Entry> {
+        let previous = self.shared.previous?;
+        let old = previous.files.get(key)?;
+        let settled =
+            entry.state.mtime_ns.max(entry.ctime_ns) < previous.started_ns - RACY_MARGIN_NS;
+        let same = old.readable
+            && old.kind == entry.kind
+            && old.state.size == entry.state.size
+            && old.state.mtime_ns == entry.state.mtime_ns
+            && old.ctime_ns == entry.ctime_ns
+            && old.inode == entry.inode;
+        (same && settled).then_some(old)
+    }
+
+    /// Hashes a regular file, keeping its bytes when asked.
+    fn read_file(&mut self, path: &Path, size: u64, keep: bool) -> io::Result<Contents> {
+        let mut file = match open_no_follow(path) {
+            Ok(file) => file,
+            Err(err) => return unread(err, path),
+        };
+        if keep {
+            let capacity = usize::try_from(size).unwrap_or(0).saturating_add(1);
+            let mut bytes = Vec::with_capacity(capacity);
+            if let Err(err) = file.read_to_end(&mut bytes) {
+                return unread(err, path);
+            }
+            let hash = *blake3::hash(&bytes).as_bytes();
+            return Ok(Contents::Read {
+                hash,
+                kept: Some(Arc::from(bytes)),
+            });
+        }
+        if self.buffer.is_empty() {
+            self.buffer = vec![0; READ_BUFFER];
+        }
+        let mut hasher = blake3::Hasher::new();
+        loop {
+            match file.read(&mut self.buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    hasher.update(&self.buffer[..n]);
+                }
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => return unread(err, path),
+            }
+        }
+        Ok(Contents::Read {
+            hash: *hasher.finalize().as_bytes(),
+            kept: None,
+        })
+    }
+}
+
+/// Hashes a symlink's target path, keeping it when asked.
+fn read_link(path: &Path, keep: bool) -> io::Result<Contents> {
+    match fs::read_link(path) {
+        Ok(target) => {
+            let bytes = target.as_os_str().as_encoded_bytes();
+            let hash = *blake3::hash(bytes).as_bytes();
+            Ok(Contents::Read {
+                hash,
+                kept: keep.then(|| Arc::from(bytes)),
+            })
+        }
+        // No longer a symlink.
+        Err(err) if err.kind() == ErrorKind::InvalidInput => Ok(Contents::Gone),
+        Err(err) => unread(err, path),
+    }
+}
+
+/// Sorts a failed open or read: gone, unreadable, or a real error.
+fn unread(err: io::Error, path: &Path) -> io::Result<Contents> {
+    if err.kind() == ErrorKind::PermissionDenied {
+        Ok(Contents::Unreadable)
+    } else if changed_underfoot(&err) {
+        Ok(Contents::Gone)
+    } else {
+        Err(with_path(&err, path))
+    }
+}
+
+/// Errors meaning the file or folder vanished, or changed type, since it was listed.
+fn changed_underfoot(err: &io::Error) -> bool {
+    #[cfg(unix)]
+    if err.raw_os_error() == Some(libc::ELOOP) {
+        // O_NOFOLLOW met a symlink where a file was listed.
+        return true;
+    }
+    matches!(
+        err.kind(),
+        ErrorKind::NotFound
+            | ErrorKind::NotADirectory
+            | ErrorKind::IsADirectory
+            | ErrorKind::WouldBlock
+    )
+}
+
+/// Errors the walk skips: vanished entries and folders that cannot be listed.
+fn skippable(err: &io::Error) -> bool {
+    err.kind() == ErrorKind::PermissionDenied || changed_underfoot(err)
+}
+
+/// Opens a file for hashing without following a symlink, and without blocking should a FIFO have
+/// taken its place since it was listed.
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    options.open(path)
+}
+
+/// Whether the walker enters or records `entry`: never `.git`, never an excluded folder.
+fn entered(entry: &DirEntry, root: &Path, excludes: &[PathBuf]) -> bool {
+    if entry.file_name() == ".git" {
+        return false;
+    }
+    excludes.is_empty()
+        || entry
+            .path()
+            .strip_prefix(root)
+            .map_or(true, |rel| !excludes.iter().any(|exclude| exclude == rel))
+}
+
+/// An excluded folder as a plain relative path, or `None` when it cannot be inside the workspace.
+fn relative_exclude(workspace: &Path, exclude: &Path) -> Option<PathBuf> {
+    let rel = if exclude.is_absolute() {
+        match exclude.strip_prefix(workspace) {
+            Ok(rel) => rel.to_path_buf(),
+            Err(_) => exclude
+                .strip_prefix(fs::canonicalize(workspace).ok()?)
+                .ok()?
+                .to_path_buf(),
+        }
+    } else {
+        exclude.to_path_buf()
+    };
+    let mut clean = PathBuf::new();
+    for component in rel.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (!clean.as_os_str().is_empty()).then_some(clean)
+}
+
+/// A relative path as snapshots write it: forward slashes, lossy where not UTF-8.
+fn key_of(rel: &Path) -> String {
+    let text = rel.to_string_lossy();
+    if std::path::MAIN_SEPARATOR == '/' {
+        text.into_owned()
+    } else {
+        text.replace('\\', "/")
+    }
+}
+
+/// A file's timestamps and inode number.
+struct Times {
+    mtime_ns: i128,
+    ctime_ns: i128,
+    inode: u64,
+}
+
+impl Times {
+    #[cfg(unix)]
+    fn of(meta: &Metadata) -> Times {
+        use std::os::unix::fs::MetadataExt;
+        Times {
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+            inode: meta.ino(),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn of(meta: &Metadata) -> Times {
+        Times {
+            mtime_ns: meta.modified().map_or(0, nanos_since_epoch),
+            ctime_ns: 0,
+            inode: 0,
+        }
+    }
+}
+
+#[cfg(unix)]
+fn mode_of(meta: &Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode()
+}
+
+#[cfg(not(unix))]
+fn mode_of(meta: &Metadata) -> u32 {
+    if meta.permissions().readonly() {
+        0o444
+    } else {
+        0o644
+    }
+}
+
+/// Whether the file's inode last changed before `started_ns`: it existed before the snapshot.
+#[cfg(unix)]
+fn changed_before(meta: &Metadata, started_ns: i128) -> bool {
+    Times::of(meta).ctime_ns < started_ns
+}
+
+/// Without an inode change time, no file can be shown to predate the snapshot.
+#[cfg(not(unix))]
+fn changed_before(_meta: &Metadata, _started_ns: i128) -> bool {
+    false
+}
+
+/// Now, on the clock the kernel stamps files with. Linux stamps files from the coarse clock, which
+/// can lag the precise one by a tick: a file written just after the snapshot began must not look
+/// older than the snapshot.
+fn file_clock_now() -> i128 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid, writable timespec and the clock id is a constant Linux knows.
+        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &raw mut now) } == 0 {
+            return i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec);
+        }
+    }
+    nanos_since_epoch(SystemTime::now())
+}
+
+fn nanos_since_epoch(time: SystemTime) -> i128 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i128::try_from(after.as_nanos()).unwrap_or(i128::MAX),
+        Err(before) => -i128::try_from(before.duration().as_nanos()).unwrap_or(i128::MAX),
+    }
+}
+
+fn system_time(nanos: i128) -> Option<SystemTime> {
+    let magnitude = u64::try_from(nanos.unsigned_abs() / 1_000_000_000).ok()?;
+    let rest = u32::try_from(nanos.unsigned_abs() % 1_000_000_000).ok()?;
+    let offset = Duration::new(magnitude, rest);
+    if nanos >= 0 {
+        UNIX_EPOCH.checked_add(offset)
+    } else {
+        UNIX_EPOCH.checked_sub(offset)
+    }
+}
+
+/// Whether a folder on the way to `rel` (not `rel` itself) is a symlink.
+fn symlinked_folder_in(workspace: &Path, rel: &Path) -> io::Result<bool> {
+    let mut current = workspace.to_path_buf();
+    let Some(parent) = rel.parent() else {
+        return Ok(false);
+    };
+    for component in parent.components() {
+        current.push(component);
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => return Ok(true),
+            Ok(_) => {}
+            Err(err) if changed_underfoot(&err) => return Ok(false),
+            Err(err) => return Err(with_path(&err, &current)),
+        }
+    }
+    Ok(false)
+}
+
+/// Writes a new file with these bytes, permission bits and modification time. `Ok(true)`: written.
+fn write_file(path: &Path, bytes: &[u8], mode: u32, mtime_ns: i128) -> io::Result<bool> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = match options.open(path) {
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            // Left behind by a restore that was interrupted.
+            fs::remove_file(path)?;
+            options.open(path)?
+        }
+        other => other?,
+    };
+    file.write_all(bytes)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(fs::Permissions::from_mode(mode & 0o7777))?;
+    }
+    #[cfg(not(unix))]
+    {
+        let mut permissions = file.metadata()?.permissions();
+        permissions.set_readonly(mode & 0o222 == 0);
+        file.set_permissions(permissions)?;
+    }
+    if let Some(time) = system_time(mtime_ns) {
+        file.set_modified(time)?;
+    }
+    Ok(true)
+}
+
+/// Creates a symlink to the kept target. `Ok(false)`: symlinks cannot be made on this platform.
+#[cfg(unix)]
+fn make_symlink(path: &Path, target: &[u8]) -> io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = std::ffi::OsStr::from_bytes(target);
+    match std::os::unix::fs::symlink(target, path) {
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            fs::remove_file(path)?;
+            std::os::unix::fs::symlink(target, path)?;
+        }
+        other => other?,
+    }
+    Ok(true)
+}
+
+/// Creates a symlink to the kept target. `Ok(false)`: symlinks cannot be made on this platform.
+#[cfg(not(unix))]
+fn make_symlink(_path: &Path, _target: &[u8]) -> io::Result<bool> {
+    Ok(false)
+}
+
+/// Removes a temporary file after a failure; the failure itself is what gets reported.
+fn remove_quietly(path: &Path) {
+    // The original error matters more than a failure to tidy up after it.
+    let _ = fs::remove_file(path);
+}
+
+fn with_path(err: &io::Error, path: &Path) -> io::Error {
+    io::Error::new(err.kind(), format!("{}: {err}", path.display()))
+}
+
+/// Collects what `restore` could not do.
+#[derive(Default)]
+struct Restoring {
+    not_restored: Vec<String>,
+    failure: Option<io::Error>,
+}
+
+impl Restoring {
+    fn record(&mut self, path: &str, result: io::Result<bool>) {
+        match result {
+            Ok(true) => {}
+            Ok(false) => self.not_restored.push(path.to_owned()),
+            Err(err) => {
+                self.not_restored.push(path.to_owned());
+                self.failure.get_or_insert(err);
+            }
+        }
+    }
+
+    fn finish(mut self) -> io::Result<Vec<String>> {
+        if let Some(err) = self.failure {
+            return Err(err);
+        }
+        self.not_restored.sort_unstable();
+        self.not_restored.dedup();
+        Ok(self.not_restored)
+    }
+}

@@ -1,1 +1,1552 @@
-//! (Being written.)
+//! The `syntax` gate's parser layer: which language a file is written in, and every syntax error in it.
+//!
+//! tree-sitter parses every language; its error recovery keeps going after the first problem, so one
+//! bad line does not hide the next. Where a grammar accepts what the language does not, or places its
+//! errors poorly, a second check runs on top:
+//!
+//! - **Python**: tree-sitter-python still parses Python 2 (`print "x"`, `exec "code"`, `<>`, `10L`,
+//!   `0777`, backticks, `ur""`, `raise E, V`, tuple parameters); Python 3 rejects all of them.
+//! - **JavaScript/TSX**: a JSX closing tag must match its opening tag.
+//! - **JSON**: tree-sitter-json tolerates comments (so `tsconfig.json` passes); a file without
+//!   comments must also be strict JSON: one value, no raw control characters in strings.
+//! - **YAML**: tree-sitter-yaml reports an indentation error at the start of the enclosing mapping;
+//!   yaml-rust2 names the exact place, so its message is used when both reject the file. Duplicate
+//!   keys in a mapping are errors.
+//! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says.
+//! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2 and mixtures of both. helixflow's own KDL v2
+//!   parser decides first; a file it rejects still passes when tree-sitter-kdl accepts it and it does
+//!   not declare `/- kdl-version 2` (it is KDL v1, such as a Zellij configuration).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::LazyLock;
+
+use regex::bytes::Regex;
+use tree_sitter::{Node, Parser, Tree};
+
+use crate::diagnostics::FileId;
+use crate::diagnostics::rules;
+use crate::language::parse as kdl_parse;
+
+/// The most errors reported for one file: past the first few, most are consequences of them.
+pub const MAX_ERRORS: usize = 20;
+
+/// How many characters of the offending token a message quotes.
+const SNIPPET_CHARS: usize = 24;
+
+/// How many characters of a long source line are shown around the error (minified files have
+/// lines of megabytes).
+const LINE_WINDOW_CHARS: usize = 160;
+
+/// A language the syntax gate can parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    /// `.py`, `.pyi` (Python 3).
+    Python,
+    /// `.rs`
+    Rust,
+    /// `.js`, `.mjs`, `.cjs`, `.jsx` (JSX included).
+    JavaScript,
+    /// `.ts`, `.mts`, `.cts`
+    TypeScript,
+    /// `.tsx`
+    Tsx,
+    /// `.json` (comments tolerated, as in `tsconfig.json`).
+    Json,
+    /// `.yaml`, `.yml`
+    Yaml,
+    /// `.toml`
+    Toml,
+    /// `.sh`, `.bash`
+    Bash,
+    /// `.go`
+    Go,
+    /// `.kdl` (v2, or v1).
+    Kdl,
+}
+
+const ALL_LANGUAGES: [Language; 11] = [
+    Language::Python,
+    Language::Rust,
+    Language::JavaScript,
+    Language::TypeScript,
+    Language::Tsx,
+    Language::Json,
+    Language::Yaml,
+    Language::Toml,
+    Language::Bash,
+    Language::Go,
+    Language::Kdl,
+];
+
+impl Language {
+    /// The language of a file, by its extension (case-sensitive, as on the file systems agents use).
+    pub fn for_path(path: &Path) -> Option<Language> {
+        let language = match path.extension()?.to_str()? {
+            "py" | "pyi" => Language::Python,
+            "rs" => Language::Rust,
+            "js" | "mjs" | "cjs" | "jsx" => Language::JavaScript,
+            "ts" | "mts" | "cts" => Language::TypeScript,
+            "tsx" => Language::Tsx,
+            "json" => Language::Json,
+            "yaml" | "yml" => Language::Yaml,
+            "toml" => Language::Toml,
+            "sh" | "bash" => Language::Bash,
+            "go" => Language::Go,
+            "kdl" => Language::Kdl,
+            _ => return None,
+        };
+        Some(language)
+    }
+
+    /// The language's usual name, e.g. `TypeScript`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "Python",
+            Language::Rust => "Rust",
+            Language::JavaScript => "JavaScript",
+            Language::TypeScript => "TypeScript",
+            Language::Tsx => "TSX",
+            Language::Json => "JSON",
+            Language::Yaml => "YAML",
+            Language::Toml => "TOML",
+            Language::Bash => "Bash",
+            Language::Go => "Go",
+            Language::Kdl => "KDL",
+        }
+    }
+
+    /// Every language, in a fixed order.
+    pub fn all() -> &'static [Language] {
+        &ALL_LANGUAGES
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn grammar(self) -> tree_sitter::Language {
+        match self {
+            Language::Python => tree_sitter_python::LANGUAGE.into(),
+            Language::Rust => tree_sitter_rust::LANGUAGE.into(),
+            Language::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+            Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+            Language::Tsx => tree_sitter_typescript::LANGUAGE_TSX.into(),
+            Language::Json => tree_sitter_json::LANGUAGE.into(),
+            Language::Yaml => tree_sitter_yaml::LANGUAGE.into(),
+            Language::Toml => tree_sitter_toml_ng::LANGUAGE.into(),
+            Language::Bash => tree_sitter_bash::LANGUAGE.into(),
+            Language::Go => tree_sitter_go::LANGUAGE.into(),
+            Language::Kdl => tree_sitter_kdl::LANGUAGE.into(),
+        }
+    }
+
+    /// Whether the language's files must be UTF-8. Shell scripts are bytes; Python files may
+    /// declare another encoding (PEP 263), which [`python_declares_other_encoding`] checks.
+    fn requires_utf8(self) -> bool {
+        !matches!(self, Language::Bash)
+    }
+}
+
+/// One syntax error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// What is wrong, e.g. "missing `)`".
+    pub message: String,
+    /// The line the error is on (a window of it when the line is very long), without its line break.
+    pub source_line: String,
+    /// Spaces (tabs where the source line has tabs) and a `^` under the column.
+    pub caret: String,
+}
+
+impl SyntaxError {
+    /// `path:line:col: message` then the source line and the caret line (no trailing newline).
+    pub fn render(&self, path: &str) -> String {
+        format!(
+            "{path}:{}:{}: {}\n{}\n{}",
+            self.line, self.column, self.message, self.source_line, self.caret
+        )
+    }
+}
+
+/// A problem at a byte offset of the text, before it is turned into a line, column and excerpt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Finding {
+    byte: usize,
+    message: String,
+}
+
+impl Finding {
+    fn new(byte: usize, message: impl Into<String>) -> Self {
+        Self {
+            byte,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses `text` as `language`; returns every error found (ERROR and MISSING nodes and the
+/// language's extra checks; at most [`MAX_ERRORS`]), empty when it parses.
+pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
+    // A byte order mark is invisible to every tool that accepts it; columns on line 1 count without it.
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    let mut findings = Vec::new();
+    let utf8 = std::str::from_utf8(text);
+    let mut encoding_error = None;
+    if let Err(error) = &utf8
+        && language.requires_utf8()
+        && !(language == Language::Python && python_declares_other_encoding(text))
+    {
+        let (line, column) = position(text, error.valid_up_to());
+        encoding_error = Some(format!(
+            "the file is not valid UTF-8 (first invalid byte at {line}:{column})"
+        ));
+    }
+    findings.extend(match parse(language, text) {
+        Ok(tree) => language_findings(language, text, utf8.ok(), &tree),
+        Err(message) => vec![Finding::new(0, message)],
+    });
+    findings.sort_by_key(|f| f.byte);
+    findings.dedup_by(|a, b| a.byte == b.byte);
+    findings.truncate(MAX_ERRORS);
+    let mut errors: Vec<SyntaxError> = Vec::with_capacity(findings.len() + 1);
+    if let Some(message) = encoding_error {
+        errors.push(syntax_error_at(text, 0, message));
+    }
+    errors.extend(
+        findings
+            .into_iter()
+            .map(|f| syntax_error_at(text, f.byte, f.message)),
+    );
+    errors.truncate(MAX_ERRORS);
+    errors
+}
+
+/// Reads and checks one file; None when its extension has no supported language. An unreadable
+/// file or invalid UTF-8 (for languages that require UTF-8) is reported as an error at 1:1.
+pub fn check_file(path: &Path) -> Option<Vec<SyntaxError>> {
+    let language = Language::for_path(path)?;
+    Some(match std::fs::read(path) {
+        Ok(text) => check(language, &text),
+        Err(error) => vec![SyntaxError {
+            line: 1,
+            column: 1,
+            message: format!("cannot read the file: {error}"),
+            source_line: String::new(),
+            caret: "^".to_owned(),
+        }],
+    })
+}
+
+thread_local! {
+    /// One parser per language and thread: the syntax gate checks many files, and a parser keeps
+    /// its allocations between parses.
+    static PARSERS: RefCell<Vec<Option<Parser>>> =
+        RefCell::new(ALL_LANGUAGES.iter().map(|_| None).collect());
+}
+
+fn parse(language: Language, text: &[u8]) -> Result<Tree, String> {
+    PARSERS.with_borrow_mut(|parsers| {
+        let slot = &mut parsers[language.index()];
+        let parser = match slot {
+            Some(parser) => parser,
+            None => {
+                let mut parser = Parser::new();
+                // The grammar's ABI is only checked here, at run time.
+                parser.set_language(&language.grammar()).map_err(|error| {
+                    format!("the {} grammar cannot be loaded: {error}", language.name())
+                })?;
+                slot.insert(parser)
+            }
+        };
+        parser
+            .parse(text, None)
+            .ok_or_else(|| format!("the {} parser gave up on this file", language.name()))
+    })
+}
+
+/// Every finding for one parsed file: the tree's own errors, then the language's extra checks.
+fn language_findings(
+    language: Language,
+    text: &[u8],
+    utf8: Option<&str>,
+    tree: &Tree,
+) -> Vec<Finding> {
+    let extra: fn(Node, &[u8]) -> Option<Finding> = match language {
+        Language::Python => python3_rejects,
+        Language::JavaScript | Language::Tsx if memchr_pair(text, b"</") => jsx_tag_mismatch,
+        _ => |_, _| None,
+    };
+    let walk_all = matches!(language, Language::Python)
+        || (matches!(language, Language::JavaScript | Language::Tsx) && memchr_pair(text, b"</"));
+    let tree_errors = tree_findings(tree, text, walk_all, extra);
+    match language {
+        Language::Json => json_findings(tree, text, tree_errors),
+        Language::Yaml => yaml_findings(utf8, tree_errors),
+        Language::Toml if !tree.root_node().has_error() => toml_duplicates(tree.root_node(), text),
+        Language::Kdl => kdl_findings(utf8, tree_errors),
+        _ => tree_errors,
+    }
+}
+
+fn memchr_pair(text: &[u8], pair: &[u8; 2]) -> bool {
+    text.windows(2).any(|w| w == pair)
+}
+
+/// ERROR and MISSING nodes in document order, plus whatever `extra` rejects among the nodes
+/// visited. Only subtrees that contain an error are entered unless `walk_all` (the extra check
+/// needs every node). An ERROR node's descendants are not reported: they are one error.
+fn tree_findings(
+    tree: &Tree,
+    text: &[u8],
+    walk_all: bool,
+    extra: fn(Node, &[u8]) -> Option<Finding>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut cursor = tree.walk();
+    loop {
+        let node = cursor.node();
+        let mut descend = walk_all || node.has_error();
+        if node.is_error() {
+            out.push(unexpected(node, text));
+            descend = false;
+        } else if node.is_missing() {
+            out.push(Finding::new(node.start_byte(), missing_message(node)));
+            descend = false;
+        } else if walk_all && let Some(finding) = extra(node, text) {
+            out.push(finding);
+            descend = false;
+        }
+        if out.len() >= MAX_ERRORS {
+            return out;
+        }
+        if descend && cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return out;
+            }
+        }
+    }
+}
+
+fn missing_message(node: Node) -> String {
+    let kind = node.kind();
+    if node.is_named() {
+        format!("missing {}", kind.trim_matches('_').replace('_', " "))
+    } else {
+        format!("missing `{kind}`")
+    }
+}
+
+/// An ERROR node as "unexpected `token`". A nested error leaf (one character no rule could use)
+/// is more precise than the start of the enclosing ERROR node, so it wins.
+fn unexpected(node: Node, text: &[u8]) -> Finding {
+    let target = first_error_leaf(node).unwrap_or(node);
+    let start = target.start_byte();
+    if start >= text.len() {
+        return Finding::new(start, "unexpected end of file");
+    }
+    let mut leaf = target;
+    while let Some(child) = leaf.child(0) {
+        leaf = child;
+    }
+    let end = if leaf.end_byte() > start {
+        leaf.end_byte()
+    } else {
+        target.end_byte()
+    };
+    match snippet(&text[start..end.min(text.len())]) {
+        Some(snippet) => Finding::new(start, format!("unexpected `{snippet}`")),
+        None => Finding::new(start, "invalid syntax"),
+    }
+}
+
+/// The first error leaf under `node`, in document order. Iterative: a deeply nested file makes a
+/// deep tree, and recursion would overflow the stack.
+fn first_error_leaf(node: Node) -> Option<Node> {
+    let mut cursor = node.walk();
+    if !cursor.goto_first_child() {
+        return None;
+    }
+    loop {
+        let child = cursor.node();
+        if child.is_error() && child.child_count() == 0 && child.end_byte() > child.start_byte() {
+            return Some(child);
+        }
+        if child.has_error() && cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() || cursor.node() == node {
+                return None;
+            }
+        }
+    }
+}
+
+/// The first line of `bytes`, trimmed and shortened for a message; None when nothing is visible.
+fn snippet(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        return None;
+    }
+    let mut out: String = line.chars().take(SNIPPET_CHARS).collect();
+    if line.chars().count() > SNIPPET_CHARS {
+        out.push('…');
+    }
+    Some(out.replace('`', "'"))
+}
+
+// ----- Python 3 -------------------------------------------------------------------------------
+
+/// PEP 263: a `coding` declaration on line 1 or 2 naming an encoding other than UTF-8.
+fn python_declares_other_encoding(text: &[u8]) -> bool {
+    static COOKIE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^[ \t\x0c]*#.*?coding[:=][ \t]*([-\w.]+)").expect("the pattern is valid")
+    });
+    text.split(|&b| b == b'\n').take(2).any(|line| {
+        COOKIE.captures(line).is_some_and(|c| {
+            let name = String::from_utf8_lossy(&c[1]).to_ascii_lowercase();
+            !(name == "utf-8" || name == "utf8" || name == "utf_8" || name.starts_with("utf-8-"))
+        })
+    })
+}
+
+/// What tree-sitter-python accepts (its grammar keeps Python 2) but Python 3 rejects.
+fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
+    let at = |n: Node, message: &str| Some(Finding::new(n.start_byte(), message));
+    match node.kind() {
+        "print_statement" => at(
+            node,
+            "Python 2 `print` statement; Python 3 needs `print(…)`",
+        ),
+        "exec_statement" => at(node, "Python 2 `exec` statement; Python 3 needs `exec(…)`"),
+        "<>" if !node.is_named() => at(node, "Python 2 `<>` operator; Python 3 needs `!=`"),
+        "integer" => python_integer(node, text),
+        "string_start" => python_string_start(node, text),
+        "raise_statement" => {
+            let mut cursor = node.walk();
+            let list = node
+                .named_children(&mut cursor)
+                .find(|c| c.kind() == "expression_list")?;
+            at(list, "Python 2 `raise E, V`; Python 3 needs `raise E(V)`")
+        }
+        "parameters" | "lambda_parameters" => {
+            let mut cursor = node.walk();
+            let tuple = node
+                .named_children(&mut cursor)
+                .find_map(|c| match c.kind() {
+                    "tuple_pattern" => Some(c),
+                    "default_parameter" => c
+                        .child_by_field_name("name")
+                        .filter(|n| n.kind() == "tuple_pattern"),
+                    _ => None,
+                })?;
+            at(
+                tuple,
+                "Python 2 tuple parameter; Python 3 parameters cannot unpack",
+            )
+        }
+        _ => None,
+    }
+}
+
+fn python_integer(node: Node, text: &[u8]) -> Option<Finding> {
+    let literal = &text[node.byte_range()];
+    let shown = String::from_utf8_lossy(literal);
+    if matches!(literal.last(), Some(b'l' | b'L')) {
+        return Some(Finding::new(
+            node.start_byte(),
+            format!("Python 2 long integer `{shown}`; Python 3 integers take no `L`"),
+        ));
+    }
+    // `0777` was octal in Python 2; Python 3 allows leading zeros only in zero itself (`00`) and
+    // in imaginary literals (`07j`).
+    let decimal_with_leading_zero = literal.len() > 1
+        && literal[0] == b'0'
+        && literal.iter().all(|b| b.is_ascii_digit() || *b == b'_')
+        && literal.iter().any(|b| (b'1'..=b'9').contains(b));
+    decimal_with_leading_zero.then(|| {
+        Finding::new(
+            node.start_byte(),
+            format!("leading zeros in `{shown}` are not allowed in Python 3; octal needs `0o`"),
+        )
+    })
+}
+
+fn python_string_start(node: Node, text: &[u8]) -> Option<Finding> {
+    let token = &text[node.byte_range()];
+    let quote = token
+        .iter()
+        .position(|b| matches!(b, b'\'' | b'"' | b'`'))
+        .unwrap_or(token.len());
+    if token.get(quote) == Some(&b'`') {
+        return Some(Finding::new(
+            node.start_byte(),
+            "Python 2 backticks; Python 3 needs `repr(…)`",
+        ));
+    }
+    let prefix = String::from_utf8_lossy(&token[..quote]).to_ascii_lowercase();
+    // `t` (template strings) is Python 3.14; accepting it keeps valid new code passing.
+    if !matches!(
+        prefix.as_str(),
+        "" | "r" | "u" | "f" | "b" | "t" | "br" | "rb" | "fr" | "rf" | "tr" | "rt"
+    ) {
+        return Some(Finding::new(
+            node.start_byte(),
+            format!("string prefix `{prefix}` is not valid in Python 3"),
+        ));
+    }
+    if prefix.contains('b') {
+        let string = node.parent()?;
+        let offset = text[string.byte_range()]
+            .iter()
+            .position(|b| !b.is_ascii())?;
+        return Some(Finding::new(
+            string.start_byte() + offset,
+            "bytes literals can only contain ASCII characters",
+        ));
+    }
+    None
+}
+
+// ----- JSX ------------------------------------------------------------------------------------
+
+/// `<div>…</span>`: tree-sitter accepts it, every JSX compiler rejects it.
+fn jsx_tag_mismatch(node: Node, text: &[u8]) -> Option<Finding> {
+    if node.kind() != "jsx_element" {
+        return None;
+    }
+    let name = |field: &str| {
+        let tag = node.child_by_field_name(field)?;
+        tag.child_by_field_name("name")
+            .map(|n| &text[n.byte_range()])
+    };
+    let (open, close) = (name("open_tag")?, name("close_tag")?);
+    (open != close).then(|| {
+        let close_tag = node.child_by_field_name("close_tag").unwrap_or(node);
+        Finding::new(
+            close_tag.start_byte(),
+            format!(
+                "closing tag `</{}>` does not match `<{}>`",
+                String::from_utf8_lossy(close),
+                String::from_utf8_lossy(open)
+            ),
+        )
+    })
+}
+
+// ----- JSON -----------------------------------------------------------------------------------
+
+/// tree-sitter-json's errors; when it accepts a file without comments, serde_json's verdict on
+/// strict JSON as well (several top-level values, an empty file, control characters in strings).
+fn json_findings(tree: &Tree, text: &[u8], tree_errors: Vec<Finding>) -> Vec<Finding> {
+    if !tree_errors.is_empty() {
+        return tree_errors;
+    }
+    if has_comment(tree, text) {
+        return tree_errors;
+    }
+    let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) else {
+        return tree_errors;
+    };
+    let message = error.to_string();
+    // Limits of serde_json, not errors in the file: very deep nesting and numbers beyond f64.
+    if message.starts_with("recursion limit exceeded") || message.starts_with("number out of range")
+    {
+        return tree_errors;
+    }
+    let message = match message.rsplit_once(" at line ") {
+        Some((head, _)) => head.to_owned(),
+        None => message,
+    };
+    let byte = if error.line() == 0 {
+        text.len()
+    } else {
+        line_start(text, error.line()) + error.column().saturating_sub(1)
+    };
+    vec![Finding::new(byte.min(text.len()), message)]
+}
+
+/// Whether the tree holds a comment; iterative, as deep JSON makes a deep tree.
+fn has_comment(tree: &Tree, text: &[u8]) -> bool {
+    if !text.contains(&b'/') {
+        return false;
+    }
+    let mut cursor = tree.walk();
+    loop {
+        if cursor.node().kind() == "comment" {
+            return true;
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return false;
+            }
+        }
+    }
+}
+
+// ----- YAML -----------------------------------------------------------------------------------
+
+/// tree-sitter-yaml decides whether the file parses; yaml-rust2 places the error precisely and
+/// finds duplicate keys. yaml-rust2 alone would be too strict: it rejects flow sequences whose
+/// closing bracket sits at the parent's indentation, which GitHub workflows use.
+fn yaml_findings(utf8: Option<&str>, tree_errors: Vec<Finding>) -> Vec<Finding> {
+    let Some(text) = utf8 else {
+        return tree_errors;
+    };
+    let scan = scan_yaml(text);
+    let mut out = scan.duplicates;
+    match scan.error {
+        Some(error) if !tree_errors.is_empty() => out.push(error),
+        // An alias to an anchor that does not exist is an error for every YAML parser.
+        Some(error) if error.message.contains("unknown anchor") => out.push(error),
+        _ => out.extend(tree_errors),
+    }
+    out
+}
+
+struct YamlScan {
+    duplicates: Vec<Finding>,
+    error: Option<Finding>,
+}
+
+/// A mapping being read: its keys so far, and whether the next node is a key.
+struct YamlMapping {
+    keys: HashMap<(bool, String), usize>,
+    expecting_key: bool,
+}
+
+/// Runs yaml-rust2's event parser (never its loader: the loader expands aliases, which a
+/// "billion laughs" file turns into exponential memory).
+fn scan_yaml(text: &str) -> YamlScan {
+    use yaml_rust2::Event;
+    use yaml_rust2::scanner::TScalarStyle;
+
+    let mut scan = YamlScan {
+        duplicates: Vec::new(),
+        error: None,
+    };
+    let mut parser = yaml_rust2::parser::Parser::new_from_str(text);
+    // One entry per open collection; None for a sequence.
+    let mut stack: Vec<Option<YamlMapping>> = Vec::new();
+    loop {
+        let (event, mark) = match parser.next_token() {
+            Ok(next) => next,
+            Err(error) => {
+                let mark = error.marker();
+                let byte = byte_at(text, mark.line(), mark.col());
+                scan.error = Some(Finding::new(byte, error.info().to_owned()));
+                return scan;
+            }
+        };
+        let key = match &event {
+            Event::Scalar(value, style, ..) => {
+                Some(Some((*style == TScalarStyle::Plain, value.clone())))
+            }
+            Event::Alias(_) | Event::SequenceStart(..) | Event::MappingStart(..) => Some(None),
+            _ => None,
+        };
+        if let Some(key) = key
+            && let Some(Some(mapping)) = stack.last_mut()
+        {
+            if mapping.expecting_key
+                && let Some(key) = key
+                && key.1 != "<<"
+            {
+                let byte = byte_at(text, mark.line(), mark.col());
+                if let Some(&first) = mapping.keys.get(&key) {
+                    scan.duplicates.push(Finding::new(
+                        byte,
+                        format!(
+                            "duplicate key `{}` (first on line {})",
+                            key.1,
+                            position(text.as_bytes(), first).0
+                        ),
+                    ));
+                } else {
+                    mapping.keys.insert(key, byte);
+                }
+            }
+            mapping.expecting_key = !mapping.expecting_key;
+        }
+        match event {
+            Event::StreamEnd => return scan,
+            Event::DocumentStart => stack.clear(),
+            Event::MappingStart(..) => stack.push(Some(YamlMapping {
+                keys: HashMap::new(),
+                expecting_key: true,
+            })),
+            Event::SequenceStart(..) => stack.push(None),
+            Event::MappingEnd | Event::SequenceEnd => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        if scan.duplicates.len() >= MAX_ERRORS {
+            return scan;
+        }
+    }
+}
+
+// ----- TOML -----------------------------------------------------------------------------------
+
+/// How a table came to exist; it decides what may define or extend it later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TableOrigin {
+    /// Created as the parent of a header (`[a.b]` creates `a`): a header may still define it.
+    Implicit,
+    /// Defined by its own `[header]`.
+    Header,
+    /// Created by a dotted key (`a.b = 1` creates `a`).
+    Dotted,
+    /// One `[[element]]` of an array of tables.
+    ArrayElement,
+}
+
+#[derive(Debug)]
+enum TomlEntry {
+    /// Any value, inline tables and arrays included: nothing may be added to it afterwards.
+    Value,
+    Table(TomlTable),
+    ArrayOfTables(Vec<TomlTable>),
+}
+
+#[derive(Debug)]
+struct TomlTable {
+    origin: TableOrigin,
+    /// Key → entry and the byte where it was first defined.
+    entries: HashMap<String, (TomlEntry, usize)>,
+}
+
+impl TomlTable {
+    fn new(origin: TableOrigin) -> Self {
+        Self {
+            origin,
+            entries: HashMap::new(),
+        }
+    }
+}
+
+/// One key segment: its decoded text and where it is written.
+struct KeyPart {
+    name: String,
+    byte: usize,
+}
+
+/// Duplicate keys and tables defined twice: tree-sitter-toml parses each line on its own and
+/// cannot see them, but the TOML specification makes them errors.
+fn toml_duplicates(root: Node, text: &[u8]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut document = TomlTable::new(TableOrigin::Header);
+    // The table that `key = value` lines go into, as a path from the root.
+    let mut current: Vec<String> = Vec::new();
+    let mut cursor = root.walk();
+    for node in root.named_children(&mut cursor) {
+        match node.kind() {
+            "pair" => {
+                if let Some(table) = resolve(&mut document, &current) {
+                    toml_pair(table, node, text, &mut out);
+                }
+            }
+            "table" | "table_array_element" => {
+                let Some(key) = node.named_child(0) else {
+                    continue;
+                };
+                let parts = key_parts(key, text);
+                let array = node.kind() == "table_array_element";
+                match define_table(&mut document, &parts, array, text) {
+                    Ok(()) => current = parts.into_iter().map(|p| p.name).collect(),
+                    Err(finding) => {
+                        out.push(finding);
+                        // The section's pairs cannot be placed; skip them rather than guess.
+                        current = vec!["\u{0}unplaceable".to_owned()];
+                    }
+                }
+                let mut pairs = node.walk();
+                for pair in node
+                    .named_children(&mut pairs)
+                    .filter(|c| c.kind() == "pair")
+                {
+                    if let Some(table) = resolve(&mut document, &current) {
+                        toml_pair(table, pair, text, &mut out);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if out.len() >= MAX_ERRORS {
+            break;
+        }
+    }
+    out
+}
+
+/// The table at `path`, through the last element of each array of tables.
+fn resolve<'t>(table: &'t mut TomlTable, path: &[String]) -> Option<&'t mut TomlTable> {
+    let mut table = table;
+    for name in path {
+        table = match &mut table.entries.get_mut(name)?.0 {
+            TomlEntry::Table(next) => next,
+            TomlEntry::ArrayOfTables(elements) => elements.last_mut()?,
+            TomlEntry::Value => return None,
+        };
+    }
+    Some(table)
+}
+
+fn dotted(parts: &[KeyPart]) -> String {
+    parts
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn first_on(text: &[u8], byte: usize) -> String {
+    format!("first on line {}", position(text, byte).0)
+}
+
+/// `[a.b.c]` (or `[[a.b.c]]` when `array`).
+fn define_table(
+    document: &mut TomlTable,
+    parts: &[KeyPart],
+    array: bool,
+    text: &[u8],
+) -> Result<(), Finding> {
+    let Some((last, parents)) = parts.split_last() else {
+        return Ok(());
+    };
+    let header = if array {
+        format!("[[{}]]", dotted(parts))
+    } else {
+        format!("[{}]", dotted(parts))
+    };
+    let mut table = document;
+    for (i, part) in parents.iter().enumerate() {
+        let (entry, first) = table.entries.entry(part.name.clone()).or_insert_with(|| {
+            (
+                TomlEntry::Table(TomlTable::new(TableOrigin::Implicit)),
+                part.byte,
+            )
+        });
+        table = match entry {
+            TomlEntry::Table(next) => next,
+            TomlEntry::ArrayOfTables(elements) => match elements.last_mut() {
+                Some(element) => element,
+                None => return Ok(()),
+            },
+            TomlEntry::Value => {
+                return Err(Finding::new(
+                    part.byte,
+                    format!(
+                        "`{}` is already a value ({}); `{header}` cannot make it a table",
+                        dotted(&parts[..=i]),
+                        first_on(text, *first)
+                    ),
+                ));
+            }
+        };
+    }
+    let origin = if array {
+        TableOrigin::ArrayElement
+    } else {
+        TableOrigin::Header
+    };
+    match table.entries.get_mut(&last.name) {
+        None => {
+            let entry = if array {
+                TomlEntry::ArrayOfTables(vec![TomlTable::new(origin)])
+            } else {
+                TomlEntry::Table(TomlTable::new(origin))
+            };
+            table.entries.insert(last.name.clone(), (entry, last.byte));
+            Ok(())
+        }
+        Some((TomlEntry::ArrayOfTables(elements), _)) if array => {
+            elements.push(TomlTable::new(origin));
+            Ok(())
+        }
+        Some((TomlEntry::Table(existing), first))
+            if !array && existing.origin == TableOrigin::Implicit =>
+        {
+            existing.origin = TableOrigin::Header;
+            *first = last.byte;
+            Ok(())
+        }
+        Some((entry, first)) => {
+            let what = match entry {
+                TomlEntry::Value => "a value",
+                TomlEntry::ArrayOfTables(_) => "an array of tables",
+                TomlEntry::Table(t) if t.origin == TableOrigin::Dotted => {
+                    "a table (made by dotted keys)"
+                }
+                TomlEntry::Table(_) => "a table",
+            };
+            Err(Finding::new(
+                last.byte,
+                format!(
+                    "`{header}` defines `{}` again: it is already {what} ({})",
+                    dotted(parts),
+                    first_on(text, *first)
+                ),
+            ))
+        }
+    }
+}
+
+/// `a.b.c = value` inside `table`.
+fn toml_pair(table: &mut TomlTable, pair: Node, text: &[u8], out: &mut Vec<Finding>) {
+    let Some(key) = pair.named_child(0) else {
+        return;
+    };
+    let parts = key_parts(key, text);
+    let Some((last, parents)) = parts.split_last() else {
+        return;
+    };
+    let mut table = table;
+    for (i, part) in parents.iter().enumerate() {
+        let (entry, first) = table.entries.entry(part.name.clone()).or_insert_with(|| {
+            (
+                TomlEntry::Table(TomlTable::new(TableOrigin::Dotted)),
+                part.byte,
+            )
+        });
+        let first = *first;
+        let problem = match entry {
+            TomlEntry::Table(next)
+                if matches!(next.origin, TableOrigin::Dotted | TableOrigin::Implicit) =>
+            {
+                table = next;
+                continue;
+            }
+            TomlEntry::Table(_) => "a table defined by a header",
+            TomlEntry::ArrayOfTables(_) => "an array of tables",
+            TomlEntry::Value => "a value",
+        };
+        out.push(Finding::new(
+            part.byte,
+            format!(
+                "`{}` is already {problem} ({}); dotted keys cannot add `{}` to it",
+                dotted(&parts[..=i]),
+                first_on(text, first),
+                dotted(&parts)
+            ),
+        ));
+        return;
+    }
+    if let Some((_, first)) = table.entries.get(&last.name) {
+        out.push(Finding::new(
+            last.byte,
+            format!(
+                "duplicate key `{}` ({})",
+                dotted(&parts),
+                first_on(text, *first)
+            ),
+        ));
+        return;
+    }
+    table
+        .entries
+        .insert(last.name.clone(), (TomlEntry::Value, last.byte));
+    if let Some(value) = pair.named_child(1) {
+        toml_value(value, text, out);
+    }
+}
+
+/// Inline tables have their own keys; they may nest in arrays and in each other.
+fn toml_value(value: Node, text: &[u8], out: &mut Vec<Finding>) {
+    match value.kind() {
+        "inline_table" => {
+            let mut table = TomlTable::new(TableOrigin::Header);
+            let mut cursor = value.walk();
+            for pair in value
+                .named_children(&mut cursor)
+                .filter(|c| c.kind() == "pair")
+            {
+                toml_pair(&mut table, pair, text, out);
+            }
+        }
+        "array" => {
+            let mut cursor = value.walk();
+            for element in value.named_children(&mut cursor) {
+                toml_value(element, text, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn key_parts(key: Node, text: &[u8]) -> Vec<KeyPart> {
+    match key.kind() {
+        "dotted_key" => {
+            let mut cursor = key.walk();
+            key.named_children(&mut cursor)
+                .flat_map(|part| key_parts(part, text))
+                .collect()
+        }
+        "quoted_key" => vec![KeyPart {
+            name: unquote_toml(&String::from_utf8_lossy(&text[key.byte_range()])),
+            byte: key.start_byte(),
+        }],
+        _ => vec![KeyPart {
+            name: String::from_utf8_lossy(&text[key.byte_range()]).into_owned(),
+            byte: key.start_byte(),
+        }],
+    }
+}
+
+/// A quoted key's name: `'literal'` as written, `"basic"` with its escapes decoded, so that
+/// `"a"`, `'a'` and `a` are the same key.
+fn unquote_toml(quoted: &str) -> String {
+    if let Some(literal) = quoted.strip_prefix('\'') {
+        return literal.strip_suffix('\'').unwrap_or(literal).to_owned();
+    }
+    let inner = quoted.strip_prefix('"').unwrap_or(quoted);
+    let inner = inner.strip_suffix('"').unwrap_or(inner);
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('b') => out.push('\u{8}'),
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('f') => out.push('\u{c}'),
+            Some('r') => out.push('\r'),
+            Some('e') => out.push('\u{1b}'),
+            Some(u @ ('u' | 'U')) => {
+                let digits: String = chars.by_ref().take(if u == 'u' { 4 } else { 8 }).collect();
+                match u32::from_str_radix(&digits, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                {
+                    Some(decoded) => out.push(decoded),
+                    None => {
+                        out.push('\\');
+                        out.push(u);
+                        out.push_str(&digits);
+                    }
+                }
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+// ----- KDL ------------------------------------------------------------------------------------
+
+/// helixflow's KDL v2 parser first (its messages name the exact place); tree-sitter-kdl, which
+/// also knows KDL v1, for files the v2 parser cannot judge (too large, too slow, not UTF-8) and
+/// for KDL v1 files.
+fn kdl_findings(utf8: Option<&str>, tree_errors: Vec<Finding>) -> Vec<Finding> {
+    let Some(text) = utf8 else {
+        return tree_errors;
+    };
+    if text.len() > kdl_parse::MAX_FILE_BYTES {
+        return tree_errors;
+    }
+    let diagnostics = match kdl_parse::parse(text, FileId(0), kdl_parse::PARSE_BUDGET) {
+        Ok(_) => return Vec::new(),
+        Err(diagnostics) => diagnostics,
+    };
+    if diagnostics
+        .iter()
+        .any(|d| d.rule.code == rules::PARSE_BUDGET.code)
+    {
+        return tree_errors;
+    }
+    match declared_kdl_version(text) {
+        Some(1) => return tree_errors,
+        Some(_) => {}
+        None if tree_errors.is_empty() || looks_like_kdl_v1(text) => return tree_errors,
+        None => {}
+    }
+    diagnostics
+        .into_iter()
+        .map(|d| {
+            let offset = d.span.offset.min(text.len());
+            let token = &text[offset..(offset + d.span.len).min(text.len())];
+            let message = match token {
+                "true" | "false" | "null" => {
+                    format!("`{token}` is KDL v1; KDL v2 writes `#{token}`")
+                }
+                _ => d.message,
+            };
+            Finding::new(offset, message)
+        })
+        .collect()
+}
+
+/// The version a `/- kdl-version N` line at the top of the document declares.
+fn declared_kdl_version(text: &str) -> Option<u8> {
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("//"))?;
+    let rest = first
+        .strip_prefix("/-")?
+        .trim_start()
+        .strip_prefix("kdl-version")?;
+    match rest.trim() {
+        "1" => Some(1),
+        "2" => Some(2),
+        _ => None,
+    }
+}
+
+/// Marks only KDL v1 has: bare `true`/`false`/`null` and `r"…"` raw strings.
+fn looks_like_kdl_v1(text: &str) -> bool {
+    static V1: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r#"(^|[\s=(])(true|false|null)([\s;})]|$)|(^|\s)r#*""#)
+            .expect("the pattern is valid")
+    });
+    V1.is_match(text)
+}
+
+// ----- Positions ------------------------------------------------------------------------------
+
+/// The byte where 1-based `line` starts (the end of the text past the last line).
+fn line_start(text: &[u8], line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    text.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(line - 2)
+        .map_or(text.len(), |(i, _)| i + 1)
+}
+
+/// The byte of 1-based `line` and 0-based character `column` (yaml-rust2's markers).
+fn byte_at(text: &str, line: usize, column: usize) -> usize {
+    let start = line_start(text.as_bytes(), line);
+    text[start..]
+        .char_indices()
+        .take_while(|(_, c)| *c != '\n')
+        .nth(column)
+        .map_or_else(
+            || {
+                let rest = &text[start..];
+                start + rest.find('\n').unwrap_or(rest.len())
+            },
+            |(i, _)| start + i,
+        )
+}
+
+/// 1-based line and column (in characters; in bytes on a line that is not UTF-8) of `byte`.
+fn position(text: &[u8], byte: usize) -> (usize, usize) {
+    let byte = byte.min(text.len());
+    let before = &text[..byte];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let prefix = &text[start..byte];
+    let column = match std::str::from_utf8(prefix) {
+        Ok(s) => s.chars().count(),
+        Err(_) => prefix.len(),
+    };
+    (line, column + 1)
+}
+
+fn syntax_error_at(text: &[u8], byte: usize, message: String) -> SyntaxError {
+    let byte = byte.min(text.len());
+    let (line, column) = position(text, byte);
+    let start = text[..byte]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let end = text[byte..]
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(text.len(), |i| byte + i);
+    let before = String::from_utf8_lossy(&text[start..byte]);
+    let after = String::from_utf8_lossy(&text[byte..end]);
+    let after = after.strip_suffix('\r').unwrap_or(&after);
+    let (source_line, caret) = excerpt(&before, after);
+    SyntaxError {
+        line,
+        column,
+        message,
+        source_line,
+        caret,
+    }
+}
+
+/// The line around the error (a window when it is long) and the caret under the error. The caret
+/// copies the line's tabs so it lines up however wide the terminal draws a tab.
+fn excerpt(before: &str, after: &str) -> (String, String) {
+    let before: Vec<char> = before.chars().collect();
+    let after: Vec<char> = after.chars().collect();
+    let at = before.len();
+    let total = at + after.len();
+    let (from, to) = if total <= LINE_WINDOW_CHARS {
+        (0, total)
+    } else {
+        let from = at
+            .saturating_sub(LINE_WINDOW_CHARS / 2)
+            .min(total - LINE_WINDOW_CHARS);
+        (from, from + LINE_WINDOW_CHARS)
+    };
+    let char_at = |i: usize| if i < at { before[i] } else { after[i - at] };
+    let mut line = String::new();
+    let mut caret = String::new();
+    if from > 0 {
+        line.push('…');
+        caret.push(' ');
+    }
+    for i in from..to {
+        line.push(char_at(i));
+    }
+    if to < total {
+        line.push('…');
+    }
+    for &c in &before[from..] {
+        caret.push(if c == '\t' { '\t' } else { ' ' });
+    }
+    caret.push('^');
+    (line, caret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(language: Language, text: &str) -> Vec<(usize, usize, String)> {
+        check(language, text.as_bytes())
+            .into_iter()
+            .map(|e| (e.line, e.column, e.message))
+            .collect()
+    }
+
+    #[test]
+    fn caret_copies_tabs_and_counts_characters() {
+        let errors = check(Language::Python, "if x:\n\tprint(\"é\" +)\n".as_bytes());
+        let error = &errors[0];
+        assert_eq!((error.line, error.column), (2, 12));
+        assert_eq!(error.source_line, "\tprint(\"é\" +)");
+        assert_eq!(error.caret, "\t          ^");
+    }
+
+    #[test]
+    fn excerpt_windows_long_lines_around_the_column() {
+        let before = "a".repeat(1000);
+        let after = format!("!{}", "b".repeat(1000));
+        let (line, caret) = excerpt(&before, &after);
+        assert_eq!(line.chars().count(), LINE_WINDOW_CHARS + 2);
+        assert!(line.starts_with('…') && line.ends_with('…'));
+        let caret_at = caret.chars().count() - 1;
+        assert_eq!(line.chars().nth(caret_at), Some('!'));
+    }
+
+    #[test]
+    fn excerpt_of_a_short_line_is_the_line() {
+        assert_eq!(excerpt("ab", "c"), ("abc".to_owned(), "  ^".to_owned()));
+        assert_eq!(excerpt("", ""), (String::new(), "^".to_owned()));
+    }
+
+    #[test]
+    fn position_counts_characters_not_bytes() {
+        let text = "é\nüü x".as_bytes();
+        assert_eq!(position(text, 0), (1, 1));
+        assert_eq!(position(text, 3), (2, 1));
+        assert_eq!(position(text, 8), (2, 4));
+    }
+
+    #[test]
+    fn missing_token_is_named() {
+        assert_eq!(
+            messages(Language::Rust, "fn main() { foo(1, 2 }\n"),
+            vec![(1, 21, "missing `)`".to_owned())]
+        );
+    }
+
+    #[test]
+    fn unexpected_token_is_quoted() {
+        assert_eq!(
+            messages(Language::Rust, "fn main() { let x = ; }\n"),
+            vec![(1, 19, "unexpected `=`".to_owned())]
+        );
+    }
+
+    #[test]
+    fn snippet_is_one_short_line() {
+        assert_eq!(snippet(b"  abc\ndef"), Some("abc".to_owned()));
+        assert_eq!(snippet(b" \n "), None);
+        let long = snippet("x".repeat(100).as_bytes()).unwrap_or_default();
+        assert_eq!(long.chars().count(), SNIPPET_CHARS + 1);
+        assert!(long.ends_with('…'));
+    }
+
+    #[test]
+    fn python2_forms_are_errors() {
+        let cases = [
+            (
+                "print \"x\"\n",
+                "Python 2 `print` statement; Python 3 needs `print(…)`",
+            ),
+            (
+                "print >>f, x\n",
+                "Python 2 `print` statement; Python 3 needs `print(…)`",
+            ),
+            (
+                "exec \"code\" in ns\n",
+                "Python 2 `exec` statement; Python 3 needs `exec(…)`",
+            ),
+            (
+                "x = a <> b\n",
+                "Python 2 `<>` operator; Python 3 needs `!=`",
+            ),
+            (
+                "x = 10L\n",
+                "Python 2 long integer `10L`; Python 3 integers take no `L`",
+            ),
+            (
+                "x = 0777\n",
+                "leading zeros in `0777` are not allowed in Python 3; octal needs `0o`",
+            ),
+            ("x = `y`\n", "Python 2 backticks; Python 3 needs `repr(…)`"),
+            (
+                "x = ur\"y\"\n",
+                "string prefix `ur` is not valid in Python 3",
+            ),
+            (
+                "raise E, \"m\"\n",
+                "Python 2 `raise E, V`; Python 3 needs `raise E(V)`",
+            ),
+            (
+                "def f(a, (b, c)): pass\n",
+                "Python 2 tuple parameter; Python 3 parameters cannot unpack",
+            ),
+            (
+                "x = b\"é\"\n",
+                "bytes literals can only contain ASCII characters",
+            ),
+        ];
+        for (source, message) in cases {
+            let found = messages(Language::Python, source);
+            assert_eq!(found.len(), 1, "{source:?}: {found:?}");
+            assert_eq!(found[0].2, message, "{source:?}");
+        }
+    }
+
+    #[test]
+    fn python3_forms_that_look_like_python2_pass() {
+        let source = "print(x)\nprint (a), b\nprint -1\nprint\nx = 00 + 0_0 + 07j + 0o777 + 0x1F\n\
+                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\n\
+                      match p:\n    case [a, *rest]: pass\ndef f[T](x: T) -> T: pass\ntype X = int\n";
+        assert_eq!(messages(Language::Python, source), vec![]);
+    }
+
+    #[test]
+    fn python_coding_cookie_allows_another_encoding() {
+        let latin1 = b"# -*- coding: latin-1 -*-\nx = '\xe9'\n";
+        assert!(check(Language::Python, latin1).is_empty());
+        let undeclared = b"x = '\xe9'\n";
+        let found = check(Language::Python, undeclared);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].message,
+            "the file is not valid UTF-8 (first invalid byte at 1:6)"
+        );
+        assert_eq!((found[0].line, found[0].column), (1, 1));
+    }
+
+    #[test]
+    fn bash_may_hold_any_bytes() {
+        assert!(check(Language::Bash, b"echo '\xff'\n").is_empty());
+    }
+
+    #[test]
+    fn byte_order_mark_is_ignored() {
+        assert!(check(Language::Json, b"\xEF\xBB\xBF{\"a\": 1}").is_empty());
+    }
+
+    #[test]
+    fn jsx_closing_tag_must_match() {
+        assert_eq!(
+            messages(Language::Tsx, "const a = <div>hi</span>;\n"),
+            vec![(
+                1,
+                18,
+                "closing tag `</span>` does not match `<div>`".to_owned()
+            )]
+        );
+        assert_eq!(
+            messages(Language::JavaScript, "const a = <a.b>hi</a.b>;\n"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn json_must_hold_one_value_unless_it_has_comments() {
+        assert_eq!(
+            messages(Language::Json, "{\"a\": 1}\n{\"b\": 2}\n"),
+            vec![(2, 1, "trailing characters".to_owned())]
+        );
+        assert_eq!(
+            messages(Language::Json, ""),
+            vec![(1, 1, "EOF while parsing a value".to_owned())]
+        );
+        assert_eq!(
+            messages(Language::Json, "// editor settings\n{\"a\": 1}\n"),
+            vec![]
+        );
+        assert_eq!(messages(Language::Json, "[1e999]"), vec![]);
+    }
+
+    #[test]
+    fn yaml_duplicate_keys_are_errors() {
+        assert_eq!(
+            messages(Language::Yaml, "a: 1\nb:\n  c: 1\n  c: 2\na: 3\n"),
+            vec![
+                (4, 3, "duplicate key `c` (first on line 3)".to_owned()),
+                (5, 1, "duplicate key `a` (first on line 1)".to_owned()),
+            ]
+        );
+        assert_eq!(
+            messages(Language::Yaml, "- a: 1\n- a: 2\nx: &x {k: 1}\n"),
+            vec![(
+                3,
+                1,
+                "while parsing a block collection, did not find expected '-' indicator".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn yaml_error_is_placed_by_yaml_rust2() {
+        assert_eq!(
+            messages(Language::Yaml, "a: 1\n b: 2\n"),
+            vec![(
+                2,
+                3,
+                "mapping values are not allowed in this context".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn toml_duplicates_follow_the_specification() {
+        let invalid = [
+            (
+                "a = 1\na = 2\n",
+                (2, 1),
+                "duplicate key `a` (first on line 1)",
+            ),
+            (
+                "\"a\" = 1\n'a' = 2\n",
+                (2, 1),
+                "duplicate key `a` (first on line 1)",
+            ),
+            (
+                "[x]\n[x]\n",
+                (2, 2),
+                "`[x]` defines `x` again: it is already a table (first on line 1)",
+            ),
+            (
+                "a.b = 1\n[a]\n",
+                (2, 2),
+                "`[a]` defines `a` again: it is already a table (made by dotted keys) (first on line 1)",
+            ),
+            (
+                "[a.b]\nc = 1\n[a]\nb.d = 2\n",
+                (4, 1),
+                "`b` is already a table defined by a header (first on line 1); dotted keys cannot add `b.d` to it",
+            ),
+            (
+                "a = {x = 1}\na.y = 2\n",
+                (2, 1),
+                "`a` is already a value (first on line 1); dotted keys cannot add `a.y` to it",
+            ),
+            (
+                "t = {a = 1, a = 2}\n",
+                (1, 13),
+                "duplicate key `a` (first on line 1)",
+            ),
+            (
+                "a = []\n[[a]]\n",
+                (2, 3),
+                "`[[a]]` defines `a` again: it is already a value (first on line 1)",
+            ),
+            (
+                "[[a]]\n[a]\n",
+                (2, 2),
+                "`[a]` defines `a` again: it is already an array of tables (first on line 1)",
+            ),
+        ];
+        for (source, (line, column), message) in invalid {
+            assert_eq!(
+                messages(Language::Toml, source),
+                vec![(line, column, message.to_owned())],
+                "{source:?}"
+            );
+        }
+        let valid = "a.b = 1\na.c = 2\n[x.y.z]\n[x]\n[fruit]\napple.color = 'red'\n\
+                     [fruit.apple.texture]\nsmooth = true\n[[p]]\nn = 1\n[p.q]\nm = 1\n[[p]]\nn = 2\n\
+                     [p.q]\nm = 2\n";
+        assert_eq!(messages(Language::Toml, valid), vec![]);
+    }
+
+    #[test]
+    fn toml_basic_keys_are_decoded() {
+        assert_eq!(unquote_toml(r#""a\u0062\tc""#), "ab\tc");
+        assert_eq!(unquote_toml(r"'a\b'"), r"a\b");
+    }
+
+    #[test]
+    fn kdl_v1_passes_and_v2_errors_use_the_v2_parser() {
+        assert_eq!(messages(Language::Kdl, "node true null r\"raw\"\n"), vec![]);
+        assert_eq!(
+            messages(Language::Kdl, "node #true {\n  child\n}\n"),
+            vec![]
+        );
+        assert_eq!(
+            messages(Language::Kdl, "/- kdl-version 2\nnode true\n"),
+            vec![(2, 6, "`true` is KDL v1; KDL v2 writes `#true`".to_owned())]
+        );
+        assert_eq!(
+            messages(Language::Kdl, "node a=1 {\n"),
+            vec![(1, 10, "this `{` is never closed".to_owned())]
+        );
+    }
+
+    #[test]
+    fn kdl_version_declaration_is_read_from_the_first_node() {
+        assert_eq!(declared_kdl_version("// c\n/- kdl-version 1\nn\n"), Some(1));
+        assert_eq!(declared_kdl_version("n\n/- kdl-version 2\n"), None);
+        assert!(looks_like_kdl_v1("node key=true\n"));
+        assert!(!looks_like_kdl_v1("node key=#true \"true\"\n"));
+    }
+
+    #[test]
+    fn byte_at_converts_yaml_markers() {
+        assert_eq!(byte_at("ab\né x", 2, 2), 6);
+        assert_eq!(byte_at("ab\n", 1, 9), 2);
+        assert_eq!(byte_at("ab", 5, 0), 2);
+    }
+
+    #[test]
+    fn errors_are_capped() {
+        let source = "fn f() { let = ; }\n".repeat(50);
+        assert_eq!(check(Language::Rust, source.as_bytes()).len(), MAX_ERRORS);
+    }
+}

@@ -8,13 +8,16 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::rc::Rc;
 
 /// One invocation of the binary.
 pub struct Test {
-    dir: tempfile::TempDir,
+    /// Shared by the copies [`Test::with_args`] makes; removed when the last one is dropped.
+    dir: Rc<tempfile::TempDir>,
     args: Vec<String>,
     env: Vec<(String, String)>,
-    stdin: Option<String>,
+    env_removed: Vec<String>,
+    stdin: Option<Vec<u8>>,
     cwd: Option<PathBuf>,
 }
 
@@ -31,9 +34,10 @@ impl Test {
     /// A new test with an empty temporary folder.
     pub fn new() -> Self {
         Self {
-            dir: tempfile::tempdir().expect("temporary folder"),
+            dir: Rc::new(tempfile::tempdir().expect("temporary folder")),
             args: Vec::new(),
             env: Vec::new(),
+            env_removed: Vec::new(),
             stdin: None,
             cwd: None,
         }
@@ -44,6 +48,20 @@ impl Test {
         let full = self.dir.path().join(path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, text).unwrap();
+        self
+    }
+
+    /// Writes a file of raw bytes (e.g. invalid UTF-8) relative to the temporary folder.
+    pub fn file_bytes(self, path: &str, bytes: &[u8]) -> Self {
+        let full = self.dir.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, bytes).unwrap();
+        self
+    }
+
+    /// Creates a folder (and its parents) relative to the temporary folder.
+    pub fn dir(self, path: &str) -> Self {
+        std::fs::create_dir_all(self.dir.path().join(path)).unwrap();
         self
     }
 
@@ -58,15 +76,40 @@ impl Test {
         self
     }
 
+    /// Another invocation in the same folder, with the same environment, input and current folder
+    /// but these arguments: for running several commands on the same files.
+    pub fn with_args(&self, args: &[&str]) -> Self {
+        Self {
+            dir: Rc::clone(&self.dir),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env: self.env.clone(),
+            env_removed: self.env_removed.clone(),
+            stdin: self.stdin.clone(),
+            cwd: self.cwd.clone(),
+        }
+    }
+
     /// Sets an environment variable.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
         self
     }
 
+    /// Removes an environment variable, including the `NO_COLOR=1` set by default.
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.env_removed.push(key.to_owned());
+        self
+    }
+
     /// Feeds standard input.
     pub fn stdin(mut self, text: &str) -> Self {
-        self.stdin = Some(text.to_owned());
+        self.stdin = Some(text.as_bytes().to_vec());
+        self
+    }
+
+    /// Feeds raw bytes (e.g. invalid UTF-8) to standard input.
+    pub fn stdin_bytes(mut self, bytes: &[u8]) -> Self {
+        self.stdin = Some(bytes.to_vec());
         self
     }
 
@@ -81,14 +124,17 @@ impl Test {
         self.dir.path()
     }
 
+    /// The text of a file in the temporary folder.
+    pub fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(path))
+            .unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+    }
+
     /// Runs the binary and returns what it did; the folder stays alive as long as `self`.
     pub fn run(&self) -> Outcome {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_helixflow"));
+        let mut command = self.command(env!("CARGO_BIN_EXE_helixflow"));
         command
             .args(&self.args)
-            .current_dir(self.cwd.as_deref().unwrap_or(self.dir.path()))
-            .env("NO_COLOR", "1")
-            .env_remove("HELIXFLOW_PATH")
             .stdin(if self.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -96,17 +142,9 @@ impl Test {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for (key, value) in &self.env {
-            command.env(key, value);
-        }
         let mut child = command.spawn().expect("helixflow starts");
         if let Some(text) = &self.stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
+            child.stdin.take().unwrap().write_all(text).unwrap();
         }
         let output = child.wait_with_output().unwrap();
         Outcome {
@@ -115,6 +153,47 @@ impl Test {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             dir: self.dir.path().to_owned(),
         }
+    }
+
+    /// Runs the binary with standard output and error on a pseudo-terminal (through util-linux
+    /// `script`), so that it believes it talks to a person; `None` when `script` cannot run.
+    /// Standard error is mixed into `stdout`, and line ends come back as `\n`.
+    pub fn run_in_terminal(&self) -> Option<Outcome> {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        let line = std::iter::once(env!("CARGO_BIN_EXE_helixflow"))
+            .chain(self.args.iter().map(String::as_str))
+            .map(quote)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let output = self
+            .command("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        Some(Outcome {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).replace("\r\n", "\n"),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            dir: self.dir.path().to_owned(),
+        })
+    }
+
+    /// `program` in the test's folder and environment: `NO_COLOR=1` and no `HELIXFLOW_PATH` unless
+    /// the test says otherwise.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command
+            .current_dir(self.cwd.as_deref().unwrap_or(self.dir.path()))
+            .env("NO_COLOR", "1")
+            .env_remove("HELIXFLOW_PATH");
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        for key in &self.env_removed {
+            command.env_remove(key);
+        }
+        command
     }
 }
 
@@ -137,6 +216,16 @@ impl Outcome {
     /// stderr with the temporary folder's path replaced by `[TMP]`.
     pub fn stderr_redacted(&self) -> String {
         redact(&self.stderr, &self.dir)
+    }
+
+    /// The `code` of every diagnostic in a `lint --format json` report, in order.
+    pub fn codes(&self) -> Vec<String> {
+        self.json()
+            .as_array()
+            .unwrap_or_else(|| panic!("stdout is not a JSON array:\n{}", self.stdout))
+            .iter()
+            .map(|d| d["code"].as_str().expect("a code").to_owned())
+            .collect()
     }
 
     /// stdout parsed as JSON.

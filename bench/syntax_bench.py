@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Compare helixflow's `syntax` gate with CPython on the CPython standard library.
+
+Lists every .py file under CPython's stdlib (site-packages excluded), times `ast.parse` on each in
+this one process, runs helixflow's checker on the same files (`cargo bench --bench syntax`, two
+threads), then prints both throughputs, their ratio, and every file on which the verdicts differ.
+
+Usage: bench/syntax_bench.py [--repeat N] [--threads N] [--json OUT] [--keep DIR]
+"""
+
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import warnings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def stdlib_files():
+    root = sysconfig.get_paths()["stdlib"]
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "site-packages")
+        files.extend(os.path.join(folder, n) for n in sorted(names) if n.endswith(".py"))
+    return root, files
+
+
+def cpython_pass(files):
+    """One timed pass: the verdict per file (None when it parses, else the error) and seconds."""
+    verdicts = {}
+    started = time.perf_counter()
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+            ast.parse(source, filename=path)
+            verdicts[path] = None
+        except SyntaxError as e:  # IndentationError and TabError included
+            verdicts[path] = f"{e.lineno}:{e.offset}: {type(e).__name__}: {e.msg}"
+        except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
+            verdicts[path] = f"{type(e).__name__}: {e}"
+    return verdicts, time.perf_counter() - started
+
+
+def helixflow_pass(list_path, invalid_path, threads):
+    env = dict(os.environ, HELIXFLOW_SYNTAX_THREADS=str(threads))
+    run = subprocess.run(
+        ["cargo", "bench", "--quiet", "--bench", "syntax", "--", list_path, invalid_path],
+        cwd=REPO, env=env, capture_output=True, text=True,
+    )
+    if run.returncode != 0:
+        sys.exit(f"cargo bench --bench syntax failed:\n{run.stdout}\n{run.stderr}")
+    match = re.search(r"syntax-result .*seconds=([0-9.]+)", run.stdout)
+    if not match:
+        sys.exit(f"no result line in the benchmark's output:\n{run.stdout}")
+    verdicts = {}
+    with open(invalid_path, encoding="utf-8") as f:
+        for line in f:
+            path, _, message = line.rstrip("\n").partition("\t")
+            verdicts[path] = message
+    return verdicts, float(match.group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes per side; the best counts")
+    parser.add_argument("--threads", type=int, default=2, help="helixflow's checker threads")
+    parser.add_argument("--json", help="also write the figures and disagreements here")
+    parser.add_argument("--keep", help="keep the file list and verdicts in this folder")
+    args = parser.parse_args()
+
+    root, files = stdlib_files()
+    total_bytes = sum(os.path.getsize(p) for p in files)
+    work = args.keep or tempfile.mkdtemp(prefix="helixflow-syntax-bench-")
+    os.makedirs(work, exist_ok=True)
+    list_path = os.path.join(work, "files.txt")
+    with open(list_path, "w", encoding="utf-8") as f:
+        f.write("".join(p + "\n" for p in files))
+    mb = total_bytes / 1e6
+    print(f"{sys.implementation.name} {sys.version.split()[0]} stdlib: {root}")
+    print(f"{len(files)} files, {mb:.1f} MB (site-packages excluded)")
+
+    # Read every file once so neither side pays for a cold page cache.
+    for path in files:
+        with open(path, "rb") as f:
+            f.read()
+
+    warnings.simplefilter("ignore")  # invalid escape sequences and the like are warnings, not errors
+    cpython_seconds = []
+    for _ in range(args.repeat):
+        cpython, seconds = cpython_pass(files)
+        cpython_seconds.append(seconds)
+    helix_seconds = []
+    invalid_path = os.path.join(work, "helixflow-invalid.txt")
+    for _ in range(args.repeat):
+        helixflow, seconds = helixflow_pass(list_path, invalid_path, args.threads)
+        helix_seconds.append(seconds)
+
+    best_cpython, best_helix = min(cpython_seconds), min(helix_seconds)
+    cpython_rate, helix_rate = mb / best_cpython, mb / best_helix
+    print(f"CPython ast.parse, 1 process: {best_cpython:.3f} s, {cpython_rate:.1f} MB/s, "
+          f"{len(files) / best_cpython:.0f} files/s (best of {args.repeat})")
+    print(f"helixflow check_file, {args.threads} threads: {best_helix:.3f} s, {helix_rate:.1f} MB/s, "
+          f"{len(files) / best_helix:.0f} files/s (best of {args.repeat})")
+    print(f"ratio: {helix_rate / cpython_rate:.2f}x CPython")
+
+    cpython_invalid = sorted(p for p, v in cpython.items() if v is not None)
+    print(f"CPython rejects {len(cpython_invalid)} files; helixflow rejects {len(helixflow)}")
+    disagreements = []
+    for path in files:
+        theirs, ours = cpython[path], helixflow.get(path)
+        if (theirs is None) != (ours is None):
+            disagreements.append({
+                "file": os.path.relpath(path, root),
+                "cpython": theirs or "parses",
+                "helixflow": ours or "parses",
+            })
+    print(f"disagreements: {len(disagreements)}")
+    for d in disagreements:
+        print(f"  {d['file']}\n    CPython:   {d['cpython']}\n    helixflow: {d['helixflow']}")
+    agreed_invalid = [p for p in cpython_invalid if p in helixflow]
+    print(f"both reject ({len(agreed_invalid)}):")
+    for path in agreed_invalid:
+        print(f"  {os.path.relpath(path, root)}\n    CPython:   {cpython[path]}\n    helixflow: {helixflow[path]}")
+
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({
+                "python": sys.version.split()[0],
+                "stdlib": root,
+                "files": len(files),
+                "bytes": total_bytes,
+                "cpython_seconds": cpython_seconds,
+                "helixflow_seconds": helix_seconds,
+                "helixflow_threads": args.threads,
+                "ratio": helix_rate / cpython_rate,
+                "cpython_invalid": len(cpython_invalid),
+                "helixflow_invalid": len(helixflow),
+                "disagreements": disagreements,
+            }, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

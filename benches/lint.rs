@@ -1,0 +1,154 @@
+//! In-process cost of `helixflow::language::compile` on generated pipelines of growing size.
+//!
+//! The pipelines come from `bench/gen_pipeline.py`, so this benchmark and `bench/lint.sh` (which
+//! times the whole `helixflow lint` process) measure the same files. For each size it prints the
+//! median and fastest compile, the median per phase, and how much of the compile is the parse
+//! (screening and the KDL parser) rather than decoding and checking.
+//!
+//! Run with `cargo bench --bench lint`; `cargo bench --bench lint -- 1000` runs only the cases
+//! whose label contains `1000`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use helixflow::diagnostics::FileId;
+use helixflow::language::{self, Loader, Options, parse};
+
+/// The generated files use no imports or prompt files, so nothing needs to exist; the bench
+/// measures the compiler, not the disk.
+struct NoFiles;
+
+impl Loader for NoFiles {
+    fn read(&self, _path: &Path) -> io::Result<String> {
+        Err(io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn is_file(&self, _path: &Path) -> bool {
+        false
+    }
+
+    fn search_path(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}
+
+/// The cases: generator style and phase count. The `mixed` style is about 350 bytes a phase and
+/// passes the 1 MiB file limit near 3,000 phases, so 10,000 phases are measured in the `templated`
+/// style (every phase body from a template) — with 1,000 of the same style to compare against.
+const CASES: &[(&str, usize)] = &[
+    ("mixed", 10),
+    ("mixed", 20),
+    ("mixed", 100),
+    ("mixed", 1_000),
+    ("mixed", 3_000),
+    ("templated", 1_000),
+    ("templated", 10_000),
+];
+
+/// How long each measurement may take; with the largest case at a few hundred milliseconds per
+/// compile this keeps the whole run well under two minutes on two cores.
+const TIME_PER_CASE: Duration = Duration::from_secs(4);
+const MIN_RUNS: usize = 5;
+const MAX_RUNS: usize = 200;
+
+/// Large enough that the benchmark measures the parser instead of timing out.
+const PARSE_BUDGET: Duration = Duration::from_secs(120);
+
+fn generate(style: &str, phases: usize) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_pipeline.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .arg(phases.to_string())
+        .args(["--style", style])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", script.display()));
+    assert!(
+        output.status.success(),
+        "gen_pipeline.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("the generator writes UTF-8")
+}
+
+/// Runs `f` until the time or run limit, after one warm-up run; returns the sorted durations.
+fn measure(mut f: impl FnMut()) -> Vec<Duration> {
+    f();
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < MIN_RUNS || (times.len() < MAX_RUNS && start.elapsed() < TIME_PER_CASE) {
+        let run = Instant::now();
+        f();
+        times.push(run.elapsed());
+    }
+    times.sort();
+    times
+}
+
+fn median(times: &[Duration]) -> Duration {
+    times[times.len() / 2]
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters the cases by label.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let options = Options {
+        parse_budget: PARSE_BUDGET,
+    };
+    println!(
+        "{:<18} {:>9} {:>6} {:>12} {:>12} {:>10} {:>12} {:>7}",
+        "case", "bytes", "runs", "median ms", "min ms", "ns/phase", "parse ms", "parse %"
+    );
+    for &(style, phases) in CASES {
+        let label = format!("{style}-{phases}");
+        if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
+            continue;
+        }
+        let text = generate(style, phases);
+        let path = PathBuf::from(format!("{label}.kdl"));
+
+        let compilation = language::compile(&path, &text, &NoFiles, options);
+        // A benchmark of a file with findings would measure the error paths, not the compiler.
+        assert!(
+            compilation.diagnostics.is_empty() && compilation.pipeline.is_some(),
+            "{label} does not compile cleanly: {:?}",
+            compilation
+                .diagnostics
+                .iter()
+                .map(|d| format!("{} {}", d.code(), d.message))
+                .collect::<Vec<_>>()
+        );
+        drop(compilation);
+
+        let compile = measure(|| {
+            std::hint::black_box(language::compile(&path, &text, &NoFiles, options));
+        });
+        let parse = measure(|| {
+            let parsed = parse::parse(&text, FileId(0), PARSE_BUDGET);
+            assert!(parsed.is_ok(), "{label} does not parse");
+            std::hint::black_box(parsed.ok());
+        });
+        let compile_median = median(&compile);
+        let parse_median = median(&parse);
+        let per_phase = compile_median.as_nanos() / phases as u128;
+        println!(
+            "{:<18} {:>9} {:>6} {:>12} {:>12} {:>10} {:>12} {:>6.0}%",
+            label,
+            text.len(),
+            compile.len(),
+            millis(compile_median),
+            millis(compile[0]),
+            per_phase,
+            millis(parse_median),
+            100.0 * parse_median.as_secs_f64() / compile_median.as_secs_f64()
+        );
+    }
+}

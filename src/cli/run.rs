@@ -1,0 +1,303 @@
+//! `helixflow run`: execute a pipeline.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use super::input;
+use crate::diagnostics::did_you_mean;
+use crate::engine::prompt::{PromptContext, render_argv, render_prompt};
+use crate::engine::{RunOptions, execute};
+use crate::graph::PhaseGraph;
+use crate::model::{GateKind, Pipeline, VerifyMode, Worker};
+use crate::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
+
+/// Arguments of `helixflow run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<PathBuf>,
+    /// Phases at once (overrides the pipeline's `max-parallel`).
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Run only these phases; their other dependencies are taken as done.
+    #[arg(long, value_name = "PHASE", num_args = 1..)]
+    only: Vec<String>,
+    /// Print the plan (order, levels, each agent's argv with its prompt) and run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Write every event as NDJSON to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Write a JUnit XML report to FILE.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Plain lines instead of progress bars (the default when standard error is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let (compilation, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    // Children run in the workspace and get paths into the run folder: both must be absolute.
+    match std::fs::canonicalize(&pipeline.workspace) {
+        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
+        Ok(workspace) => {
+            return input::fail(&format!(
+                "the workspace {} is not a folder",
+                workspace.display()
+            ));
+        }
+        Err(e) => {
+            return input::fail(&format!(
+                "the workspace {} cannot be used: {e}",
+                pipeline.workspace.display()
+            ));
+        }
+    }
+    if !compilation.diagnostics.is_empty() {
+        input::report(&compilation.diagnostics, &compilation.sources);
+    }
+    if let Err(message) = check_selection(&pipeline, &args.only) {
+        return input::fail(&message);
+    }
+    if let Err(message) = check_supported(&pipeline) {
+        return input::fail(&message);
+    }
+    if args.dry_run {
+        return super::emit(&plan(&pipeline, &args.only));
+    }
+    let reporters = match reporters(args, &pipeline) {
+        Ok(reporters) => reporters,
+        Err(message) => return input::fail(&message),
+    };
+    let grace = match kill_grace() {
+        Ok(grace) => grace,
+        Err(message) => return input::fail(&message),
+    };
+    let options = RunOptions {
+        jobs: args.jobs,
+        only: args.only.clone(),
+        grace,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return crate::exit::INTERNAL;
+        }
+    };
+    match runtime.block_on(execute(pipeline, options, reporters)) {
+        Ok(outcome) => {
+            eprintln!(
+                "run {} — journal in {}",
+                outcome.run.run_id,
+                outcome.run.path.display()
+            );
+            outcome.exit_code
+        }
+        Err(e) => {
+            eprintln!("error: the run failed: {e}");
+            crate::exit::INTERNAL
+        }
+    }
+}
+
+/// `HELIXFLOW_KILL_GRACE`: seconds between TERM and KILL when a child is stopped (default 5).
+fn kill_grace() -> Result<std::time::Duration, String> {
+    match std::env::var("HELIXFLOW_KILL_GRACE") {
+        Err(_) => Ok(crate::engine::GRACE),
+        Ok(text) => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| {
+                format!("HELIXFLOW_KILL_GRACE must be a number of seconds, not \"{text}\"")
+            }),
+    }
+}
+
+fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
+    for name in only {
+        if pipeline.phase(name).is_none() {
+            let names = pipeline.phases.iter().map(|p| p.name.value.as_str());
+            return Err(match did_you_mean(name, names) {
+                Some(s) => format!("--only: no phase \"{name}\"; did you mean \"{s}\"?"),
+                None => format!("--only: no phase \"{name}\""),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Verify modes and gates this version cannot run are refused before anything starts, rather
+/// than silently skipped.
+fn check_supported(pipeline: &Pipeline) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for phase in &pipeline.phases {
+        for mode in &phase.verify {
+            if *mode != VerifyMode::External {
+                let mode = serde_json::to_value(mode)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                problems.push(format!(
+                    "phase \"{}\": verify mode \"{mode}\"",
+                    phase.name.value
+                ));
+            }
+        }
+        for gate in &phase.gates {
+            if matches!(gate.kind, GateKind::Approval { .. }) {
+                problems.push(format!(
+                    "phase \"{}\": the `approval` gate",
+                    phase.name.value
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "this version of `helixflow run` supports external verification only; not supported:\n  {}",
+            problems.join("\n  ")
+        ))
+    }
+}
+
+fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
+    let mut list: Vec<Box<dyn Reporter>> = Vec::new();
+    let stderr = std::io::stderr();
+    if !args.no_progress
+        && stderr.is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    {
+        list.push(Box::new(Progress::new(pipeline.phases.len())));
+    } else {
+        list.push(Box::new(Plain::new(std::io::stderr())));
+    }
+    match args.events.as_deref() {
+        None => {}
+        Some(path) if path.as_os_str() == "-" => {
+            list.push(Box::new(Ndjson::new(std::io::stdout())))
+        }
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            list.push(Box::new(Ndjson::new(file)));
+        }
+    }
+    if let Some(path) = &args.junit {
+        list.push(Box::new(Junit::new(path.clone())));
+    }
+    list.push(Box::new(Summary::new(std::io::stderr())));
+    Ok(Reporters::new(list))
+}
+
+/// The dry-run plan: levels, then each phase with its command and rendered first prompt.
+fn plan(pipeline: &Pipeline, only: &[String]) -> String {
+    let mut out = String::new();
+    let selected = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    let _ = writeln!(
+        out,
+        "pipeline \"{}\": {} phases, at most {} at once, workspace {}",
+        pipeline.name,
+        pipeline
+            .phases
+            .iter()
+            .filter(|p| selected(&p.name.value))
+            .count(),
+        pipeline.max_parallel,
+        pipeline.workspace.display()
+    );
+    let graph = PhaseGraph::new(pipeline);
+    for (level, phases) in graph.levels().unwrap_or_default().iter().enumerate() {
+        let names: Vec<&str> = phases
+            .iter()
+            .map(|&i| pipeline.phases[i].name.value.as_str())
+            .filter(|n| selected(n))
+            .collect();
+        if !names.is_empty() {
+            let _ = writeln!(out, "level {level}: {}", names.join(", "));
+        }
+    }
+    for phase in pipeline.phases.iter().filter(|p| selected(&p.name.value)) {
+        let attempts = phase.retries + 1;
+        let _ = writeln!(
+            out,
+            "\nphase \"{}\" (up to {attempts} attempt{})",
+            phase.name.value,
+            if attempts == 1 { "" } else { "s" }
+        );
+        if !phase.depends_on.is_empty() {
+            let deps: Vec<&str> = phase.depends_on.iter().map(|d| d.value.as_str()).collect();
+            let _ = writeln!(out, "  after: {}", deps.join(", "));
+        }
+        match &phase.worker {
+            Worker::Run(command) => {
+                let _ = writeln!(out, "  run: sh -c {}", quote(command));
+            }
+            Worker::Agent(name) => {
+                let agent = &pipeline.agents[&name.value];
+                let context = PromptContext {
+                    phase,
+                    attempt: 1,
+                    max_attempts: attempts,
+                    feedback: "",
+                    verify_instructions: "",
+                };
+                let prompt =
+                    render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
+                        .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
+                let values = BTreeMap::from([
+                    ("prompt", prompt.clone()),
+                    ("prompt_file", "<attempt folder>/prompt.md".to_owned()),
+                    ("phase", phase.name.value.clone()),
+                    ("attempt", "1".to_owned()),
+                    ("workspace", pipeline.workspace.display().to_string()),
+                    ("feedback", String::new()),
+                    ("feedback_file", String::new()),
+                ]);
+                let argv = render_argv(&agent.command, &values)
+                    .unwrap_or_else(|e| vec![format!("<argv does not render: {e}>")]);
+                let shown: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+                let _ = writeln!(out, "  agent \"{}\": {}", name.value, shown.join(" "));
+                let _ = writeln!(out, "  prompt:");
+                for line in prompt.lines() {
+                    let _ = writeln!(out, "    | {line}");
+                }
+            }
+        }
+        let gates: Vec<String> = std::iter::once("outputs".to_owned())
+            .filter(|_| !phase.outputs.is_empty())
+            .chain(phase.gates.iter().map(|g| g.name.clone()))
+            .collect();
+        if !gates.is_empty() {
+            let _ = writeln!(out, "  gates: {}", gates.join(", "));
+        }
+    }
+    out
+}
+
+/// Shell-style quoting, for display only: nothing helixflow runs goes through a shell.
+fn quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
+    {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}

@@ -1,0 +1,225 @@
+//! `helixflow runs` and `helixflow show`: past runs from the journal.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::input;
+use crate::store::run::{RunDir, list_runs};
+
+/// Arguments of `helixflow runs`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunsArgs {
+    /// The pipeline file whose runs to list (default: the nearest helixflow.kdl or pipeline.kdl).
+    #[arg(long)]
+    file: Option<PathBuf>,
+}
+
+/// Arguments of `helixflow show`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    /// A run id (default: the latest run).
+    run: Option<String>,
+    /// A phase: show its attempts and their feedback.
+    phase: Option<String>,
+    /// The pipeline file whose runs to look in (default: the nearest helixflow.kdl or pipeline.kdl).
+    #[arg(long)]
+    file: Option<PathBuf>,
+}
+
+fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
+    let (_, pipeline) = input::checked_pipeline(file)?;
+    Ok(pipeline.workspace.join(&pipeline.state_dir).join("runs"))
+}
+
+pub(crate) fn runs(args: &RunsArgs) -> i32 {
+    let dir = match runs_dir(args.file.clone()) {
+        Ok(dir) => dir,
+        Err(code) => return code,
+    };
+    let runs = match list_runs(&dir) {
+        Ok(runs) => runs,
+        Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
+    };
+    if runs.is_empty() {
+        return super::emit(&format!("no runs yet in {}\n", dir.display()));
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<20} {:<10} {:<22} phases",
+        "run", "status", "started"
+    );
+    for run in &runs {
+        match run.read_summary() {
+            Ok(summary) => {
+                let passed = summary
+                    .phases
+                    .iter()
+                    .filter(|p| p.status == "passed")
+                    .count();
+                let status = if summary.status == "running" && !alive(summary.pid) {
+                    "crashed".to_owned()
+                } else {
+                    summary.status
+                };
+                let _ = writeln!(
+                    out,
+                    "{:<20} {:<10} {:<22} {passed}/{} passed",
+                    run.run_id,
+                    status,
+                    summary.started,
+                    summary.phases.len()
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(out, "{:<20} unreadable: {e}", run.run_id);
+            }
+        }
+    }
+    super::emit(&out)
+}
+
+/// Whether a process still exists (to tell a crashed run from a running one).
+fn alive(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| {
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        unsafe { libc::kill(pid, 0) == 0 }
+    })
+}
+
+pub(crate) fn show(args: &ShowArgs) -> i32 {
+    let dir = match runs_dir(args.file.clone()) {
+        Ok(dir) => dir,
+        Err(code) => return code,
+    };
+    let runs = match list_runs(&dir) {
+        Ok(runs) => runs,
+        Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
+    };
+    let run = match &args.run {
+        None => runs.last(),
+        Some(id) => runs.iter().find(|r| r.run_id == *id),
+    };
+    let Some(run) = run else {
+        return input::fail(&match &args.run {
+            Some(id) => format!(
+                "no run \"{id}\" in {}; `helixflow runs` lists them",
+                dir.display()
+            ),
+            None => format!("no runs yet in {}", dir.display()),
+        });
+    };
+    match &args.phase {
+        None => show_run(run),
+        Some(phase) => show_phase(run, phase),
+    }
+}
+
+fn show_run(run: &RunDir) -> i32 {
+    let summary = match run.read_summary() {
+        Ok(summary) => summary,
+        Err(e) => return input::fail(&format!("cannot read the run's summary: {e}")),
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {} of \"{}\" ({}), started {}",
+        summary.run_id,
+        summary.pipeline,
+        summary.file.display(),
+        summary.started
+    );
+    let _ = writeln!(
+        out,
+        "status: {}{}",
+        summary.status,
+        summary
+            .exit_code
+            .map(|c| format!(" (exit {c})"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<24} {:<10} {:>8} {:>10}  failing gates / reason",
+        "phase", "status", "attempts", "duration"
+    );
+    for phase in &summary.phases {
+        let why = if phase.failed_gates.is_empty() {
+            phase.reason.clone().unwrap_or_default()
+        } else {
+            phase.failed_gates.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:<10} {:>8} {:>9.1}s  {why}",
+            phase.name,
+            phase.status,
+            phase.attempts,
+            phase.duration_ms as f64 / 1000.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\njournal: {}",
+        run.path.join("events.jsonl").display()
+    );
+    super::emit(&out)
+}
+
+fn show_phase(run: &RunDir, phase: &str) -> i32 {
+    let dir = run.phase_dir(phase);
+    let mut attempts: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let n = e
+                        .file_name()
+                        .to_str()?
+                        .strip_prefix("attempt-")?
+                        .parse()
+                        .ok()?;
+                    Some((n, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if attempts.is_empty() {
+        return input::fail(&format!(
+            "phase \"{phase}\" has no attempts in run {}",
+            run.run_id
+        ));
+    }
+    attempts.sort();
+    let mut out = String::new();
+    for (n, path) in attempts {
+        let _ = writeln!(out, "── attempt {n} ({})", path.display());
+        if let Ok(gates) = std::fs::read_to_string(path.join("gates.json"))
+            && let Ok(serde_json::Value::Array(reports)) =
+                serde_json::from_str::<serde_json::Value>(&gates)
+        {
+            for report in reports {
+                let _ = writeln!(
+                    out,
+                    "   {:<8} {} ({})",
+                    report["status"].as_str().unwrap_or("?"),
+                    report["name"].as_str().unwrap_or("?"),
+                    report["kind"].as_str().unwrap_or("?")
+                );
+            }
+        }
+        match std::fs::read_to_string(path.join("feedback.md")) {
+            Ok(feedback) => {
+                let _ = writeln!(out, "   feedback:");
+                for line in feedback.lines() {
+                    let _ = writeln!(out, "   | {line}");
+                }
+            }
+            Err(_) => {
+                let _ = writeln!(out, "   (no feedback: the attempt passed or was cancelled)");
+            }
+        }
+    }
+    super::emit(&out)
+}

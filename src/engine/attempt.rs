@@ -1,0 +1,531 @@
+//! One phase, attempt after attempt: render the prompt, start the agent or `run` step, verify the
+//! work, write the artifacts, and decide on a retry.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::event::{AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus};
+use super::process::{self, ChildSpec};
+use super::prompt::{PromptContext, render_argv, render_prompt};
+use super::response;
+use super::run::{Shared, millis};
+use crate::model::{Phase, Worker};
+use crate::verify::feedback::{self, AgentFailure};
+use crate::verify::gates::{GateContext, run_gates};
+use crate::verify::snapshot::{Snapshot, SnapshotOptions};
+
+/// How a phase ended, for the scheduler.
+#[derive(Debug, Clone)]
+pub(crate) struct PhaseResult {
+    pub status: PhaseStatus,
+    pub attempts: u32,
+    pub reason: Option<String>,
+    pub duration: Duration,
+}
+
+/// What one attempt produced.
+struct AttemptResult {
+    outcome: AttemptOutcome,
+    feedback: Option<String>,
+    /// Set when the attempt could not even start (a prompt that does not render, a program that
+    /// does not exist): retrying would fail the same way.
+    fatal: Option<String>,
+}
+
+/// Runs every attempt of one phase.
+pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult {
+    let phase = &shared.pipeline.phases[index];
+    let started = Instant::now();
+    let max_attempts = phase.retries.saturating_add(1);
+    let mut previous_feedback: Option<(String, PathBuf)> = None;
+    let mut attempt = 1;
+    loop {
+        shared.emit(Event::AttemptStarted {
+            phase: phase.name.value.clone(),
+            attempt,
+            max_attempts,
+        });
+        let result = match one_attempt(
+            &shared,
+            phase,
+            attempt,
+            max_attempts,
+            previous_feedback.as_ref(),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(e) => AttemptResult {
+                outcome: AttemptOutcome::Failed,
+                feedback: None,
+                fatal: Some(format!("helixflow could not run the attempt: {e}")),
+            },
+        };
+        let finished = |status, reason: Option<String>| PhaseResult {
+            status,
+            attempts: attempt,
+            reason,
+            duration: started.elapsed(),
+        };
+        match result.outcome {
+            AttemptOutcome::Passed => return finished(PhaseStatus::Passed, None),
+            AttemptOutcome::Cancelled => {
+                return finished(PhaseStatus::Cancelled, Some(shared.cancel_reason()));
+            }
+            AttemptOutcome::Failed => {}
+        }
+        let why_not_retry = if let Some(fatal) = &result.fatal {
+            Some(fatal.clone())
+        } else if attempt >= max_attempts {
+            Some(format!(
+                "failed after {attempt} attempt{}",
+                if attempt == 1 { "" } else { "s" }
+            ))
+        } else if shared.stopping() {
+            Some("not retried: the run is stopping".to_owned())
+        } else if !shared.take_retry() {
+            Some("not retried: the run's retry budget is spent".to_owned())
+        } else {
+            None
+        };
+        if let Some(reason) = why_not_retry {
+            escalate(&shared, phase).await;
+            return finished(PhaseStatus::Failed, Some(reason));
+        }
+        let backoff = phase.backoff.map_or(Duration::ZERO, |b| b.duration());
+        shared.emit(Event::RetryScheduled {
+            phase: phase.name.value.clone(),
+            next_attempt: attempt + 1,
+            backoff_ms: millis(backoff),
+        });
+        if !backoff.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = shared.cancel.soft.cancelled() => {
+                    return finished(PhaseStatus::Cancelled, Some(shared.cancel_reason()));
+                }
+            }
+        }
+        let feedback_file = shared
+            .run
+            .attempt_dir(&phase.name.value, attempt)
+            .map(|d| d.join("feedback.md"))
+            .unwrap_or_default();
+        previous_feedback = result.feedback.map(|f| (f, feedback_file));
+        attempt += 1;
+    }
+}
+
+async fn one_attempt(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    previous: Option<&(String, PathBuf)>,
+) -> std::io::Result<AttemptResult> {
+    let name = &phase.name.value;
+    let dir = shared.run.attempt_dir(name, attempt)?;
+    let step = |s: &str| {
+        shared.emit(Event::Step {
+            phase: name.clone(),
+            attempt,
+            step: s.to_owned(),
+        })
+    };
+    let started = Instant::now();
+
+    step("snapshot");
+    let before = take_snapshot(shared, None).await?;
+
+    let (feedback_text, feedback_file) =
+        previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
+    let mut spec = match &phase.worker {
+        Worker::Run(command) => {
+            let mut spec = ChildSpec::shell(
+                command,
+                &shared.pipeline.workspace,
+                dir.join("stdout.log"),
+                dir.join("stderr.log"),
+            );
+            spec.timeout = phase.timeout.map(|t| t.duration());
+            spec
+        }
+        Worker::Agent(agent_name) => {
+            let agent = &shared.pipeline.agents[&agent_name.value];
+            let context = PromptContext {
+                phase,
+                attempt,
+                max_attempts,
+                feedback: feedback_text,
+                verify_instructions: "",
+            };
+            let template = phase.prompt.as_ref().map_or("", |p| p.text());
+            let prompt = match render_prompt(template, &context) {
+                Ok(prompt) => prompt,
+                Err(e) => return Ok(fatal(format!("the prompt does not render: {e:#}"))),
+            };
+            let prompt_file = dir.join("prompt.md");
+            std::fs::write(&prompt_file, shared.redactor.redact(&prompt))?;
+            let retry_argv = if attempt > 1 {
+                agent.resume.as_ref()
+            } else {
+                None
+            };
+            let argv_template = retry_argv.unwrap_or(&agent.command);
+            let values = BTreeMap::from([
+                ("prompt", prompt.clone()),
+                ("prompt_file", prompt_file.display().to_string()),
+                ("phase", name.clone()),
+                ("attempt", attempt.to_string()),
+                ("workspace", shared.pipeline.workspace.display().to_string()),
+                ("feedback", feedback_text.to_owned()),
+                (
+                    "feedback_file",
+                    feedback_file
+                        .map(|f| f.display().to_string())
+                        .unwrap_or_default(),
+                ),
+            ]);
+            let argv = match render_argv(argv_template, &values) {
+                Ok(argv) => argv,
+                Err(e) => return Ok(fatal(format!("the agent's argv does not render: {e:#}"))),
+            };
+            let mut spec = ChildSpec::argv(
+                &argv,
+                &shared.pipeline.workspace,
+                dir.join("stdout.log"),
+                dir.join("stderr.log"),
+            )?;
+            if agent.stdin {
+                spec.stdin = Some(prompt.into_bytes());
+            }
+            spec.timeout = phase.timeout.or(agent.timeout).map(|t| t.duration());
+            spec.idle_timeout = agent.idle_timeout.map(|t| t.duration());
+            spec.env.extend(
+                agent
+                    .env
+                    .iter()
+                    .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+            );
+            spec
+        }
+    };
+    // Pipeline env, then the agent's (added above), then the phase's, then helixflow's own.
+    let mut env: Vec<(OsString, OsString)> = shared
+        .pipeline
+        .env
+        .iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    env.append(&mut spec.env);
+    env.extend(
+        phase
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    env.push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
+    env.push(("HELIXFLOW_PHASE".into(), name.into()));
+    env.push(("HELIXFLOW_ATTEMPT".into(), attempt.to_string().into()));
+    if let Some(file) = feedback_file {
+        env.push(("HELIXFLOW_FEEDBACK_FILE".into(), file.clone().into()));
+    }
+    spec.env = env;
+    spec.grace = shared.options.grace;
+    spec.redactor = shared.redactor.clone();
+
+    step(match phase.worker {
+        Worker::Run(_) => "run",
+        Worker::Agent(_) => "agent",
+    });
+    let exit = match process::run(spec, &shared.cancel).await {
+        Ok(exit) => exit,
+        Err(e) => {
+            return Ok(fatal(format!(
+                "cannot start the {}: {e}",
+                worker_noun(phase)
+            )));
+        }
+    };
+    shared.emit(Event::ChildExited {
+        phase: name.clone(),
+        attempt,
+        exit: exit.clone(),
+    });
+    if exit.cancelled || shared.cancel.soft.is_cancelled() {
+        return Ok(finish(
+            shared,
+            phase,
+            attempt,
+            started,
+            AttemptOutcome::Cancelled,
+            None,
+            Vec::new(),
+        ));
+    }
+
+    let (agent_failure, response_text) = agent_result(shared, phase, &exit, &dir);
+
+    let mut reports: Vec<GateReport> = Vec::new();
+    if agent_failure.is_none() {
+        step("verify");
+        let after = take_snapshot(shared, Some(&before)).await?;
+        let changes = before.diff(&after);
+        let env: Vec<(OsString, OsString)> = shared
+            .pipeline
+            .env
+            .iter()
+            .chain(&phase.env)
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        let context = GateContext {
+            workspace: &shared.pipeline.workspace,
+            phase,
+            response: response_text.as_deref(),
+            before: &before,
+            after: &after,
+            changes: &changes,
+            env: &env,
+            logs: &dir,
+            cancel: &shared.cancel,
+            redactor: shared.redactor.clone(),
+            grace: shared.options.grace,
+        };
+        let mut on_report = |report: &GateReport| {
+            shared.emit(Event::GateFinished {
+                phase: name.clone(),
+                attempt,
+                report: report.clone(),
+            });
+        };
+        reports = run_gates(&context, &mut on_report).await;
+        std::fs::write(
+            dir.join("changes.json"),
+            serde_json::to_string_pretty(&changes)?,
+        )?;
+    }
+    std::fs::write(
+        dir.join("gates.json"),
+        shared
+            .redactor
+            .redact(&serde_json::to_string_pretty(&reports)?),
+    )?;
+    if shared.cancel.soft.is_cancelled() {
+        return Ok(finish(
+            shared,
+            phase,
+            attempt,
+            started,
+            AttemptOutcome::Cancelled,
+            None,
+            Vec::new(),
+        ));
+    }
+
+    let failed_gates: Vec<String> = reports
+        .iter()
+        .filter(|r| r.status == GateStatus::Failed)
+        .map(|r| r.name.clone())
+        .collect();
+    if agent_failure.is_none() && failed_gates.is_empty() {
+        return Ok(finish(
+            shared,
+            phase,
+            attempt,
+            started,
+            AttemptOutcome::Passed,
+            None,
+            Vec::new(),
+        ));
+    }
+    let text = feedback::render(
+        phase,
+        attempt,
+        max_attempts,
+        agent_failure.as_ref(),
+        &reports,
+    );
+    let text = shared.redactor.redact(&text);
+    std::fs::write(dir.join("feedback.md"), &text)?;
+    Ok(finish(
+        shared,
+        phase,
+        attempt,
+        started,
+        AttemptOutcome::Failed,
+        Some(text),
+        failed_gates,
+    ))
+}
+
+/// Judges the child's exit, extracts and saves the response, and checks `evidence`.
+fn agent_result(
+    shared: &Shared,
+    phase: &Phase,
+    exit: &ChildExit,
+    dir: &Path,
+) -> (Option<AgentFailure>, Option<String>) {
+    if let Some(kind) = exit.timeout {
+        let limit = match (&phase.worker, kind) {
+            (Worker::Agent(a), super::event::TimeoutKind::Idle) => {
+                shared.pipeline.agents[&a.value].idle_timeout
+            }
+            (Worker::Agent(a), super::event::TimeoutKind::Wall) => {
+                phase.timeout.or(shared.pipeline.agents[&a.value].timeout)
+            }
+            (Worker::Run(_), _) => phase.timeout,
+        };
+        return (
+            Some(AgentFailure::Timeout {
+                kind,
+                limit: limit.map_or(Duration::ZERO, |l| l.duration()),
+            }),
+            None,
+        );
+    }
+    if !exit.success() {
+        let stderr_tail = process::tail(&dir.join("stderr.log"), 4096).unwrap_or_default();
+        return (
+            Some(AgentFailure::Exit {
+                code: exit.code,
+                signal: exit.signal,
+                stderr_tail,
+            }),
+            None,
+        );
+    }
+    let Worker::Agent(agent_name) = &phase.worker else {
+        return (None, None);
+    };
+    let agent = &shared.pipeline.agents[&agent_name.value];
+    let response = match response::extract(agent.response, &dir.join("stdout.log")) {
+        Ok(response) => response,
+        Err(e) => return (Some(AgentFailure::Response(e.to_string())), None),
+    };
+    let _ = std::fs::write(
+        dir.join("response.txt"),
+        shared.redactor.redact(&response.text),
+    );
+    if let Some(error) = &response.error {
+        return (
+            Some(AgentFailure::Response(error.clone())),
+            Some(response.text),
+        );
+    }
+    if let Some(pattern) = &agent.evidence {
+        let matched = regex::bytes::Regex::new(pattern)
+            .map_err(std::io::Error::other)
+            .and_then(|regex| {
+                response::transcript_matches(
+                    &regex,
+                    &[&dir.join("stdout.log"), &dir.join("stderr.log")],
+                )
+            });
+        if !matches!(matched, Ok(true)) {
+            return (
+                Some(AgentFailure::NoEvidence {
+                    pattern: pattern.clone(),
+                }),
+                Some(response.text),
+            );
+        }
+    }
+    (None, Some(response.text))
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site per outcome; a struct would only rename the arguments"
+)]
+fn finish(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    started: Instant,
+    outcome: AttemptOutcome,
+    feedback: Option<String>,
+    failed_gates: Vec<String>,
+) -> AttemptResult {
+    shared.emit(Event::AttemptFinished {
+        phase: phase.name.value.clone(),
+        attempt,
+        outcome,
+        duration_ms: millis(started.elapsed()),
+        failed_gates,
+        feedback: feedback.clone(),
+    });
+    AttemptResult {
+        outcome,
+        feedback,
+        fatal: None,
+    }
+}
+
+fn fatal(message: String) -> AttemptResult {
+    AttemptResult {
+        outcome: AttemptOutcome::Failed,
+        feedback: None,
+        fatal: Some(message),
+    }
+}
+
+fn worker_noun(phase: &Phase) -> &'static str {
+    match phase.worker {
+        Worker::Run(_) => "run step",
+        Worker::Agent(_) => "agent",
+    }
+}
+
+async fn take_snapshot(shared: &Shared, previous: Option<&Snapshot>) -> std::io::Result<Snapshot> {
+    let workspace = shared.pipeline.workspace.clone();
+    let options = SnapshotOptions {
+        exclude: vec![shared.pipeline.state_dir.clone()],
+        keep_contents_under: None,
+    };
+    let previous = previous.cloned();
+    tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, previous.as_ref()))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+/// Runs the phase's `escalate` command after its final failure.
+async fn escalate(shared: &Shared, phase: &Phase) {
+    let Some(command) = &phase.escalate else {
+        return;
+    };
+    let Ok(dir) = std::fs::create_dir_all(shared.run.phase_dir(&phase.name.value))
+        .map(|()| shared.run.phase_dir(&phase.name.value))
+    else {
+        return;
+    };
+    let mut spec = ChildSpec::shell(
+        command,
+        &shared.pipeline.workspace,
+        dir.join("escalate.stdout"),
+        dir.join("escalate.stderr"),
+    );
+    spec.env = shared
+        .pipeline
+        .env
+        .iter()
+        .chain(&phase.env)
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    spec.env
+        .push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
+    spec.env
+        .push(("HELIXFLOW_PHASE".into(), phase.name.value.clone().into()));
+    spec.grace = shared.options.grace;
+    spec.redactor = shared.redactor.clone();
+    let code = process::run(spec, &shared.cancel)
+        .await
+        .ok()
+        .and_then(|exit| exit.code);
+    shared.emit(Event::Escalated {
+        phase: phase.name.value.clone(),
+        code,
+    });
+}

@@ -1,0 +1,129 @@
+//! Rendering prompts (MiniJinja) and agent argv placeholders.
+
+use std::collections::BTreeMap;
+
+use minijinja::{Environment, Value};
+
+use crate::model::{Output, Phase};
+
+/// The prompt variables of one attempt.
+#[derive(Debug, Clone)]
+pub struct PromptContext<'a> {
+    /// The phase.
+    pub phase: &'a Phase,
+    /// Counting from 1.
+    pub attempt: u32,
+    /// `retries + 1`.
+    pub max_attempts: u32,
+    /// The previous attempt's feedback; empty on the first attempt.
+    pub feedback: &'a str,
+    /// Instructions for `self` verification; empty for other modes.
+    pub verify_instructions: &'a str,
+}
+
+/// How an output is described to the agent.
+pub fn describe_output(output: &Output) -> String {
+    match output {
+        Output::File { path } => path.clone(),
+        Output::Glob { pattern, min } => format!(
+            "{pattern} (at least {min} file{})",
+            if *min == 1 { "" } else { "s" }
+        ),
+        Output::From { doc, key } => format!("every path listed under `{key}` in {doc}"),
+    }
+}
+
+/// Renders the phase's prompt. When the template does not use `feedback` and there is feedback,
+/// it is appended, so that a retry always sees what failed.
+pub fn render_prompt(
+    template: &str,
+    context: &PromptContext<'_>,
+) -> Result<String, minijinja::Error> {
+    let env = Environment::new();
+    let compiled = env.template_from_str(template)?;
+    let uses = compiled.undeclared_variables(false);
+    let phase = context.phase;
+    let mut values: BTreeMap<String, Value> = BTreeMap::new();
+    // Template parameters and `vars` are available by name as well as under `vars`, without
+    // shadowing the built-in variables.
+    for (name, value) in &phase.vars {
+        values.insert(name.clone(), Value::from(value.clone()));
+    }
+    values.insert("vars".into(), Value::from(phase.vars.clone()));
+    values.insert("phase".into(), Value::from(phase.name.value.clone()));
+    values.insert(
+        "description".into(),
+        Value::from(phase.description.clone().unwrap_or_default()),
+    );
+    values.insert(
+        "outputs".into(),
+        Value::from(
+            phase
+                .outputs
+                .iter()
+                .map(describe_output)
+                .collect::<Vec<_>>(),
+        ),
+    );
+    values.insert(
+        "gates".into(),
+        Value::from(
+            phase
+                .gates
+                .iter()
+                .map(|g| g.name.clone())
+                .collect::<Vec<_>>(),
+        ),
+    );
+    values.insert("attempt".into(), Value::from(context.attempt));
+    values.insert("max_attempts".into(), Value::from(context.max_attempts));
+    values.insert("feedback".into(), Value::from(context.feedback));
+    values.insert(
+        "verify_instructions".into(),
+        Value::from(context.verify_instructions),
+    );
+    let mut text = compiled.render(Value::from(values))?;
+    if !context.feedback.is_empty() && !uses.contains("feedback") {
+        text.push_str("\n\n");
+        text.push_str(context.feedback);
+    }
+    if !context.verify_instructions.is_empty() && !uses.contains("verify_instructions") {
+        text.push_str("\n\n");
+        text.push_str(context.verify_instructions);
+    }
+    Ok(text)
+}
+
+/// Replaces `{{ … }}` placeholders inside single argv entries. The values are inserted as they
+/// are: they are never re-parsed, and the argv never goes through a shell.
+pub fn render_argv(
+    argv: &[String],
+    values: &BTreeMap<&str, String>,
+) -> Result<Vec<String>, minijinja::Error> {
+    let env = Environment::new();
+    argv.iter()
+        .map(|arg| {
+            if arg.contains("{{") || arg.contains("{%") {
+                env.render_str(arg, values)
+            } else {
+                Ok(arg.clone())
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_values_are_inserted_verbatim() {
+        let values = BTreeMap::from([("prompt", "$(rm -rf /) `x` \"q\" {{ y }}\n".to_owned())]);
+        let argv = render_argv(
+            &["agent".into(), "-p".into(), "{{ prompt }}".into()],
+            &values,
+        )
+        .unwrap();
+        assert_eq!(argv[2], "$(rm -rf /) `x` \"q\" {{ y }}\n");
+    }
+}

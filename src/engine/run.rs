@@ -1,0 +1,490 @@
+//! A whole run: the scheduler over the DAG, cancellation, the run-wide timeout and retry budget,
+//! and the dispatcher that journals every event and hands it to the reporters.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::attempt::{PhaseResult, run_phase};
+use super::event::{Event, PhaseStatus, RunStatus};
+use super::process::Cancel;
+use crate::graph::PhaseGraph;
+use crate::model::{OnFailure, Pipeline};
+use crate::report::Reporters;
+use crate::store::redact::Redactor;
+use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary, stamp};
+
+/// How long a child gets between TERM and KILL.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// Options of one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Phases at once; overrides the pipeline's `max-parallel`.
+    pub jobs: Option<u32>,
+    /// Run only these phases (their other dependencies are taken as done).
+    pub only: Vec<String>,
+    /// Time between TERM and KILL.
+    pub grace: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            jobs: None,
+            only: Vec::new(),
+            grace: GRACE,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// Passed, failed, cancelled or timed out.
+    pub status: RunStatus,
+    /// The process exit code for it.
+    pub exit_code: i32,
+    /// The run's folder.
+    pub run: RunDir,
+}
+
+/// State shared by the scheduler and the phase tasks.
+pub(crate) struct Shared {
+    pub pipeline: Pipeline,
+    pub run: RunDir,
+    pub redactor: Arc<Redactor>,
+    pub cancel: Cancel,
+    pub options: RunOptions,
+    events: mpsc::UnboundedSender<Event>,
+    stopping: AtomicBool,
+    /// Retries left in the run's budget; `None` is unlimited.
+    retries_left: Option<AtomicU32>,
+    cancel_reason: Mutex<String>,
+}
+
+impl Shared {
+    /// Sends an event to the journal and the reporters.
+    pub fn emit(&self, event: Event) {
+        // The dispatcher outlives every phase task; a send can only fail after it stopped.
+        let _ = self.events.send(event);
+    }
+
+    /// Whether `on-failure "stop"` was triggered: no new phases, no more retries.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Takes one retry from the run's budget; false when it is spent.
+    pub fn take_retry(&self) -> bool {
+        match &self.retries_left {
+            None => true,
+            Some(left) => left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+
+    /// Why running phases were cancelled.
+    pub fn cancel_reason(&self) -> String {
+        self.cancel_reason
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    fn cancel_with(&self, reason: &str, status: &Mutex<Option<RunStatus>>, as_status: RunStatus) {
+        if let Ok(mut r) = self.cancel_reason.lock()
+            && r.is_empty()
+        {
+            *r = reason.to_owned();
+        }
+        if let Ok(mut s) = status.lock() {
+            s.get_or_insert(as_status);
+        }
+        self.cancel.soft.cancel();
+    }
+}
+
+/// Milliseconds of a duration, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event.
+pub async fn execute(
+    pipeline: Pipeline,
+    options: RunOptions,
+    reporters: Reporters,
+) -> std::io::Result<RunOutcome> {
+    let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
+    let run = RunDir::create(&runs_dir)?;
+    let redactor = Arc::new(Redactor::from_env(&pipeline.secrets, &|name: &str| {
+        pipeline
+            .env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }));
+    let journal = Journal::open(&run, redactor.clone())?;
+    std::fs::write(
+        run.path.join("pipeline.json"),
+        redactor.redact(&serde_json::to_string_pretty(&pipeline)?),
+    )?;
+
+    let selected: Vec<usize> = (0..pipeline.phases.len())
+        .filter(|&i| {
+            options.only.is_empty() || options.only.contains(&pipeline.phases[i].name.value)
+        })
+        .collect();
+    let summary = RunSummary {
+        run_id: run.run_id.clone(),
+        pipeline: pipeline.name.clone(),
+        file: pipeline.file.clone(),
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        finished: None,
+        status: "running".into(),
+        exit_code: None,
+        pid: std::process::id(),
+        phases: selected
+            .iter()
+            .map(|&i| PhaseSummary {
+                name: pipeline.phases[i].name.value.clone(),
+                status: "pending".into(),
+                attempts: 0,
+                duration_ms: 0,
+                failed_gates: Vec::new(),
+                reason: None,
+            })
+            .collect(),
+    };
+    run.write_summary(&summary)?;
+
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let dispatcher = std::thread::spawn({
+        let run = run.clone();
+        move || dispatch(receiver, journal, reporters, run, summary)
+    });
+
+    let retries_left = pipeline.retry_budget.map(AtomicU32::new);
+    let max_parallel = options.jobs.unwrap_or(pipeline.max_parallel).max(1) as usize;
+    let timeout = pipeline.timeout.map(|t| t.duration());
+    let shared = Arc::new(Shared {
+        pipeline,
+        run: run.clone(),
+        redactor,
+        cancel: Cancel::default(),
+        options,
+        events: sender,
+        stopping: AtomicBool::new(false),
+        retries_left,
+        cancel_reason: Mutex::new(String::new()),
+    });
+    shared.emit(Event::RunStarted {
+        run_id: run.run_id.clone(),
+        pipeline: shared.pipeline.name.clone(),
+        phases: selected
+            .iter()
+            .map(|&i| shared.pipeline.phases[i].name.value.clone())
+            .collect(),
+        max_parallel: max_parallel as u32,
+    });
+
+    let interrupted = Arc::new(Mutex::new(None));
+    let signals = tokio::spawn(watch_signals(shared.clone(), interrupted.clone()));
+    let started = Instant::now();
+    let any_failed = schedule(&shared, &selected, max_parallel, timeout, &interrupted).await;
+    signals.abort();
+
+    let status = interrupted
+        .lock()
+        .ok()
+        .and_then(|s| *s)
+        .unwrap_or(if any_failed {
+            RunStatus::Failed
+        } else {
+            RunStatus::Passed
+        });
+    let exit_code = match status {
+        RunStatus::Passed => crate::exit::SUCCESS,
+        RunStatus::Failed | RunStatus::TimedOut => crate::exit::FAILURE,
+        RunStatus::Cancelled => crate::exit::INTERRUPTED,
+    };
+    shared.emit(Event::RunFinished {
+        status,
+        duration_ms: millis(started.elapsed()),
+        exit_code,
+    });
+    drop(shared);
+    dispatcher
+        .join()
+        .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
+    Ok(RunOutcome {
+        status,
+        exit_code,
+        run,
+    })
+}
+
+/// Starts phases as their dependencies pass, at most `max_parallel` at once. Returns whether any
+/// phase did not pass.
+async fn schedule(
+    shared: &Arc<Shared>,
+    selected: &[usize],
+    max_parallel: usize,
+    timeout: Option<Duration>,
+    interrupted: &Arc<Mutex<Option<RunStatus>>>,
+) -> bool {
+    let pipeline = &shared.pipeline;
+    let graph = PhaseGraph::new(pipeline);
+    let order: Vec<usize> = graph
+        .levels()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter(|i| selected.contains(i))
+        .collect();
+    let by_name: HashMap<&str, usize> = pipeline
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.value.as_str(), i))
+        .collect();
+    let is_selected: Vec<bool> = (0..pipeline.phases.len())
+        .map(|i| selected.contains(&i))
+        .collect();
+    let mut state: Vec<Option<PhaseStatus>> = vec![None; pipeline.phases.len()];
+    let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();
+    let mut started = vec![false; pipeline.phases.len()];
+    let mut stop_reason: Option<String> = None;
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut any_failed = false;
+
+    loop {
+        let halted = stop_reason.is_some() || shared.cancel.soft.is_cancelled();
+        for &i in &order {
+            if started[i] || state[i].is_some() {
+                continue;
+            }
+            let dependencies: Vec<usize> = pipeline.phases[i]
+                .depends_on
+                .iter()
+                .filter_map(|d| by_name.get(d.value.as_str()).copied())
+                .filter(|&d| is_selected[d])
+                .collect();
+            let blocked = dependencies
+                .iter()
+                .find(|&&d| matches!(state[d], Some(s) if s != PhaseStatus::Passed));
+            let reason = if let Some(&d) = blocked {
+                let how = match state[d] {
+                    Some(PhaseStatus::Failed) => "failed",
+                    Some(PhaseStatus::Cancelled) => "was cancelled",
+                    _ => "was skipped",
+                };
+                Some(format!(
+                    "dependency \"{}\" {how}",
+                    pipeline.phases[d].name.value
+                ))
+            } else if halted {
+                Some(
+                    stop_reason
+                        .clone()
+                        .unwrap_or_else(|| shared.cancel_reason()),
+                )
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                state[i] = Some(PhaseStatus::Skipped);
+                any_failed = true;
+                shared.emit(Event::PhaseFinished {
+                    phase: pipeline.phases[i].name.value.clone(),
+                    status: PhaseStatus::Skipped,
+                    attempts: 0,
+                    duration_ms: 0,
+                    reason: Some(reason),
+                });
+                continue;
+            }
+            let ready = dependencies
+                .iter()
+                .all(|&d| state[d] == Some(PhaseStatus::Passed));
+            if ready && running.len() < max_parallel {
+                started[i] = true;
+                let shared = shared.clone();
+                running.spawn(async move { (i, run_phase(shared, i).await) });
+            }
+        }
+        if running.is_empty() {
+            break;
+        }
+        let joined = tokio::select! {
+            joined = running.join_next() => joined,
+            () = sleep_until(deadline) => {
+                let limit = humantime::format_duration(timeout.unwrap_or_default());
+                shared.cancel_with(&format!("the run's timeout of {limit} expired"), interrupted, RunStatus::TimedOut);
+                continue;
+            }
+        };
+        let Some(Ok((i, result))) = joined else {
+            // A phase task panicked: a bug in helixflow. Stop cleanly rather than hang.
+            shared.cancel_with(
+                "helixflow failed internally",
+                interrupted,
+                RunStatus::Failed,
+            );
+            any_failed = true;
+            continue;
+        };
+        let phase = &pipeline.phases[i];
+        state[i] = Some(result.status);
+        if result.status != PhaseStatus::Passed {
+            any_failed = true;
+        }
+        if result.status == PhaseStatus::Failed
+            && phase.on_failure == OnFailure::Stop
+            && stop_reason.is_none()
+        {
+            stop_reason = Some(format!(
+                "the run stopped after \"{}\" failed",
+                phase.name.value
+            ));
+            shared.stopping.store(true, Ordering::SeqCst);
+        }
+        shared.emit(Event::PhaseFinished {
+            phase: phase.name.value.clone(),
+            status: result.status,
+            attempts: result.attempts,
+            duration_ms: millis(result.duration),
+            reason: result.reason,
+        });
+    }
+    any_failed
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// First SIGINT or SIGTERM: cancel (TERM, grace, KILL). Second: KILL at once.
+async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunStatus>>>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        count += 1;
+        if count == 1 {
+            shared.emit(Event::Warning {
+                message:
+                    "interrupted: stopping every running child (press Ctrl-C again to kill at once)"
+                        .into(),
+            });
+            shared.cancel_with(
+                "the run was interrupted",
+                &interrupted,
+                RunStatus::Cancelled,
+            );
+        } else {
+            shared.cancel.hard.cancel();
+        }
+    }
+}
+
+/// Journals every event, keeps `run.json` current, and feeds the reporters.
+fn dispatch(
+    mut receiver: mpsc::UnboundedReceiver<Event>,
+    mut journal: Journal,
+    mut reporters: Reporters,
+    run: RunDir,
+    mut summary: RunSummary,
+) -> std::io::Result<()> {
+    let started = Instant::now();
+    let mut first_error = None;
+    while let Some(event) = receiver.blocking_recv() {
+        let stamped = match journal.record(event.clone()) {
+            Ok(stamped) => stamped,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                stamp(event, started)
+            }
+        };
+        if update_summary(&mut summary, &stamped.event)
+            && let Err(e) = run.write_summary(&summary)
+        {
+            first_error.get_or_insert(e);
+        }
+        reporters.event(&stamped);
+    }
+    reporters.finish();
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Applies an event to the summary; true when `run.json` should be rewritten.
+fn update_summary(summary: &mut RunSummary, event: &Event) -> bool {
+    match event {
+        Event::AttemptStarted { phase, attempt, .. } => {
+            if let Some(p) = summary.phases.iter_mut().find(|p| p.name == *phase) {
+                p.status = "running".into();
+                p.attempts = *attempt;
+            }
+            false
+        }
+        Event::AttemptFinished {
+            phase,
+            failed_gates,
+            ..
+        } => {
+            if let Some(p) = summary.phases.iter_mut().find(|p| p.name == *phase) {
+                p.failed_gates.clone_from(failed_gates);
+            }
+            false
+        }
+        Event::PhaseFinished {
+            phase,
+            status,
+            attempts,
+            duration_ms,
+            reason,
+        } => {
+            if let Some(p) = summary.phases.iter_mut().find(|p| p.name == *phase) {
+                p.status = serde_json::to_value(status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                p.attempts = *attempts;
+                p.duration_ms = *duration_ms;
+                p.reason.clone_from(reason);
+            }
+            true
+        }
+        Event::RunFinished {
+            status, exit_code, ..
+        } => {
+            summary.status = serde_json::to_value(status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            summary.exit_code = Some(*exit_code);
+            summary.finished =
+                Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
+            true
+        }
+        _ => false,
+    }
+}

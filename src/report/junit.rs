@@ -1,0 +1,344 @@
+//! `--junit FILE`: JUnit XML for CI systems, one test suite per phase and one test case per gate.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::engine::event::{GateStatus, PhaseStatus, Stamped};
+
+use super::Reporter;
+use super::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
+use super::text::{describe_exit, sanitize};
+
+/// The longest `message` attribute, in characters; the whole text is in the element's body.
+const MESSAGE_CHARS: usize = 200;
+
+/// Writes JUnit XML when the run finishes: `<testsuites>` with one `<testsuite>` per phase, holding
+/// one `<testcase>` per gate of the phase's last attempt (plus `agent` when the agent failed);
+/// failures carry the gate's details and the attempt's feedback; a phase that did not run is one
+/// skipped test case named `phase`.
+pub struct Junit {
+    path: PathBuf,
+    run: RunRecord,
+}
+
+/// One test case, ready to render.
+struct Case {
+    name: String,
+    time_ms: u64,
+    verdict: Verdict,
+}
+
+enum Verdict {
+    Passed,
+    Failed {
+        message: String,
+        kind: String,
+        text: String,
+    },
+    Skipped {
+        message: String,
+    },
+}
+
+impl Junit {
+    /// Writes to `path` on finish, creating its folder.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            run: RunRecord::default(),
+        }
+    }
+
+    /// The report for the events seen so far.
+    pub fn to_xml(&self) -> String {
+        let suites: Vec<(&PhaseRecord, Vec<Case>)> =
+            self.run.phases.iter().map(|p| (p, cases(p))).collect();
+        let all = || suites.iter().flat_map(|(_, cases)| cases);
+        let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            xml,
+            "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{}\">",
+            attr(self.run.pipeline.as_deref().unwrap_or("helixflow")),
+            all().count(),
+            all()
+                .filter(|c| matches!(c.verdict, Verdict::Failed { .. }))
+                .count(),
+            all()
+                .filter(|c| matches!(c.verdict, Verdict::Skipped { .. }))
+                .count(),
+            seconds(self.run.duration_ms()),
+        );
+        for (phase, cases) in &suites {
+            write_suite(&mut xml, phase, cases, &self.run);
+        }
+        xml.push_str("</testsuites>\n");
+        xml
+    }
+}
+
+impl Reporter for Junit {
+    fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
+        self.run.apply(event);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        write_atomically(&self.path, self.to_xml().as_bytes())
+    }
+
+    fn name(&self) -> String {
+        format!("the JUnit report {}", self.path.display())
+    }
+}
+
+/// The test cases of one phase.
+fn cases(phase: &PhaseRecord) -> Vec<Case> {
+    let standing = phase.standing();
+    let mut cases = Vec::new();
+    if let Some(attempt) = &phase.attempt {
+        attempt_cases(attempt, &mut cases);
+    }
+    let has_failure = cases
+        .iter()
+        .any(|c| matches!(c.verdict, Verdict::Failed { .. }));
+    let reason = phase.reason().map(str::to_owned);
+    let feedback = phase
+        .attempt
+        .as_ref()
+        .and_then(|a| a.end.as_ref())
+        .and_then(|end| end.feedback.as_deref());
+    // Whatever the gates said, the suite must agree with the phase: a failed phase has a failure,
+    // a phase that did not run says why, and no phase is an empty suite.
+    let extra = match standing {
+        Standing::Ended(PhaseStatus::Failed) if !has_failure => {
+            let message = reason.unwrap_or_else(|| "the phase failed".to_owned());
+            Some(Verdict::Failed {
+                text: failure_text(std::slice::from_ref(&message), feedback),
+                message,
+                kind: "phase".to_owned(),
+            })
+        }
+        Standing::Ended(PhaseStatus::Skipped) => Some(Verdict::Skipped {
+            message: reason.unwrap_or_else(|| "skipped".to_owned()),
+        }),
+        Standing::Ended(PhaseStatus::Cancelled) if cases.is_empty() => Some(Verdict::Skipped {
+            message: reason.unwrap_or_else(|| "cancelled".to_owned()),
+        }),
+        Standing::Unfinished if cases.is_empty() => Some(Verdict::Skipped {
+            message: "the run ended before this phase finished".to_owned(),
+        }),
+        Standing::NotStarted => Some(Verdict::Skipped {
+            message: "the run ended before this phase started".to_owned(),
+        }),
+        _ if cases.is_empty() => Some(Verdict::Passed),
+        _ => None,
+    };
+    if let Some(verdict) = extra {
+        cases.push(Case {
+            name: "phase".to_owned(),
+            time_ms: phase.end.as_ref().map_or(0, |end| end.duration_ms),
+            verdict,
+        });
+    }
+    cases
+}
+
+/// `agent` when the agent failed, then one case per gate.
+fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
+    let feedback = attempt.end.as_ref().and_then(|end| end.feedback.as_deref());
+    if let Some(exit) = attempt.failed_exit() {
+        let message = format!("the agent {}", describe_exit(exit));
+        let verdict = if exit.cancelled {
+            Verdict::Skipped { message }
+        } else {
+            Verdict::Failed {
+                text: failure_text(std::slice::from_ref(&message), feedback),
+                message,
+                kind: "agent".to_owned(),
+            }
+        };
+        cases.push(Case {
+            name: "agent".to_owned(),
+            time_ms: exit.duration_ms,
+            verdict,
+        });
+    }
+    for gate in &attempt.gates {
+        let verdict = match gate.status {
+            GateStatus::Passed => Verdict::Passed,
+            GateStatus::Skipped => Verdict::Skipped {
+                message: "not run".to_owned(),
+            },
+            GateStatus::Failed => Verdict::Failed {
+                message: gate
+                    .details
+                    .iter()
+                    .flat_map(|d| d.lines())
+                    .find(|line| !line.trim().is_empty())
+                    .map_or_else(|| format!("gate {} failed", gate.name), str::to_owned),
+                kind: gate.kind.clone(),
+                text: failure_text(&gate.details, feedback),
+            },
+        };
+        cases.push(Case {
+            name: gate.name.clone(),
+            time_ms: gate.duration_ms,
+            verdict,
+        });
+    }
+}
+
+/// A failure's body: every detail, then the attempt's feedback.
+fn failure_text(details: &[String], feedback: Option<&str>) -> String {
+    let mut text = details.join("\n");
+    if let Some(feedback) = feedback.filter(|f| !f.trim().is_empty()) {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str("feedback:\n");
+        text.push_str(feedback.trim_end());
+    }
+    text
+}
+
+fn write_suite(xml: &mut String, phase: &PhaseRecord, cases: &[Case], run: &RunRecord) {
+    let name = attr(&phase.name);
+    let _ = writeln!(
+        xml,
+        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{}\">",
+        cases.len(),
+        cases
+            .iter()
+            .filter(|c| matches!(c.verdict, Verdict::Failed { .. }))
+            .count(),
+        cases
+            .iter()
+            .filter(|c| matches!(c.verdict, Verdict::Skipped { .. }))
+            .count(),
+        seconds(phase.duration_ms(run).unwrap_or(0)),
+    );
+    xml.push_str("    <properties>\n");
+    let mut property = |key: &str, value: &str| {
+        let _ = writeln!(
+            xml,
+            "      <property name=\"{key}\" value=\"{}\"/>",
+            attr(value)
+        );
+    };
+    property("status", phase.standing().label());
+    property("attempts", &phase.attempts().to_string());
+    if let Some(max) = phase.max_attempts {
+        property("max-attempts", &max.to_string());
+    }
+    if let Some(reason) = phase.reason() {
+        property("reason", reason);
+    }
+    xml.push_str("    </properties>\n");
+    for case in cases {
+        let head = format!(
+            "    <testcase name=\"{}\" classname=\"{name}\" time=\"{}\"",
+            attr(&case.name),
+            seconds(case.time_ms)
+        );
+        match &case.verdict {
+            Verdict::Passed => {
+                let _ = writeln!(xml, "{head}/>");
+            }
+            Verdict::Skipped { message } => {
+                let _ = writeln!(
+                    xml,
+                    "{head}>\n      <skipped message=\"{}\"/>\n    </testcase>",
+                    attr(&short(message))
+                );
+            }
+            Verdict::Failed {
+                message,
+                kind,
+                text,
+            } => {
+                let _ = writeln!(
+                    xml,
+                    "{head}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>",
+                    attr(&short(message)),
+                    attr(kind),
+                    body(text)
+                );
+            }
+        }
+    }
+    xml.push_str("  </testsuite>\n");
+}
+
+/// Milliseconds as JUnit's seconds: `12.345`.
+fn seconds(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// The first line of `text`, cut to [`MESSAGE_CHARS`].
+fn short(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    if line.chars().count() <= MESSAGE_CHARS {
+        line.to_owned()
+    } else {
+        let mut cut: String = line.chars().take(MESSAGE_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// `text` as an attribute value: markup characters escaped, and tab and newline as character
+/// references, since a parser would otherwise turn them into spaces.
+fn attr(text: &str) -> String {
+    escape(text, true)
+}
+
+/// `text` as element content.
+fn body(text: &str) -> String {
+    escape(text, false)
+}
+
+/// Escapes after [`sanitize`], which leaves no character XML 1.0 forbids.
+fn escape(text: &str, in_attribute: bool) -> String {
+    let clean = sanitize(text);
+    let mut out = String::with_capacity(clean.len());
+    for c in clean.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' if in_attribute => out.push_str("&#10;"),
+            '\t' if in_attribute => out.push_str("&#9;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a CI system
+/// never reads half a report.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(folder)?;
+    let file_name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} does not name a file", path.display()),
+        )
+    })?;
+    let mut temporary = file_name.to_os_string();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = folder.join(temporary);
+    if let Err(error) = std::fs::write(&temporary, bytes) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error);
+    }
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
+}

@@ -1,0 +1,43 @@
+//! `--events FILE|-`: the event stream itself, for machines.
+
+use std::io::Write;
+
+use crate::engine::event::Stamped;
+
+use super::Reporter;
+
+/// Writes one JSON object per line (the [`Stamped`] event as serialized), flushed after each line
+/// so a reader following the file sees every event as it happens.
+pub struct Ndjson<W: Write + Send> {
+    out: W,
+}
+
+impl<W: Write + Send> Ndjson<W> {
+    /// Writes to `out`.
+    pub fn new(out: W) -> Self {
+        Self { out }
+    }
+
+    /// The writer back.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+impl<W: Write + Send> Reporter for Ndjson<W> {
+    fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
+        // Serialized whole before writing, so a failure never leaves half a line behind.
+        let mut line = serde_json::to_vec(event).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.out.write_all(&line)?;
+        self.out.flush()
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
+    fn name(&self) -> String {
+        "the event stream (--events)".to_owned()
+    }
+}

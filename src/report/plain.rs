@@ -1,0 +1,256 @@
+//! Plain lines for logs, pipes and `--no-progress`: one line per notable event, no colours, no
+//! cursor movement, and no timestamps of its own (log collectors add those), so the text stays
+//! stable.
+
+use std::io::Write;
+
+use crate::engine::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
+
+use super::Reporter;
+use super::record::RunRecord;
+use super::text::{describe_exit, human_duration, one_line, sanitize};
+
+/// Indentation of a gate's details and of a message's continuation lines.
+const INDENT: &str = "    ";
+
+/// Writes one plain line per notable event: attempts started and finished, failed gates with their
+/// details indented below, retries, phases finished, escalations, warnings, and the run's start and
+/// end.
+pub struct Plain<W: Write + Send> {
+    out: W,
+    run: RunRecord,
+}
+
+impl<W: Write + Send> Plain<W> {
+    /// Writes to `out`, flushing after every event.
+    pub fn new(out: W) -> Self {
+        Self {
+            out,
+            run: RunRecord::default(),
+        }
+    }
+
+    /// The writer back.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    /// `2/3` for attempt 2 of a phase allowed 3, or `2` when the limit is unknown.
+    fn attempt_label(&self, phase: &str, attempt: u32) -> String {
+        match self.run.phase(phase).and_then(|p| p.max_attempts) {
+            Some(max) => format!("{attempt}/{max}"),
+            None => attempt.to_string(),
+        }
+    }
+
+    fn write_event(&mut self, event: &Event) -> std::io::Result<()> {
+        match event {
+            Event::RunStarted {
+                run_id,
+                pipeline,
+                phases,
+                max_parallel,
+            } => writeln!(
+                self.out,
+                "run {}: pipeline {}, {}, up to {max_parallel} at once",
+                one_line(run_id),
+                one_line(pipeline),
+                count(phases.len(), "phase", "phases"),
+            ),
+            Event::AttemptStarted { phase, attempt, .. } => {
+                let label = self.attempt_label(phase, *attempt);
+                writeln!(self.out, "[{}] attempt {label} started", one_line(phase))
+            }
+            Event::Step { .. } => Ok(()),
+            Event::ChildExited {
+                phase,
+                attempt,
+                exit,
+            } => {
+                if exit.success() {
+                    return Ok(());
+                }
+                let label = self.attempt_label(phase, *attempt);
+                writeln!(
+                    self.out,
+                    "[{}] attempt {label}: agent {}",
+                    one_line(phase),
+                    describe_exit(exit)
+                )
+            }
+            Event::GateFinished {
+                phase,
+                attempt,
+                report,
+            } => {
+                if report.status != GateStatus::Failed {
+                    return Ok(());
+                }
+                let label = self.attempt_label(phase, *attempt);
+                writeln!(
+                    self.out,
+                    "[{}] attempt {label}: gate {} failed ({})",
+                    one_line(phase),
+                    one_line(&report.name),
+                    human_duration(report.duration_ms)
+                )?;
+                for detail in &report.details {
+                    write_indented(&mut self.out, INDENT, &sanitize(detail))?;
+                }
+                Ok(())
+            }
+            Event::AttemptFinished {
+                phase,
+                attempt,
+                outcome,
+                duration_ms,
+                ..
+            } => {
+                let label = self.attempt_label(phase, *attempt);
+                let name = one_line(phase);
+                let took = human_duration(*duration_ms);
+                match outcome {
+                    AttemptOutcome::Passed => {
+                        writeln!(self.out, "[{name}] attempt {label} passed in {took}")
+                    }
+                    AttemptOutcome::Cancelled => {
+                        writeln!(self.out, "[{name}] attempt {label} cancelled after {took}")
+                    }
+                    AttemptOutcome::Failed => {
+                        let why = self
+                            .run
+                            .phase(phase)
+                            .and_then(|p| p.attempt.as_ref())
+                            .and_then(|a| a.failure_summary());
+                        match why {
+                            Some(why) => writeln!(
+                                self.out,
+                                "[{name}] attempt {label} failed in {took}: {}",
+                                one_line(&why)
+                            ),
+                            None => writeln!(self.out, "[{name}] attempt {label} failed in {took}"),
+                        }
+                    }
+                }
+            }
+            Event::RetryScheduled {
+                phase,
+                next_attempt,
+                backoff_ms,
+            } => {
+                let label = self.attempt_label(phase, *next_attempt);
+                let name = one_line(phase);
+                if *backoff_ms == 0 {
+                    writeln!(self.out, "[{name}] retrying as attempt {label}")
+                } else {
+                    writeln!(
+                        self.out,
+                        "[{name}] retrying as attempt {label} in {}",
+                        human_duration(*backoff_ms)
+                    )
+                }
+            }
+            Event::PhaseFinished {
+                phase,
+                status,
+                attempts,
+                duration_ms,
+                reason,
+            } => {
+                let name = one_line(phase);
+                let tried = count(*attempts as usize, "attempt", "attempts");
+                let took = human_duration(*duration_ms);
+                let line = match status {
+                    PhaseStatus::Passed => format!("[{name}] passed after {tried} in {took}"),
+                    PhaseStatus::Failed => format!("[{name}] failed after {tried} in {took}"),
+                    PhaseStatus::Cancelled => format!("[{name}] cancelled after {took}"),
+                    PhaseStatus::Skipped => format!("[{name}] skipped"),
+                };
+                match reason {
+                    Some(reason) => writeln!(self.out, "{line}: {}", one_line(reason)),
+                    None => writeln!(self.out, "{line}"),
+                }
+            }
+            Event::Escalated { phase, code } => {
+                let name = one_line(phase);
+                match code {
+                    Some(code) => writeln!(
+                        self.out,
+                        "[{name}] escalated: the escalate command exited with code {code}"
+                    ),
+                    None => writeln!(
+                        self.out,
+                        "[{name}] escalated: the escalate command ended without an exit code"
+                    ),
+                }
+            }
+            Event::Warning { message } => {
+                let message = sanitize(message);
+                let mut lines = message.lines();
+                writeln!(self.out, "warning: {}", lines.next().unwrap_or_default())?;
+                for line in lines {
+                    writeln!(self.out, "{INDENT}{line}")?;
+                }
+                Ok(())
+            }
+            Event::RunFinished {
+                status,
+                duration_ms,
+                exit_code,
+            } => writeln!(
+                self.out,
+                "run {} in {} (exit code {exit_code})",
+                run_status(*status),
+                human_duration(*duration_ms)
+            ),
+        }
+    }
+}
+
+impl<W: Write + Send> Reporter for Plain<W> {
+    fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
+        // Folded in first, so an attempt's own end is part of what describes it.
+        self.run.apply(event);
+        self.write_event(&event.event)?;
+        self.out.flush()
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
+    fn name(&self) -> String {
+        "the plain-text report".to_owned()
+    }
+}
+
+/// How a run ended, in words.
+pub(crate) fn run_status(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Passed => "passed",
+        RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::TimedOut => "timed out",
+    }
+}
+
+/// `1 phase`, `3 phases`.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// Writes every line of `text` after `indent`, keeping the text's own indentation.
+fn write_indented(out: &mut impl Write, indent: &str, text: &str) -> std::io::Result<()> {
+    for line in text.lines() {
+        if line.is_empty() {
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{indent}{line}")?;
+        }
+    }
+    Ok(())
+}

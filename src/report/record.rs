@@ -1,0 +1,300 @@
+//! What the reporters that look back over a run (summary, JUnit, progress) know of it: the event
+//! stream folded into one record per phase.
+
+use std::collections::HashMap;
+
+use crate::engine::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, Stamped};
+
+use super::text::describe_exit;
+
+/// The run so far.
+#[derive(Debug, Default)]
+pub(crate) struct RunRecord {
+    /// The pipeline's name, once the run started.
+    pub pipeline: Option<String>,
+    /// Phases in `RunStarted` order, then any others in the order they first appeared.
+    pub phases: Vec<PhaseRecord>,
+    index: HashMap<String, usize>,
+    /// The run's length from `RunFinished`, once it ended.
+    pub finished_ms: Option<u64>,
+    /// `elapsed_ms` of the latest event: the run's length when it ends without `RunFinished`.
+    pub last_elapsed_ms: u64,
+}
+
+/// One phase so far.
+#[derive(Debug)]
+pub(crate) struct PhaseRecord {
+    pub name: String,
+    /// `retries + 1`, once an attempt started.
+    pub max_attempts: Option<u32>,
+    /// The run's `elapsed_ms` when its first attempt started.
+    pub started_ms: Option<u64>,
+    /// The latest attempt.
+    pub attempt: Option<AttemptRecord>,
+    /// How it ended, once it did.
+    pub end: Option<PhaseEnd>,
+}
+
+/// How a phase ended.
+#[derive(Debug, Clone)]
+pub(crate) struct PhaseEnd {
+    pub status: PhaseStatus,
+    pub attempts: u32,
+    pub duration_ms: u64,
+    pub reason: Option<String>,
+}
+
+/// One attempt so far.
+#[derive(Debug)]
+pub(crate) struct AttemptRecord {
+    /// Counting from 1.
+    pub number: u32,
+    /// What it is doing now (`agent`, `gate tests`, …).
+    pub step: Option<String>,
+    /// How the agent or `run` step exited, once it did.
+    pub exit: Option<ChildExit>,
+    /// Gates in the order they finished.
+    pub gates: Vec<GateReport>,
+    /// How it ended, once it did.
+    pub end: Option<AttemptEnd>,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptEnd {
+    pub duration_ms: u64,
+    pub failed_gates: Vec<String>,
+    pub feedback: Option<String>,
+}
+
+/// Where a phase stands, including the states a run that ended abnormally leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// It ended.
+    Ended(PhaseStatus),
+    /// An attempt started but the phase never finished.
+    Unfinished,
+    /// No attempt started and the phase never finished.
+    NotStarted,
+}
+
+impl Standing {
+    /// One word (or two) for tables and reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Standing::Ended(PhaseStatus::Passed) => "passed",
+            Standing::Ended(PhaseStatus::Failed) => "failed",
+            Standing::Ended(PhaseStatus::Skipped) => "skipped",
+            Standing::Ended(PhaseStatus::Cancelled) => "cancelled",
+            Standing::Unfinished => "unfinished",
+            Standing::NotStarted => "not started",
+        }
+    }
+}
+
+impl RunRecord {
+    /// Folds one event in.
+    pub fn apply(&mut self, stamped: &Stamped) {
+        let now = stamped.elapsed_ms;
+        self.last_elapsed_ms = self.last_elapsed_ms.max(now);
+        match &stamped.event {
+            Event::RunStarted {
+                pipeline, phases, ..
+            } => {
+                self.pipeline = Some(pipeline.clone());
+                for phase in phases {
+                    self.phase_mut(phase);
+                }
+            }
+            Event::AttemptStarted {
+                phase,
+                attempt,
+                max_attempts,
+            } => {
+                let record = self.phase_mut(phase);
+                record.max_attempts = Some(*max_attempts);
+                record.started_ms.get_or_insert(now);
+                record.attempt = Some(AttemptRecord::new(*attempt));
+            }
+            Event::Step {
+                phase,
+                attempt,
+                step,
+            } => {
+                self.attempt_mut(phase, *attempt, now).step = Some(step.clone());
+            }
+            Event::ChildExited {
+                phase,
+                attempt,
+                exit,
+            } => {
+                self.attempt_mut(phase, *attempt, now).exit = Some(exit.clone());
+            }
+            Event::GateFinished {
+                phase,
+                attempt,
+                report,
+            } => {
+                self.attempt_mut(phase, *attempt, now)
+                    .gates
+                    .push(report.clone());
+            }
+            Event::AttemptFinished {
+                phase,
+                attempt,
+                duration_ms,
+                failed_gates,
+                feedback,
+                ..
+            } => {
+                let record = self.attempt_mut(phase, *attempt, now);
+                record.step = None;
+                record.end = Some(AttemptEnd {
+                    duration_ms: *duration_ms,
+                    failed_gates: failed_gates.clone(),
+                    feedback: feedback.clone(),
+                });
+            }
+            Event::PhaseFinished {
+                phase,
+                status,
+                attempts,
+                duration_ms,
+                reason,
+            } => {
+                self.phase_mut(phase).end = Some(PhaseEnd {
+                    status: *status,
+                    attempts: *attempts,
+                    duration_ms: *duration_ms,
+                    reason: reason.clone(),
+                });
+            }
+            Event::RunFinished { duration_ms, .. } => self.finished_ms = Some(*duration_ms),
+            Event::RetryScheduled { .. } | Event::Escalated { .. } | Event::Warning { .. } => {}
+        }
+    }
+
+    /// The phase named `name`, if any event mentioned it.
+    pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
+        self.index.get(name).map(|&i| &self.phases[i])
+    }
+
+    /// The run's length: from `RunFinished`, else up to the latest event.
+    pub fn duration_ms(&self) -> u64 {
+        self.finished_ms.unwrap_or(self.last_elapsed_ms)
+    }
+
+    /// The phase named `name`, added when no event mentioned it before (events are trusted to be
+    /// consistent, but a reporter must not lose a phase because `RunStarted` did not list it).
+    fn phase_mut(&mut self, name: &str) -> &mut PhaseRecord {
+        let i = match self.index.get(name) {
+            Some(&i) => i,
+            None => {
+                self.phases.push(PhaseRecord {
+                    name: name.to_owned(),
+                    max_attempts: None,
+                    started_ms: None,
+                    attempt: None,
+                    end: None,
+                });
+                self.index.insert(name.to_owned(), self.phases.len() - 1);
+                self.phases.len() - 1
+            }
+        };
+        &mut self.phases[i]
+    }
+
+    /// Attempt `number` of `phase`, started afresh when its `AttemptStarted` was not seen.
+    fn attempt_mut(&mut self, phase: &str, number: u32, now: u64) -> &mut AttemptRecord {
+        let record = self.phase_mut(phase);
+        record.started_ms.get_or_insert(now);
+        if record.attempt.as_ref().is_none_or(|a| a.number != number) {
+            record.attempt = Some(AttemptRecord::new(number));
+        }
+        record
+            .attempt
+            .get_or_insert_with(|| AttemptRecord::new(number))
+    }
+}
+
+impl AttemptRecord {
+    fn new(number: u32) -> Self {
+        Self {
+            number,
+            step: None,
+            exit: None,
+            gates: Vec::new(),
+            end: None,
+        }
+    }
+
+    /// The agent's exit, when it did not exit 0 on its own.
+    pub fn failed_exit(&self) -> Option<&ChildExit> {
+        self.exit.as_ref().filter(|exit| !exit.success())
+    }
+
+    /// Names of the gates that failed: as the engine listed them, else as the gates reported.
+    pub fn failed_gates(&self) -> Vec<String> {
+        match &self.end {
+            Some(end) if !end.failed_gates.is_empty() => end.failed_gates.clone(),
+            _ => self
+                .gates
+                .iter()
+                .filter(|gate| gate.status == GateStatus::Failed)
+                .map(|gate| gate.name.clone())
+                .collect(),
+        }
+    }
+
+    /// What went wrong, in one phrase: `agent exited with code 1; gates syntax, tests`. None when
+    /// nothing did.
+    pub fn failure_summary(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(exit) = self.failed_exit() {
+            parts.push(format!("agent {}", describe_exit(exit)));
+        }
+        let gates = self.failed_gates();
+        match gates.len() {
+            0 => {}
+            1 => parts.push(format!("gate {}", gates[0])),
+            _ => parts.push(format!("gates {}", gates.join(", "))),
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+impl PhaseRecord {
+    /// Where it stands.
+    pub fn standing(&self) -> Standing {
+        match (&self.end, &self.attempt) {
+            (Some(end), _) => Standing::Ended(end.status),
+            (None, Some(_)) => Standing::Unfinished,
+            (None, None) => Standing::NotStarted,
+        }
+    }
+
+    /// Attempts made: from `PhaseFinished`, else the latest attempt's number.
+    pub fn attempts(&self) -> u32 {
+        match (&self.end, &self.attempt) {
+            (Some(end), _) => end.attempts,
+            (None, Some(attempt)) => attempt.number,
+            (None, None) => 0,
+        }
+    }
+
+    /// How long it ran: from `PhaseFinished`, else from its first attempt to the run's latest
+    /// event. None when it never ran.
+    pub fn duration_ms(&self, run: &RunRecord) -> Option<u64> {
+        match (&self.end, self.started_ms) {
+            (Some(end), _) if end.attempts > 0 => Some(end.duration_ms),
+            // Ended without an attempt: skipped before it ran.
+            (Some(_), _) | (None, None) => None,
+            (None, Some(started)) => Some(run.last_elapsed_ms.saturating_sub(started)),
+        }
+    }
+
+    /// Why it was skipped, failed or cancelled, as the engine said.
+    pub fn reason(&self) -> Option<&str> {
+        self.end.as_ref().and_then(|end| end.reason.as_deref())
+    }
+}

@@ -1,0 +1,230 @@
+//! One run's folder: `<state-dir>/runs/<run-id>/` with the event journal, the summary and every
+//! attempt's artifacts.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::redact::Redactor;
+use crate::engine::event::{Event, Stamped};
+
+/// The summary of a run, `run.json`: written when the run starts and rewritten when it ends.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunSummary {
+    /// The run's id.
+    pub run_id: String,
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The pipeline file.
+    pub file: PathBuf,
+    /// RFC 3339 start time.
+    pub started: String,
+    /// RFC 3339 end time, once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+    /// `running`, `passed`, `failed`, `cancelled` or `timed-out`.
+    pub status: String,
+    /// The process exit code, once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The helixflow process running it (to tell a crashed run from a running one).
+    pub pid: u32,
+    /// Per phase, in file order.
+    pub phases: Vec<PhaseSummary>,
+}
+
+/// One phase's line in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub struct PhaseSummary {
+    /// The phase.
+    pub name: String,
+    /// `pending`, `running`, `passed`, `failed`, `skipped` or `cancelled`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Gates that failed in the last attempt.
+    #[serde(default)]
+    pub failed_gates: Vec<String>,
+    /// Why it failed or was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The folder of one run.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// `<workspace>/<state-dir>/runs/<run-id>`.
+    pub path: PathBuf,
+    /// The run's id.
+    pub run_id: String,
+}
+
+impl RunDir {
+    /// Creates a new run folder under `runs_dir` with a fresh, sortable id.
+    pub fn create(runs_dir: &Path) -> io::Result<Self> {
+        fs::create_dir_all(runs_dir)?;
+        let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+        let base: String = stamp.chars().filter(char::is_ascii_digit).collect();
+        let base = format!("{}-{}", &base[..8], &base[8..14]);
+        for n in 0u32.. {
+            let run_id = if n == 0 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            };
+            let path = runs_dir.join(&run_id);
+            match fs::create_dir(&path) {
+                Ok(()) => return Ok(Self { path, run_id }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("some suffix is free")
+    }
+
+    /// The folder of one attempt, created on demand: `phases/<phase>/attempt-<n>`.
+    pub fn attempt_dir(&self, phase: &str, attempt: u32) -> io::Result<PathBuf> {
+        let dir = self.phase_dir(phase).join(format!("attempt-{attempt}"));
+        fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// The folder of one phase.
+    pub fn phase_dir(&self, phase: &str) -> PathBuf {
+        self.path.join("phases").join(folder_name(phase))
+    }
+
+    /// Writes `run.json` atomically (a crash leaves the old or the new one, never half of one).
+    pub fn write_summary(&self, summary: &RunSummary) -> io::Result<()> {
+        write_atomic(
+            &self.path.join("run.json"),
+            serde_json::to_string_pretty(summary)?.as_bytes(),
+        )
+    }
+
+    /// Reads `run.json`.
+    pub fn read_summary(&self) -> io::Result<RunSummary> {
+        let text = fs::read_to_string(self.path.join("run.json"))?;
+        serde_json::from_str(&text).map_err(io::Error::other)
+    }
+}
+
+/// A phase name as a folder name: safe characters kept, others replaced, and a short hash added
+/// when anything was replaced so that two names cannot collide.
+pub fn folder_name(phase: &str) -> String {
+    let safe: String = phase
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if safe == phase && !safe.starts_with('.') && !safe.is_empty() {
+        safe
+    } else {
+        let hash = blake3::hash(phase.as_bytes()).to_hex();
+        format!("{}-{}", safe.trim_start_matches('.'), &hash[..8])
+    }
+}
+
+/// Writes a file through a temporary sibling and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_data()?;
+    fs::rename(&tmp, path)
+}
+
+/// The event journal, `events.jsonl`: one JSON object per line, each written with a single
+/// `write` call, so that killing helixflow at any moment leaves whole lines only.
+pub struct Journal {
+    file: File,
+    redactor: Arc<Redactor>,
+    started: Instant,
+}
+
+impl Journal {
+    /// Opens (appending) the journal of a run.
+    pub fn open(run: &RunDir, redactor: Arc<Redactor>) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(run.path.join("events.jsonl"))?;
+        Ok(Self {
+            file,
+            redactor,
+            started: Instant::now(),
+        })
+    }
+
+    /// Stamps an event with the time, appends it, and returns the stamped (redacted) event.
+    pub fn record(&mut self, event: Event) -> io::Result<Stamped> {
+        let stamped = stamp(event, self.started);
+        let mut line = self.redactor.redact(&serde_json::to_string(&stamped)?);
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        Ok(stamped)
+    }
+}
+
+/// Stamps an event with the current time and the time since `started`.
+pub fn stamp(event: Event, started: Instant) -> Stamped {
+    Stamped {
+        time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        event,
+    }
+}
+
+/// Past runs in a state folder, oldest first.
+pub fn list_runs(runs_dir: &Path) -> io::Result<Vec<RunDir>> {
+    let mut runs: Vec<RunDir> = match fs::read_dir(runs_dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("run.json").is_file())
+            .map(|e| RunDir {
+                run_id: e.file_name().to_string_lossy().into_owned(),
+                path: e.path(),
+            })
+            .collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_names_are_safe_and_distinct() {
+        assert_eq!(folder_name("parser"), "parser");
+        assert_ne!(folder_name("a/b"), folder_name("a_b"));
+        assert!(!folder_name("..").contains('/'));
+        assert!(!folder_name("..").starts_with('.'));
+        assert!(folder_name("").len() > 1);
+    }
+
+    #[test]
+    fn run_ids_are_unique_and_sortable() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = RunDir::create(dir.path()).unwrap();
+        let b = RunDir::create(dir.path()).unwrap();
+        assert_ne!(a.run_id, b.run_id);
+        assert!(a.run_id < b.run_id || b.run_id.starts_with(&a.run_id));
+    }
+}

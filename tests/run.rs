@@ -1,0 +1,666 @@
+//! `helixflow run` end to end: real pipelines, real child processes acting as agents.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Test;
+use serde_json::Value;
+
+/// Every line of a run's journal, parsed; panics on a line that is not JSON.
+fn journal(workspace: &Path) -> Vec<Value> {
+    let run = latest_run(workspace);
+    let text = std::fs::read_to_string(run.join("events.jsonl")).expect("events.jsonl exists");
+    text.lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("journal line is not JSON ({e}): {line}"))
+        })
+        .collect()
+}
+
+fn latest_run(workspace: &Path) -> std::path::PathBuf {
+    let runs = workspace.join(".helixflow/runs");
+    let mut ids: Vec<_> = std::fs::read_dir(&runs)
+        .expect("runs folder")
+        .map(|e| e.unwrap().path())
+        .collect();
+    ids.sort();
+    ids.pop().expect("a run")
+}
+
+fn summary(workspace: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(latest_run(workspace).join("run.json")).unwrap())
+        .unwrap()
+}
+
+fn phase_status(summary: &Value, phase: &str) -> (String, u64, String) {
+    let p = summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == phase)
+        .unwrap_or_else(|| panic!("no {phase}"));
+    (
+        p["status"].as_str().unwrap().to_owned(),
+        p["attempts"].as_u64().unwrap(),
+        p["reason"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_quickstart_passes_after_one_retry_that_reads_the_feedback() {
+    let test = Test::new();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart"),
+        &test.path().join("qs"),
+    );
+    let outcome = test
+        .with_args(&["run", "qs/pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    let workspace = test.path().join("qs");
+    let summary = summary(&workspace);
+    assert_eq!(summary["status"], "passed");
+    assert_eq!(phase_status(&summary, "plan").0, "passed");
+    assert_eq!(
+        phase_status(&summary, "code"),
+        ("passed".into(), 2, String::new())
+    );
+    assert_eq!(phase_status(&summary, "docs").1, 1);
+    let feedback =
+        std::fs::read_to_string(latest_run(&workspace).join("phases/code/attempt-1/feedback.md"))
+            .unwrap();
+    assert!(
+        feedback.contains("out/calc.py:5"),
+        "feedback names the error's place:\n{feedback}"
+    );
+    let events = journal(&workspace);
+    assert_eq!(events.first().unwrap()["event"], "run-started");
+    assert_eq!(events.last().unwrap()["event"], "run-finished");
+    assert!(outcome.stderr.contains("code"), "{}", outcome.stderr);
+}
+
+#[test]
+fn an_invalid_pipeline_runs_nothing_and_exits_2() {
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"touch ran\"\n    retries \"two\"\n}\n");
+    let outcome = test.with_args(&["run"]).run().code(2);
+    assert!(outcome.stderr.contains("HF105"), "{}", outcome.stderr);
+    assert!(!test.path().join("ran").exists());
+    assert!(!test.path().join(".helixflow").exists());
+}
+
+#[test]
+fn dry_run_prints_the_plan_with_rendered_prompts_and_runs_nothing() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+agent "bot" {
+    command "python3" "bot.py" "--prompt" "{{ prompt }}"
+}
+phase "a" {
+    agent "bot"
+    prompt "Write {{ phase }}, attempt {{ attempt }} of {{ max_attempts }}"
+}
+phase "b" {
+    run "touch b-ran"
+    depends-on "a"
+}
+"#,
+    );
+    let outcome = test.with_args(&["run", "--dry-run"]).run().code(0);
+    assert!(outcome.stdout.contains("level 0: a"), "{}", outcome.stdout);
+    assert!(outcome.stdout.contains("level 1: b"), "{}", outcome.stdout);
+    assert!(
+        outcome
+            .stdout
+            .contains("python3 bot.py --prompt 'Write a, attempt 1 of 3'"),
+        "{}",
+        outcome.stdout
+    );
+    assert!(!test.path().join("b-ran").exists());
+    assert!(!test.path().join(".helixflow").exists());
+}
+
+#[test]
+fn the_concurrency_limit_is_respected() {
+    // Each step marks itself running, waits, records how many were running, and unmarks itself.
+    let step = "mkdir -p running seen && touch running/$HELIXFLOW_PHASE && sleep 0.3 && ls running | wc -l > seen/$HELIXFLOW_PHASE && rm running/$HELIXFLOW_PHASE";
+    let mut text = String::from("pipeline \"p\" {\n    max-parallel 2\n}\n");
+    for i in 0..6 {
+        text.push_str(&format!("phase \"p{i}\" {{\n    run \"{step}\"\n}}\n"));
+    }
+    let test = Test::new().pipeline(&text);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    for i in 0..6 {
+        let seen: u32 = std::fs::read_to_string(test.path().join(format!("seen/p{i}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            (1..=2).contains(&seen),
+            "p{i} saw {seen} phases running at once; the limit is 2"
+        );
+    }
+    Test::new()
+        .pipeline(&text)
+        .with_args(&["run", "--no-progress", "--jobs", "1"])
+        .run()
+        .code(0);
+}
+
+#[test]
+fn dependents_of_a_failed_phase_are_skipped_with_the_reason() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "exit 3"
+    retries 0
+    on-failure "continue"
+}
+phase "b" {
+    run "touch b-ran"
+    depends-on "a"
+}
+phase "c" {
+    run "touch c-ran"
+    depends-on "b"
+}
+phase "d" {
+    run "touch d-ran"
+}
+"#,
+    );
+    let outcome = test.with_args(&["run", "--no-progress"]).run().code(1);
+    let summary = summary(test.path());
+    assert_eq!(phase_status(&summary, "a").0, "failed");
+    assert_eq!(
+        phase_status(&summary, "b"),
+        ("skipped".into(), 0, "dependency \"a\" failed".into())
+    );
+    assert_eq!(
+        phase_status(&summary, "c"),
+        ("skipped".into(), 0, "dependency \"b\" was skipped".into())
+    );
+    assert_eq!(
+        phase_status(&summary, "d").0,
+        "passed",
+        "on-failure continue runs independent phases"
+    );
+    assert!(!test.path().join("b-ran").exists() && test.path().join("d-ran").exists());
+    assert!(
+        outcome.stderr.contains("exit 3") || outcome.stderr.contains("code 3"),
+        "{}",
+        outcome.stderr
+    );
+}
+
+#[test]
+fn on_failure_stop_starts_no_new_phase() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p" {
+    max-parallel 1
+}
+phase "a" {
+    run "exit 1"
+    retries 0
+}
+phase "b" {
+    run "touch b-ran"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let summary = summary(test.path());
+    let (status, attempts, reason) = phase_status(&summary, "b");
+    assert_eq!((status.as_str(), attempts), ("skipped", 0));
+    assert!(reason.contains("stopped after \"a\" failed"), "{reason}");
+    assert!(!test.path().join("b-ran").exists());
+}
+
+#[test]
+fn the_retry_budget_is_shared_and_exhausts() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p" {
+    retry-budget 1
+    max-parallel 1
+}
+phase "a" {
+    run "echo a >> attempts; exit 1"
+    retries 2
+    on-failure "continue"
+}
+phase "b" {
+    run "echo b >> attempts; exit 1"
+    retries 2
+    on-failure "continue"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let attempts = std::fs::read_to_string(test.path().join("attempts")).unwrap();
+    assert_eq!(
+        attempts.lines().count(),
+        3,
+        "two first attempts and one budgeted retry:\n{attempts}"
+    );
+    let summary = summary(test.path());
+    let reasons: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|p| phase_status(&summary, p).2)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("retry budget")),
+        "{reasons:?}"
+    );
+}
+
+const ECHO_AGENT: &str = r#"import json, os, sys
+from pathlib import Path
+attempt = os.environ["HELIXFLOW_ATTEMPT"]
+Path(f"argv-{attempt}.json").write_text(json.dumps(sys.argv[1:]))
+Path(f"env-{attempt}.json").write_text(json.dumps({k: v for k, v in os.environ.items() if k.startswith("HELIXFLOW_") or k in ("FROM_PIPELINE", "FROM_AGENT", "FROM_PHASE", "SHARED")}))
+if not sys.stdin.isatty():
+    Path(f"stdin-{attempt}.txt").write_bytes(sys.stdin.buffer.read())
+print("done")
+if attempt == "1":
+    sys.exit(1)
+"#;
+
+#[test]
+fn retries_use_the_resume_argv_and_get_the_feedback_file() {
+    let test = Test::new().file("agent.py", ECHO_AGENT).pipeline(
+        r#"pipeline "p" {
+    env "FROM_PIPELINE" "1"
+    env "SHARED" "pipeline"
+}
+agent "bot" {
+    command "python3" "agent.py" "first" "{{ prompt }}"
+    resume "python3" "agent.py" "resume" "{{ feedback_file }}" "{{ attempt }}"
+    env "FROM_AGENT" "1"
+    env "SHARED" "agent"
+}
+phase "a" {
+    agent "bot"
+    prompt "Do it"
+    env "FROM_PHASE" "1"
+    env "SHARED" "phase"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let argv1: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(test.path().join("argv-1.json")).unwrap())
+            .unwrap();
+    assert_eq!(argv1, ["first", "Do it"]);
+    let argv2: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(test.path().join("argv-2.json")).unwrap())
+            .unwrap();
+    assert_eq!(argv2[0], "resume");
+    assert!(
+        argv2[1].ends_with("phases/a/attempt-1/feedback.md"),
+        "{argv2:?}"
+    );
+    assert!(
+        Path::new(&argv2[1]).is_file(),
+        "the feedback file exists: {argv2:?}"
+    );
+    assert_eq!(argv2[2], "2");
+    let env2: Value =
+        serde_json::from_str(&std::fs::read_to_string(test.path().join("env-2.json")).unwrap())
+            .unwrap();
+    assert_eq!(env2["HELIXFLOW_PHASE"], "a");
+    assert_eq!(env2["HELIXFLOW_ATTEMPT"], "2");
+    assert_eq!(env2["HELIXFLOW_FEEDBACK_FILE"], argv2[1].as_str());
+    assert!(
+        env2["HELIXFLOW_RUN_DIR"]
+            .as_str()
+            .unwrap()
+            .contains(".helixflow/runs/")
+    );
+    assert_eq!(
+        (
+            env2["FROM_PIPELINE"].as_str(),
+            env2["FROM_AGENT"].as_str(),
+            env2["FROM_PHASE"].as_str()
+        ),
+        (Some("1"), Some("1"), Some("1"))
+    );
+    assert_eq!(
+        env2["SHARED"], "phase",
+        "pipeline, agent, then phase env, later wins"
+    );
+    let env1: Value =
+        serde_json::from_str(&std::fs::read_to_string(test.path().join("env-1.json")).unwrap())
+            .unwrap();
+    assert!(
+        env1.get("HELIXFLOW_FEEDBACK_FILE").is_none(),
+        "no feedback file on the first attempt"
+    );
+}
+
+#[test]
+fn prompts_reach_the_agent_byte_exact_in_argv_and_on_stdin() {
+    let prompt = "Run $(rm -rf /) and `id`; say \"hi\" and 'bye'\nsecond line ünïcödé \\ $HOME";
+    let kdl_prompt = prompt
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    let test = Test::new().file("agent.py", ECHO_AGENT).pipeline(&format!(
+        r#"pipeline "p"
+agent "argv" {{
+    command "python3" "agent.py" "{{{{ prompt }}}}"
+}}
+agent "stdin" {{
+    command "python3" "agent.py"
+    stdin #true
+}}
+phase "a" {{
+    agent "argv"
+    prompt "{kdl_prompt}"
+    retries 1
+}}
+phase "b" {{
+    agent "stdin"
+    prompt "{kdl_prompt}"
+    depends-on "a"
+    retries 1
+}}
+"#
+    ));
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    // Phase b overwrote argv-1.json; phase a's argv is in its attempt log's prompt, b's on stdin.
+    let stdin = std::fs::read_to_string(test.path().join("stdin-1.txt")).unwrap();
+    assert_eq!(stdin, prompt);
+    let run = latest_run(test.path());
+    let saved = std::fs::read_to_string(run.join("phases/a/attempt-1/prompt.md")).unwrap();
+    assert_eq!(saved, prompt);
+}
+
+#[test]
+fn argv_prompts_are_byte_exact() {
+    let prompt = "a $(touch pwned) `touch pwned2` \"q\" 'q' ; | & > x\nline 2";
+    let kdl_prompt = prompt.replace('"', "\\\"").replace('\n', "\\n");
+    let test = Test::new().file("agent.py", ECHO_AGENT).pipeline(&format!(
+        "pipeline \"p\"\nagent \"bot\" {{\n    command \"python3\" \"agent.py\" \"{{{{ prompt }}}}\"\n}}\nphase \"a\" {{\n    agent \"bot\"\n    prompt \"{kdl_prompt}\"\n    retries 1\n}}\n"
+    ));
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let argv: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(test.path().join("argv-1.json")).unwrap())
+            .unwrap();
+    assert_eq!(argv, [prompt]);
+    assert!(!test.path().join("pwned").exists() && !test.path().join("pwned2").exists());
+}
+
+#[test]
+fn secrets_are_redacted_from_logs_events_and_prompts() {
+    let test = Test::new()
+        .pipeline(
+            r#"pipeline "p" {
+    secret "API_TOKEN"
+}
+agent "bot" {
+    command "sh" "-c" "echo token=$API_TOKEN; echo err=$API_TOKEN >&2; echo prompt={{ prompt }}"
+}
+phase "a" {
+    agent "bot"
+    prompt "use {{ vars.token }}"
+    vars {
+        token "s3cr3t-value"
+    }
+}
+"#,
+        )
+        .env("API_TOKEN", "s3cr3t-value");
+    let outcome = test
+        .with_args(&["run", "--no-progress", "--events", "-"])
+        .run()
+        .code(0);
+    assert!(!outcome.stdout.contains("s3cr3t-value") && !outcome.stderr.contains("s3cr3t-value"));
+    let run = latest_run(test.path());
+    for file in [
+        "phases/a/attempt-1/stdout.log",
+        "phases/a/attempt-1/stderr.log",
+        "phases/a/attempt-1/prompt.md",
+        "events.jsonl",
+    ] {
+        let text = std::fs::read_to_string(run.join(file)).unwrap();
+        assert!(
+            !text.contains("s3cr3t-value"),
+            "{file} leaks the secret:\n{text}"
+        );
+    }
+    let stdout = std::fs::read_to_string(run.join("phases/a/attempt-1/stdout.log")).unwrap();
+    assert!(stdout.contains("token=[REDACTED:API_TOKEN]"), "{stdout}");
+}
+
+#[test]
+fn events_and_junit_reports_are_written() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "echo hello > a.txt"
+    outputs {
+        file "a.txt"
+    }
+}
+phase "b" {
+    run "true"
+    retries 0
+    outputs {
+        file "missing.txt"
+    }
+    on-failure "continue"
+}
+"#,
+    );
+    let outcome = test
+        .with_args(&[
+            "run",
+            "--no-progress",
+            "--events",
+            "events.ndjson",
+            "--junit",
+            "junit.xml",
+        ])
+        .run()
+        .code(1);
+    let events = std::fs::read_to_string(test.path().join("events.ndjson")).unwrap();
+    for line in events.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        assert!(event["event"].is_string() && event["time"].is_string());
+    }
+    let junit = std::fs::read_to_string(test.path().join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("<testsuite") && junit.contains("missing.txt"),
+        "{junit}"
+    );
+    assert!(outcome.stderr.contains("missing.txt"), "{}", outcome.stderr);
+}
+
+fn process_exists(pid: i32) -> bool {
+    // A zombie is gone for our purposes: read its state.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+fn wait_for(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(start.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const STUBBORN_AGENT: &str = r#"import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"])
+open("pids.tmp", "w").write(f"{os.getpid()} {child.pid}")
+os.rename("pids.tmp", "pids")
+print("working", flush=True)
+time.sleep(300)
+"#;
+
+fn start_run(test: &Test, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(args)
+        .current_dir(test.path())
+        .env("NO_COLOR", "1")
+        .env("HELIXFLOW_KILL_GRACE", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn pids(test: &Test) -> Vec<i32> {
+    std::fs::read_to_string(test.path().join("pids"))
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+fn stubborn_pipeline(timeouts: &str) -> String {
+    format!(
+        "pipeline \"p\"\nagent \"bot\" {{\n    command \"python3\" \"agent.py\"\n{timeouts}}}\nphase \"a\" {{\n    agent \"bot\"\n    prompt \"x\"\n    retries 0\n}}\n"
+    )
+}
+
+#[test]
+fn sigint_stops_every_child_and_leaves_a_parseable_journal() {
+    let test = Test::new()
+        .file("agent.py", STUBBORN_AGENT)
+        .pipeline(&stubborn_pipeline(""));
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("pids"), Duration::from_secs(30));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    for pid in pids(&test) {
+        assert!(!process_exists(pid), "process {pid} survived the interrupt");
+    }
+    let events = journal(test.path());
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["event"].as_str(), last["status"].as_str()),
+        (Some("run-finished"), Some("cancelled"))
+    );
+    assert_eq!(summary(test.path())["status"], "cancelled");
+}
+
+#[test]
+fn sigkill_mid_run_leaves_a_parseable_journal() {
+    let test = Test::new()
+        .file("agent.py", STUBBORN_AGENT)
+        .pipeline(&stubborn_pipeline(""));
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("pids"), Duration::from_secs(30));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let events = journal(test.path());
+    assert!(events.iter().any(|e| e["event"] == "attempt-started"));
+    assert_eq!(
+        summary(test.path())["status"],
+        "running",
+        "run.json is whole, and says the run never finished"
+    );
+    // The agent's group outlives a SIGKILLed helixflow; clean it up.
+    for pid in pids(&test) {
+        // SAFETY: killing processes this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+#[test]
+fn timeouts_kill_the_whole_group_of_an_agent_that_ignores_term() {
+    for timeouts in ["    timeout \"2s\"\n", "    idle-timeout \"2s\"\n"] {
+        let test = Test::new()
+            .file("agent.py", STUBBORN_AGENT)
+            .pipeline(&stubborn_pipeline(timeouts));
+        let mut child = start_run(&test, &["run", "--no-progress"]);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "{timeouts}");
+        for pid in pids(&test) {
+            assert!(
+                !process_exists(pid),
+                "process {pid} survived the timeout ({timeouts})"
+            );
+        }
+        let run = latest_run(test.path());
+        let feedback = std::fs::read_to_string(run.join("phases/a/attempt-1/feedback.md")).unwrap();
+        assert!(
+            feedback.to_lowercase().contains("timeout")
+                || feedback.to_lowercase().contains("timed out"),
+            "{feedback}"
+        );
+    }
+}
+
+#[test]
+fn the_run_timeout_cancels_running_phases_and_fails_the_run() {
+    let test = Test::new().file("agent.py", STUBBORN_AGENT).pipeline(
+        "pipeline \"p\" {\n    timeout \"2s\"\n}\nagent \"bot\" {\n    command \"python3\" \"agent.py\"\n}\nphase \"a\" {\n    agent \"bot\"\n    prompt \"x\"\n}\n",
+    );
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    for pid in pids(&test) {
+        assert!(
+            !process_exists(pid),
+            "process {pid} survived the run timeout"
+        );
+    }
+    assert_eq!(summary(test.path())["status"], "timed-out");
+}
+
+#[test]
+fn runs_and_show_list_past_runs_and_feedback() {
+    let test = Test::new().pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    retries 0\n    outputs {\n        file \"nope.txt\"\n    }\n}\n");
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let listed = test.with_args(&["runs"]).run().code(0);
+    assert!(listed.stdout.contains("failed"), "{}", listed.stdout);
+    let shown = test.with_args(&["show"]).run().code(0);
+    assert!(
+        shown.stdout.contains("a") && shown.stdout.contains("outputs"),
+        "{}",
+        shown.stdout
+    );
+    let phase = test
+        .with_args(&[
+            "show",
+            &latest_run(test.path())
+                .file_name()
+                .unwrap()
+                .to_string_lossy(),
+            "a",
+        ])
+        .run()
+        .code(0);
+    assert!(phase.stdout.contains("nope.txt"), "{}", phase.stdout);
+}
