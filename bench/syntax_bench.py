@@ -35,7 +35,7 @@ def stdlib_files():
 def cpython_pass(files):
     """One timed pass: the verdict per file (None when it parses, else the error) and seconds."""
     verdicts = {}
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for path in files:
         try:
             with open(path, "rb") as f:
@@ -46,7 +46,7 @@ def cpython_pass(files):
             verdicts[path] = f"{e.lineno}:{e.offset}: {type(e).__name__}: {e.msg}"
         except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
             verdicts[path] = f"{type(e).__name__}: {e}"
-    return verdicts, time.perf_counter() - started
+    return verdicts, time.perf_counter() - started, time.process_time() - cpu_started
 
 
 def helixflow_pass(list_path, invalid_path, threads):
@@ -57,7 +57,7 @@ def helixflow_pass(list_path, invalid_path, threads):
     )
     if run.returncode != 0:
         sys.exit(f"cargo bench --bench syntax failed:\n{run.stdout}\n{run.stderr}")
-    match = re.search(r"syntax-result .*seconds=([0-9.]+)", run.stdout)
+    match = re.search(r"syntax-result .* seconds=([0-9.]+) cpu_seconds=([0-9.]+)", run.stdout)
     if not match:
         sys.exit(f"no result line in the benchmark's output:\n{run.stdout}")
     verdicts = {}
@@ -65,7 +65,7 @@ def helixflow_pass(list_path, invalid_path, threads):
         for line in f:
             path, _, message = line.rstrip("\n").partition("\t")
             verdicts[path] = message
-    return verdicts, float(match.group(1))
+    return verdicts, float(match.group(1)), float(match.group(2))
 
 
 def main():
@@ -93,23 +93,26 @@ def main():
             f.read()
 
     warnings.simplefilter("ignore")  # invalid escape sequences and the like are warnings, not errors
-    cpython_seconds = []
-    for _ in range(args.repeat):
-        cpython, seconds = cpython_pass(files)
-        cpython_seconds.append(seconds)
-    helix_seconds = []
     invalid_path = os.path.join(work, "helixflow-invalid.txt")
+    load_before = os.getloadavg()
+    # Alternate the two sides so that a neighbour's load hits both alike.
+    cpython_runs, helix_runs = [], []
     for _ in range(args.repeat):
-        helixflow, seconds = helixflow_pass(list_path, invalid_path, args.threads)
-        helix_seconds.append(seconds)
+        cpython, seconds, cpu = cpython_pass(files)
+        cpython_runs.append((seconds, cpu))
+        helixflow, seconds, cpu = helixflow_pass(list_path, invalid_path, args.threads)
+        helix_runs.append((seconds, cpu))
 
-    best_cpython, best_helix = min(cpython_seconds), min(helix_seconds)
-    cpython_rate, helix_rate = mb / best_cpython, mb / best_helix
-    print(f"CPython ast.parse, 1 process: {best_cpython:.3f} s, {cpython_rate:.1f} MB/s, "
-          f"{len(files) / best_cpython:.0f} files/s (best of {args.repeat})")
-    print(f"helixflow check_file, {args.threads} threads: {best_helix:.3f} s, {helix_rate:.1f} MB/s, "
-          f"{len(files) / best_helix:.0f} files/s (best of {args.repeat})")
-    print(f"ratio: {helix_rate / cpython_rate:.2f}x CPython")
+    best_cpython, best_helix = min(cpython_runs), min(helix_runs)
+    cpython_rate, helix_rate = mb / best_cpython[0], mb / best_helix[0]
+    cpython_cpu_rate, helix_cpu_rate = mb / best_cpython[1], mb / best_helix[1]
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)} on {os.cpu_count()} CPUs")
+    print(f"CPython ast.parse, 1 process: {best_cpython[0]:.3f} s ({best_cpython[1]:.3f} s CPU), "
+          f"{cpython_rate:.1f} MB/s, {len(files) / best_cpython[0]:.0f} files/s (best of {args.repeat})")
+    print(f"helixflow check_file, {args.threads} threads: {best_helix[0]:.3f} s ({best_helix[1]:.3f} s CPU), "
+          f"{helix_rate:.1f} MB/s, {len(files) / best_helix[0]:.0f} files/s (best of {args.repeat})")
+    print(f"ratio (wall): {helix_rate / cpython_rate:.2f}x CPython")
+    print(f"ratio (per CPU second): {helix_cpu_rate / cpython_cpu_rate:.2f}x CPython")
 
     cpython_invalid = sorted(p for p, v in cpython.items() if v is not None)
     print(f"CPython rejects {len(cpython_invalid)} files; helixflow rejects {len(helixflow)}")
@@ -137,10 +140,12 @@ def main():
                 "stdlib": root,
                 "files": len(files),
                 "bytes": total_bytes,
-                "cpython_seconds": cpython_seconds,
-                "helixflow_seconds": helix_seconds,
+                "cpython_runs_wall_cpu": cpython_runs,
+                "helixflow_runs_wall_cpu": helix_runs,
                 "helixflow_threads": args.threads,
-                "ratio": helix_rate / cpython_rate,
+                "ratio_wall": helix_rate / cpython_rate,
+                "ratio_cpu": helix_cpu_rate / cpython_cpu_rate,
+                "load_average_before": load_before,
                 "cpython_invalid": len(cpython_invalid),
                 "helixflow_invalid": len(helixflow),
                 "disagreements": disagreements,

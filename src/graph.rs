@@ -179,6 +179,7 @@ struct JsonGraph<'p> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
 struct JsonPhase<'p> {
     name: &'p str,
     level: usize,

@@ -52,10 +52,10 @@ fn json_has_phases_edges_and_levels() {
     assert_eq!(
         graph["phases"],
         json!([
-            { "name": "a", "level": 0, "depends_on": [] },
-            { "name": "b", "level": 1, "depends_on": ["a"] },
-            { "name": "c", "level": 1, "depends_on": ["a"] },
-            { "name": "d", "level": 2, "depends_on": ["b", "c"] },
+            { "name": "a", "level": 0, "depends-on": [] },
+            { "name": "b", "level": 1, "depends-on": ["a"] },
+            { "name": "c", "level": 1, "depends-on": ["a"] },
+            { "name": "d", "level": 2, "depends-on": ["b", "c"] },
         ])
     );
     assert_eq!(

@@ -221,7 +221,6 @@ fn an_unreadable_file_among_several_exits_2_but_the_others_are_still_checked() {
 }
 
 #[test]
-#[ignore = "bug: a library imported by two linted files reports each of its findings twice"]
 fn a_library_shared_by_two_files_reports_its_findings_once() {
     let library = "agent \"bot\" {\n    command \"bot\" \"{{ prompt }}\"\n    timout \"5m\"\n}\n";
     let user = |name: &str| {
@@ -244,7 +243,6 @@ fn a_library_shared_by_two_files_reports_its_findings_once() {
 }
 
 #[test]
-#[ignore = "bug: an unknown agent in `defaults` is reported twice (\"unknown default agent\" and \"unknown agent\") at the same place"]
 fn an_unknown_default_agent_is_reported_once() {
     let outcome = Test::new()
         .pipeline(
@@ -398,7 +396,6 @@ fn the_nearest_folder_with_a_pipeline_file_wins() {
 }
 
 #[test]
-#[ignore = "bug: a discovered pipeline file is reported by its absolute path, so GitHub annotations (which need a repository-relative path) do not attach and output differs between machines"]
 fn a_discovered_pipeline_file_in_the_current_folder_is_reported_by_a_relative_path() {
     let outcome = Test::new()
         .pipeline(ONE_ERROR)
@@ -742,7 +739,6 @@ fn a_property_without_a_value_points_at_the_property() {
 }
 
 #[test]
-#[ignore = "bug: a KDL v1 boolean (`stdin true`) gets \"Expected identifier string\" and no hint that KDL v2 writes `#true`"]
 fn a_kdl_v1_boolean_suggests_the_v2_spelling() {
     let pipeline = "pipeline \"p\"\nagent \"a\" {\n    command \"x\"\n    stdin true\n}\nphase \"b\" { agent \"a\"; prompt \"p\"; }\n";
     let outcome = Test::new()
@@ -779,7 +775,6 @@ fn an_unclosed_string_that_hides_a_brace_is_named() {
 }
 
 #[test]
-#[ignore = "bug: KDL syntax errors carry the parser's internal labels (\"not quoted string\", \"not float\", \"not identifier string\"), which say what the parser tried, not what is wrong"]
 fn syntax_error_labels_say_what_is_wrong() {
     for (pipeline, wrong) in [
         (

@@ -225,9 +225,14 @@ fn shortcut_reuses_hashes_of_unchanged_files_and_reads_changed_ones() {
     for i in 0..20 {
         write(root, &format!("src/f{i:02}.txt"), format!("file {i:02}"));
     }
+    // Names that sort around each other and around their folders.
+    for extra in ["a", "a.txt", "a-b/c", "a/b", "a/b/c", "a/b.c", "src/f00.txt.orig", "src0/x"] {
+        write(root, &format!("nest/{extra}x"), extra);
+        write(root, &format!("{extra}y"), extra);
+    }
     settle();
     let cold = take(root);
-    assert_eq!(cold.files_hashed(), 20);
+    assert_eq!(cold.files_hashed(), 36);
 
     let warm = Snapshot::take(root, &options(), Some(&cold)).unwrap();
     assert_eq!(

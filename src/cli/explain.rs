@@ -31,8 +31,9 @@ pub(crate) fn run(args: &Args) -> i32 {
     match find_rule(code) {
         Some(rule) => super::emit(&explanation(rule)),
         None => {
-            let codes = ALL_RULES.iter().flat_map(|r| [r.code, r.name]);
-            match did_you_mean(&code.to_uppercase(), codes) {
+            let by_code = did_you_mean(&code.to_uppercase(), ALL_RULES.iter().map(|r| r.code));
+            let by_name = did_you_mean(&code.to_lowercase(), ALL_RULES.iter().map(|r| r.name));
+            match by_name.or(by_code) {
                 Some(s) => eprintln!("error: unknown code `{code}`; did you mean `{s}`?"),
                 None => eprintln!(
                     "error: unknown code `{code}`; `helixflow explain --list` lists them all"

@@ -11,6 +11,7 @@ use crate::language::{format::format_source, parse};
 pub(crate) struct Args {
     /// Files to format in place (default: the nearest pipeline file); `-` formats standard input
     /// to standard output.
+    #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Write nothing; print a diff and exit 1 when a file is not formatted.
     #[arg(long)]

@@ -10,6 +10,7 @@ use crate::diagnostics::{self, Diagnostic, Format, Sources};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Pipeline files; `-` reads standard input.
+    #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
     /// How to print the findings.
     #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -42,12 +43,20 @@ pub(crate) fn run(args: &Args) -> i32 {
         };
         let compilation = input::compile(&read);
         let remap = sources.append(&compilation.sources);
-        found.extend(
-            compilation
-                .diagnostics
-                .into_iter()
-                .map(|d| remap.diagnostic(d)),
-        );
+        for diagnostic in compilation.diagnostics {
+            let diagnostic = remap.diagnostic(diagnostic);
+            // A library imported by several linted files is reported once.
+            let path = &sources.get(diagnostic.span.file).path;
+            let seen = found.iter().any(|d| {
+                d.rule == diagnostic.rule
+                    && d.message == diagnostic.message
+                    && (d.span.offset, d.span.len) == (diagnostic.span.offset, diagnostic.span.len)
+                    && sources.get(d.span.file).path == *path
+            });
+            if !seen {
+                found.push(diagnostic);
+            }
+        }
     }
     let stdout = std::io::stdout();
     let color = input::color(&stdout);

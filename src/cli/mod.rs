@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
     max_term_width = 100
 )]
 #[command(
-    after_help = "Exit codes: 0 success, 1 failure (lint: errors found), 2 invalid pipeline or bad usage, 3 internal error, 130 interrupted.\nRun `helixflow explain --list` for every diagnostic code."
+    after_help = "Lint output formats: human (default), json, github, sarif (`helixflow lint --format`).\nExit codes: 0 success, 1 failure (lint: errors found), 2 invalid pipeline or bad usage, 3 internal error, 130 interrupted.\nRun `helixflow explain --list` for every diagnostic code."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -129,11 +129,13 @@ fn pipeline_path(file: Option<PathBuf>) -> Result<PathBuf, String> {
     }
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
-    for folder in cwd.ancestors() {
+    // Reported relative to the current folder, as a user would type it.
+    for (depth, folder) in cwd.ancestors().enumerate() {
         for name in ["helixflow.kdl", "pipeline.kdl"] {
-            let candidate = folder.join(name);
-            if candidate.is_file() {
-                return Ok(candidate);
+            if folder.join(name).is_file() {
+                let mut relative: PathBuf = std::iter::repeat_n("..", depth).collect();
+                relative.push(name);
+                return Ok(relative);
             }
         }
     }

@@ -178,10 +178,7 @@ fn check_supported(pipeline: &Pipeline) -> Result<(), String> {
 fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
     let mut list: Vec<Box<dyn Reporter>> = Vec::new();
     let stderr = std::io::stderr();
-    if !args.no_progress
-        && stderr.is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-    {
+    if !args.no_progress && stderr.is_terminal() {
         list.push(Box::new(Progress::new(pipeline.phases.len())));
     } else {
         list.push(Box::new(Plain::new(std::io::stderr())));

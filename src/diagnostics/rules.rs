@@ -114,7 +114,7 @@ rules! {
     /// ```
     UNKNOWN_NODE = "HF101" "unknown-node" Error,
         summary: "A node that the pipeline language does not define.",
-        help: "Check the spelling; `helixflow explain HF101` lists where to find the node reference.";
+        help: "Check the spelling against the nodes the message lists for this place.";
 
     /// ## What it catches
     /// A node that exists, but not where it is written: `retries` at the top level, `syntax` outside

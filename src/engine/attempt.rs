@@ -293,6 +293,7 @@ async fn one_attempt(
             cancel: &shared.cancel,
             redactor: shared.redactor.clone(),
             grace: shared.options.grace,
+            exclude: std::slice::from_ref(&shared.pipeline.state_dir),
         };
         let mut on_report = |report: &GateReport| {
             shared.emit(Event::GateFinished {

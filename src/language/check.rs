@@ -100,14 +100,25 @@ fn references(pipeline: &Pipeline, defaults: &Body, diagnostics: &mut Diagnostic
             diagnostics.push(unknown_agent(name, "default "));
         }
     }
+    // A phase whose agent or verifier comes from `defaults` was reported once, above.
+    let from_defaults = |name: &crate::model::Spanned<String>| {
+        defaults
+            .agent
+            .iter()
+            .chain(&defaults.verifier)
+            .any(|d| d.span == name.span)
+    };
     for phase in &pipeline.phases {
         if let Worker::Agent(agent) = &phase.worker
             && !pipeline.agents.contains_key(&agent.value)
+            && !from_defaults(agent)
         {
             diagnostics.push(unknown_agent(agent, ""));
         }
         match &phase.verifier {
-            Some(verifier) if !pipeline.agents.contains_key(&verifier.value) => {
+            Some(verifier)
+                if !pipeline.agents.contains_key(&verifier.value) && !from_defaults(verifier) =>
+            {
                 diagnostics.push(unknown_agent(verifier, "verifier "));
             }
             None if phase.verify.contains(&VerifyMode::SubAgent) => diagnostics.push(

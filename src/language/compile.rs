@@ -84,7 +84,7 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         agents: BTreeMap::new(),
         templates: BTreeMap::new(),
         imports: Vec::new(),
-        stack: vec![path.to_owned()],
+        stack: vec![normalize(Path::new(""), path)],
     };
     let pipeline = compiler.main(path, file, text);
     let templates = std::mem::take(&mut compiler.templates);

@@ -53,6 +53,19 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
     }
 }
 
+/// A hint for KDL v1 spellings, which the v2 parser rejects without saying why.
+fn v1_hint(text: &str, offset: usize) -> Option<String> {
+    let rest = text.get(offset..)?;
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    match word.as_str() {
+        "true" | "false" | "null" => Some(format!("KDL v2 writes `{word}` as `#{word}`")),
+        _ => None,
+    }
+}
+
 fn syntax_diagnostics(error: &kdl::KdlError, file: FileId, text: &str) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = Vec::new();
     for d in &error.diagnostics {
@@ -68,11 +81,15 @@ fn syntax_diagnostics(error: &kdl::KdlError, file: FileId, text: &str) -> Vec<Di
         {
             continue;
         }
+        // The parser's labels ("not quoted string") name its internal rules; say "here" instead.
         let mut diagnostic =
             Diagnostic::new(&rules::KDL_SYNTAX, Span::new(file, offset, len), message)
-                .label(d.label.clone().unwrap_or_default());
+                .label("here");
         if let Some(help) = &d.help {
             diagnostic = diagnostic.help(help.clone());
+        }
+        if let Some(help) = v1_hint(text, offset) {
+            diagnostic = diagnostic.help(help);
         }
         out.push(diagnostic);
         if out.len() == MAX_SYNTAX_ERRORS {

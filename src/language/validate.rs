@@ -323,14 +323,16 @@ impl Validator<'_> {
         match (ty, value) {
             (ValueType::Int(min), KdlValue::Integer(n)) => {
                 let max = i128::from(u32::MAX);
-                if *n < i128::from(min) || *n > max {
+                let problem = if *n < i128::from(min) {
+                    Some(format!("`{node}` must be at least {min}, found {n}"))
+                } else if *n > max {
+                    Some(format!("`{node}` must be at most {max}, found {n}"))
+                } else {
+                    None
+                };
+                if let Some(message) = problem {
                     self.diagnostics.push(
-                        Diagnostic::new(
-                            &rules::OUT_OF_RANGE,
-                            span,
-                            format!("`{node}` must be between {min} and {max}, found {n}"),
-                        )
-                        .label("out of range"),
+                        Diagnostic::new(&rules::OUT_OF_RANGE, span, message).label("out of range"),
                     );
                 }
             }

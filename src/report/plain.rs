@@ -7,15 +7,15 @@ use std::io::Write;
 use crate::engine::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
 
 use super::Reporter;
-use super::record::RunRecord;
-use super::text::{describe_exit, human_duration, one_line, sanitize};
+use super::record::{AttemptRecord, RunRecord};
+use super::text::{human_duration, one_line, sanitize};
 
 /// Indentation of a gate's details and of a message's continuation lines.
 const INDENT: &str = "    ";
 
-/// Writes one plain line per notable event: attempts started and finished, failed gates with their
-/// details indented below, retries, phases finished, escalations, warnings, and the run's start and
-/// end.
+/// Writes one plain line per notable event: attempts started and finished (a failed one with what
+/// failed, the agent's exit included), failed gates with their details indented below, retries,
+/// phases finished, escalations, warnings, and the run's start and end.
 pub struct Plain<W: Write + Send> {
     out: W,
     run: RunRecord,
@@ -61,23 +61,8 @@ impl<W: Write + Send> Plain<W> {
                 let label = self.attempt_label(phase, *attempt);
                 writeln!(self.out, "[{}] attempt {label} started", one_line(phase))
             }
-            Event::Step { .. } => Ok(()),
-            Event::ChildExited {
-                phase,
-                attempt,
-                exit,
-            } => {
-                if exit.success() {
-                    return Ok(());
-                }
-                let label = self.attempt_label(phase, *attempt);
-                writeln!(
-                    self.out,
-                    "[{}] attempt {label}: agent {}",
-                    one_line(phase),
-                    describe_exit(exit)
-                )
-            }
+            // The attempt's end says how the agent exited, and steps are for live displays.
+            Event::Step { .. } | Event::ChildExited { .. } => Ok(()),
             Event::GateFinished {
                 phase,
                 attempt,
@@ -121,7 +106,7 @@ impl<W: Write + Send> Plain<W> {
                             .run
                             .phase(phase)
                             .and_then(|p| p.attempt.as_ref())
-                            .and_then(|a| a.failure_summary());
+                            .and_then(AttemptRecord::failure_summary);
                         match why {
                             Some(why) => writeln!(
                                 self.out,

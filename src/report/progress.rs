@@ -1,6 +1,7 @@
 //! Live progress on a terminal: one spinner line per running phase under an overall bar, and one
 //! permanent line above them for each phase that finished.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
@@ -8,7 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, P
 use crate::engine::event::{Event, PhaseStatus, Stamped};
 
 use super::Reporter;
-use super::record::{PhaseRecord, RunRecord, Standing};
+use super::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
 use super::text::{human_duration, one_line, sanitize};
 
 /// Phase names are padded to the longest one, up to this many characters, so columns line up.
@@ -140,7 +141,7 @@ impl Progress {
             .count();
         let mut message = format!("{running} running");
         if failed > 0 {
-            message.push_str(&format!(", {failed} failed"));
+            let _ = write!(message, ", {failed} failed");
         }
         self.overall.set_message(message);
     }
@@ -230,7 +231,7 @@ impl Progress {
         Ok(())
     }
 
-    /// `↻ parser  attempt 1/3 failed  8.0s  gates outputs, tests; retrying as 2/3 in 2.0s`.
+    /// `↻ parser  attempt 1/3 failed  8.0s  gates outputs, tests; retrying as attempt 2/3 in 2.0s`.
     fn retry_line(&self, phase: &str, next: &str, when: &str) -> Option<String> {
         let attempt = self.run.phase(phase)?.attempt.as_ref()?;
         let mut line = format!(
@@ -239,12 +240,12 @@ impl Progress {
             self.attempt_label(phase, attempt.number)
         );
         if let Some(end) = &attempt.end {
-            line.push_str(&format!("  {}", human_duration(end.duration_ms)));
+            let _ = write!(line, "  {}", human_duration(end.duration_ms));
         }
         if let Some(why) = attempt.failure_summary() {
-            line.push_str(&format!("  {}", one_line(&why)));
+            let _ = write!(line, "  {}", one_line(&why));
         }
-        line.push_str(&format!("; retrying as {next}{when}"));
+        let _ = write!(line, "; retrying as attempt {next}{when}");
         Some(line)
     }
 
@@ -306,9 +307,9 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
             Some(max) => format!("{}/{max}", phase.attempts()),
             None => phase.attempts().to_string(),
         };
-        line.push_str(&format!("  attempt {attempts}"));
+        let _ = write!(line, "  attempt {attempts}");
         if let Some(ms) = phase.duration_ms(run) {
-            line.push_str(&format!("  {}", human_duration(ms)));
+            let _ = write!(line, "  {}", human_duration(ms));
         }
     }
     let why = match standing {
@@ -316,12 +317,12 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
         Standing::Ended(PhaseStatus::Failed) => phase
             .attempt
             .as_ref()
-            .and_then(|a| a.failure_summary())
+            .and_then(AttemptRecord::failure_summary)
             .or_else(|| phase.reason().map(str::to_owned)),
         _ => phase.reason().map(str::to_owned),
     };
     if let Some(why) = why {
-        line.push_str(&format!("  {}", one_line(&why)));
+        let _ = write!(line, "  {}", one_line(&why));
     }
     line.trim_end().to_owned()
 }

@@ -187,19 +187,18 @@ impl RunRecord {
     /// The phase named `name`, added when no event mentioned it before (events are trusted to be
     /// consistent, but a reporter must not lose a phase because `RunStarted` did not list it).
     fn phase_mut(&mut self, name: &str) -> &mut PhaseRecord {
-        let i = match self.index.get(name) {
-            Some(&i) => i,
-            None => {
-                self.phases.push(PhaseRecord {
-                    name: name.to_owned(),
-                    max_attempts: None,
-                    started_ms: None,
-                    attempt: None,
-                    end: None,
-                });
-                self.index.insert(name.to_owned(), self.phases.len() - 1);
-                self.phases.len() - 1
-            }
+        let i = if let Some(&i) = self.index.get(name) {
+            i
+        } else {
+            self.phases.push(PhaseRecord {
+                name: name.to_owned(),
+                max_attempts: None,
+                started_ms: None,
+                attempt: None,
+                end: None,
+            });
+            self.index.insert(name.to_owned(), self.phases.len() - 1);
+            self.phases.len() - 1
         };
         &mut self.phases[i]
     }

@@ -79,6 +79,8 @@ pub struct GateContext<'a> {
     pub redactor: Arc<Redactor>,
     /// Time between TERM and KILL when a gate command is stopped.
     pub grace: Duration,
+    /// Workspace-relative folders never listed (the state folder).
+    pub exclude: &'a [PathBuf],
 }
 
 /// Runs the implicit gates and the phase's gates in order, calling `on_report` as each finishes.
@@ -127,7 +129,7 @@ pub async fn run_gates(
 /// documents), relative to the workspace — used by `syntax` without globs, by receipts and by the
 /// verifier later. Only paths that exist are returned, sorted and without duplicates; outputs that
 /// cannot be resolved (a missing `from` document, a bad glob) contribute nothing.
-pub fn resolve_outputs(workspace: &Path, phase: &Phase, snapshot: &Snapshot) -> Vec<String> {
+pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
     let mut paths = BTreeSet::new();
     for output in &phase.outputs {
         match output {
@@ -138,8 +140,8 @@ pub fn resolve_outputs(workspace: &Path, phase: &Phase, snapshot: &Snapshot) -> 
                 }
             }
             Output::Glob { pattern, .. } => {
-                if let Ok(set) = glob_set(std::slice::from_ref(pattern)) {
-                    paths.extend(matching_files(snapshot, &set).map(str::to_owned));
+                if let Ok(found) = glob_files(workspace, exclude, std::slice::from_ref(pattern)) {
+                    paths.extend(found);
                 }
             }
             Output::From { doc, key } => {
@@ -287,16 +289,7 @@ async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Find
         GateKind::Absent { target, pattern } => absent_gate(ctx, target, pattern).await,
         GateKind::FrontMatter { path, keys } => front_matter_gate(ctx.workspace, path, keys),
         GateKind::Sections { path, headings } => sections_gate(ctx.workspace, path, headings),
-        GateKind::PathsExist { doc, key } => {
-            Finding::from_problems(match listed_paths(ctx.workspace, doc, key) {
-                Ok(paths) => paths
-                    .iter()
-                    .filter(|p| !ctx.workspace.join(p).exists())
-                    .map(|p| missing(p, &format!(" (listed under `{key}` in `{doc}`)"), ctx.after))
-                    .collect(),
-                Err(problem) => vec![problem],
-            })
-        }
+        GateKind::PathsExist { doc, key } => Finding::from_problems(missing_listed(ctx, doc, key)),
         GateKind::Changes { min } => changes_gate(ctx.changes, *min),
         // Approval needs a person in the loop (`helixflow approve`), which this version lacks; it
         // fails rather than passing silently, so a pipeline that asks for approval never proceeds
@@ -324,30 +317,35 @@ fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
                     problems.push(missing(&path, "", ctx.after));
                 }
             }
-            Output::Glob { pattern, min } => match glob_set(std::slice::from_ref(pattern)) {
-                Err(problem) => problems.push(problem),
-                Ok(set) => {
-                    let found: Vec<&str> = matching_files(ctx.after, &set).collect();
-                    let min = usize::try_from(*min).unwrap_or(usize::MAX);
-                    if found.len() < min {
-                        problems.push(too_few_matches(ctx.after, pattern, &found, min));
+            Output::Glob { pattern, min } => {
+                match glob_files(ctx.workspace, ctx.exclude, std::slice::from_ref(pattern)) {
+                    Err(problem) => problems.push(problem),
+                    Ok(found) => {
+                        let found: Vec<&str> = found.iter().map(String::as_str).collect();
+                        let min = usize::try_from(*min).unwrap_or(usize::MAX);
+                        if found.len() < min {
+                            problems.push(too_few_matches(ctx.after, pattern, &found, min));
+                        }
                     }
                 }
-            },
-            Output::From { doc, key } => match listed_paths(ctx.workspace, doc, key) {
-                Err(problem) => problems.push(problem),
-                Ok(paths) => problems.extend(
-                    paths
-                        .iter()
-                        .filter(|p| !ctx.workspace.join(p).exists())
-                        .map(|p| {
-                            missing(p, &format!(" (listed under `{key}` in `{doc}`)"), ctx.after)
-                        }),
-                ),
-            },
+            }
+            Output::From { doc, key } => problems.extend(missing_listed(ctx, doc, key)),
         }
     }
     problems
+}
+
+/// A detail for each path listed under `key` in `doc` that does not exist, or why the list cannot
+/// be had.
+fn missing_listed(ctx: &GateContext<'_>, doc: &str, key: &str) -> Vec<String> {
+    match listed_paths(ctx.workspace, doc, key) {
+        Ok(paths) => paths
+            .iter()
+            .filter(|p| !ctx.workspace.join(p).exists())
+            .map(|p| missing(p, &format!(" (listed under `{key}` in `{doc}`)"), ctx.after))
+            .collect(),
+        Err(problem) => vec![problem],
+    }
 }
 
 /// "missing `a/b.py`{note}", with same-named files found elsewhere in the workspace.
@@ -474,10 +472,10 @@ fn changes_gate(changes: &Changes, min: u32) -> Finding {
 
 async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Finding {
     let targets: Vec<String> = if globs.is_empty() {
-        resolve_outputs(ctx.workspace, ctx.phase, ctx.after)
+        resolve_outputs(ctx.workspace, ctx.phase, ctx.exclude)
     } else {
-        match glob_set(globs) {
-            Ok(set) => matching_files(ctx.after, &set).map(str::to_owned).collect(),
+        match glob_files(ctx.workspace, ctx.exclude, globs) {
+            Ok(found) => found,
             Err(problem) => return Finding::failed(problem),
         }
     };
@@ -763,8 +761,11 @@ fn target<'t>(ctx: &GateContext<'t>, target: &str) -> Result<Target<'t>, String>
     let path = clean(target);
     let mut files: BTreeSet<String> = BTreeSet::new();
     if target.contains(['*', '?', '[', '{']) {
-        let set = glob_set(std::slice::from_ref(&path))?;
-        files.extend(matching_files(ctx.after, &set).map(str::to_owned));
+        files.extend(glob_files(
+            ctx.workspace,
+            ctx.exclude,
+            std::slice::from_ref(&path),
+        )?);
     }
     if ctx.workspace.join(&path).is_file() {
         files.insert(path);
@@ -1211,9 +1212,66 @@ fn snapshot_files(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
     snapshot.files().map(|(path, _)| path)
 }
 
-/// The snapshot's files that match `set`.
-fn matching_files<'s>(snapshot: &'s Snapshot, set: &GlobSet) -> impl Iterator<Item = &'s str> {
-    snapshot_files(snapshot).filter(move |f| set.is_match(f))
+/// The files on disk that match `patterns`, sorted. Unlike snapshots, this listing ignores
+/// `.gitignore`: an expected output is expected wherever it is (build folders are often ignored).
+/// Only the folders the globs can match under are walked; `.git` and `exclude` (the state folder)
+/// never are.
+fn glob_files(
+    workspace: &Path,
+    exclude: &[PathBuf],
+    patterns: &[String],
+) -> Result<Vec<String>, String> {
+    let set = glob_set(patterns)?;
+    let mut roots: Vec<String> = patterns.iter().map(|p| literal_folder(&clean(p))).collect();
+    roots.sort();
+    // A root inside another root is walked with it.
+    roots.dedup_by(|inner, outer| {
+        outer.is_empty() || *inner == *outer || inner.starts_with(&format!("{outer}/"))
+    });
+    let excluded: Vec<PathBuf> = exclude.iter().map(|e| workspace.join(e)).collect();
+    let mut found = BTreeSet::new();
+    for root in roots {
+        let start = workspace.join(&root);
+        if !start.is_dir() {
+            continue;
+        }
+        let excluded = excluded.clone();
+        let walker = ignore::WalkBuilder::new(&start)
+            .standard_filters(false)
+            .follow_links(false)
+            .filter_entry(move |entry| {
+                entry.file_name() != ".git" && !excluded.iter().any(|e| entry.path() == e)
+            })
+            .build();
+        for entry in walker.flatten() {
+            if !entry
+                .file_type()
+                .is_some_and(|t| t.is_file() || t.is_symlink())
+            {
+                continue;
+            }
+            let Ok(relative) = entry.path().strip_prefix(workspace) else {
+                continue;
+            };
+            let relative = relative.to_string_lossy().replace('\\', "/");
+            if set.is_match(&relative) {
+                found.insert(relative);
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
+/// The folders of a glob before its first wildcard: `src/**/*.py` → `src`, `*.md` → ``.
+fn literal_folder(pattern: &str) -> String {
+    let segments: Vec<&str> = pattern.split('/').collect();
+    let literal = segments
+        .iter()
+        .take(segments.len().saturating_sub(1))
+        .take_while(|s| !s.contains(['*', '?', '[', '{', '\\']))
+        .copied()
+        .collect::<Vec<_>>();
+    literal.join("/")
 }
 
 /// Compiles globs the way the language does; a detail when one is invalid.

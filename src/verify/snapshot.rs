@@ -66,7 +66,9 @@ pub struct FileState {
 /// Files of a workspace by relative path (forward slashes), honouring .gitignore.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    files: BTreeMap<String, Entry>,
+    /// Sorted by path: binary search takes half the comparisons of a `BTreeMap` lookup, and
+    /// building it from the walkers' sorted runs is a merge.
+    files: Vec<(String, Entry)>,
     /// Every folder walked (relative, forward slashes), so `restore` knows which ones are new.
     dirs: BTreeSet<String>,
     /// Real relative paths of files whose names are not UTF-8 (their keys are lossy).
@@ -139,10 +141,14 @@ impl Snapshot {
                 format!("{}: the workspace is not a folder", workspace.display()),
             ));
         }
-        let excludes: Arc<[PathBuf]> = options
+        let excludes: Arc<[Exclude]> = options
             .exclude
             .iter()
             .filter_map(|exclude| relative_exclude(workspace, exclude))
+            .map(|path| Exclude {
+                depth: path.components().count(),
+                path,
+            })
             .collect();
 
         let mut builder = WalkBuilder::new(workspace);
@@ -191,7 +197,10 @@ impl Snapshot {
             snapshot.raw_names.extend(part.raw_names);
             snapshot.hashed += part.hashed;
         }
-        snapshot.files = files.into_iter().collect();
+        files.sort_by(by_path);
+        // Two names that are not UTF-8 can read the same; keep one rather than confuse the diff.
+        files.dedup_by(|a, b| a.0 == b.0);
+        snapshot.files = files;
         Ok(snapshot)
     }
 
@@ -204,7 +213,15 @@ impl Snapshot {
 
     /// The file at this relative path (forward slashes).
     pub fn get(&self, path: &str) -> Option<&FileState> {
-        self.files.get(path).map(|entry| &entry.state)
+        self.entry(path).map(|entry| &entry.state)
+    }
+
+    fn entry(&self, path: &str) -> Option<&Entry> {
+        let index = self
+            .files
+            .binary_search_by(|(key, _)| key.as_str().cmp(path))
+            .ok()?;
+        Some(&self.files[index].1)
     }
 
     /// How many files.
@@ -279,11 +296,11 @@ impl Snapshot {
     /// returned after the others were done.
     pub fn restore(&self, workspace: &Path, changes: &Changes) -> io::Result<Vec<String>> {
         let mut outcome = Restoring::default();
-        for path in changes.all().filter(|path| !self.files.contains_key(*path)) {
+        for path in changes.all().filter(|path| self.entry(path).is_none()) {
             outcome.record(path, self.remove_created(workspace, path));
         }
         for path in changes.all() {
-            if let Some(entry) = self.files.get(path) {
+            if let Some(entry) = self.entry(path) {
                 outcome.record(path, self.write_back(workspace, path, entry));
             }
         }
@@ -418,6 +435,22 @@ struct Entry {
     readable: bool,
     /// Kept bytes (for a symlink: its target), shared with later snapshots that reuse them.
     contents: Option<Arc<[u8]>>,
+    /// The path's index in the previous snapshot ([`NEW`] when it had none), used while the walk's
+    /// findings are sorted: comparing indexes is much cheaper than comparing paths.
+    order: u32,
+}
+
+/// [`Entry::order`] of a path the previous snapshot did not have.
+const NEW: u32 = u32::MAX;
+
+/// Path order, by the previous snapshot's indexes where both paths have one: that snapshot is
+/// sorted by path, so the two orders agree.
+fn by_path(a: &(String, Entry), b: &(String, Entry)) -> Ordering {
+    if a.1.order != NEW && b.1.order != NEW {
+        a.1.order.cmp(&b.1.order)
+    } else {
+        a.0.cmp(&b.0)
+    }
 }
 
 impl Entry {
@@ -496,6 +529,9 @@ impl<'s> ParallelVisitorBuilder<'s> for Collectors<'s> {
             shared: self.shared,
             part: Part::default(),
             buffer: Vec::new(),
+            folder: Folder::default(),
+            nearby_folder: None,
+            nearby: 0..0,
         })
     }
 }
@@ -506,6 +542,10 @@ struct Collector<'s> {
     shared: &'s Shared<'s>,
     part: Part,
     buffer: Vec<u8>,
+    folder: Folder,
+    /// The folder (with its trailing slash) whose run in the previous snapshot is `nearby`.
+    nearby_folder: Option<String>,
+    nearby: std::ops::Range<usize>,
 }
 
 /// What reading a file gave.
@@ -531,7 +571,7 @@ impl ParallelVisitor for Collector<'_> {
         let Some(file_type) = entry.file_type() else {
             return WalkState::Continue;
         };
-        let Ok(rel) = entry.path().strip_prefix(self.shared.root) else {
+        let Some(rel) = below(entry.path(), self.shared.root) else {
             return WalkState::Continue;
         };
         let key = key_of(rel);
@@ -561,7 +601,10 @@ impl ParallelVisitor for Collector<'_> {
 
 impl Drop for Collector<'_> {
     fn drop(&mut self) {
-        let part = std::mem::take(&mut self.part);
+        let mut part = std::mem::take(&mut self.part);
+        // Sorting here runs on the walker's threads, in parallel; `take` then only merges the
+        // sorted runs, which the standard sort recognizes.
+        part.files.sort_unstable_by(by_path);
         self.shared
             .parts
             .lock()
@@ -586,21 +629,15 @@ impl<'s> Collector<'s> {
 
     /// The entry for the file at `path`; `None` when it vanished or is not a file or symlink.
     fn record(&mut self, path: &Path, key: &str) -> io::Result<Option<Entry>> {
-        let meta = match fs::symlink_metadata(path) {
-            Ok(meta) => meta,
+        let stat = match self.folder.stat(path) {
+            Ok(stat) => stat,
             Err(err) if skippable(&err) => return Ok(None),
             Err(err) => return Err(with_path(&err, path)),
         };
-        let kind = if meta.file_type().is_symlink() {
-            Kind::Symlink
-        } else if meta.is_file() {
-            Kind::File
-        } else {
+        let Some(kind) = stat.kind else {
             return Ok(None);
         };
-        let times = Times::of(&meta);
-        let mode = mode_of(&meta);
-        let size = meta.len();
+        let (size, mode) = (stat.size, stat.mode);
         let keep = self
             .shared
             .keep_contents_under
@@ -608,18 +645,24 @@ impl<'s> Collector<'s> {
         let mut entry = Entry {
             state: FileState {
                 size,
-                mtime_ns: times.mtime_ns,
+                mtime_ns: stat.mtime_ns,
                 hash: [0; 32],
                 executable: kind == Kind::File && mode & 0o111 != 0,
             },
             kind,
-            ctime_ns: times.ctime_ns,
-            inode: times.inode,
+            ctime_ns: stat.ctime_ns,
+            inode: stat.inode,
             mode,
             readable: true,
             contents: None,
+            order: NEW,
         };
-        if let Some(previous) = self.reusable(key, &entry)
+        let old = self.previous_entry(key);
+        if let Some((index, _)) = old {
+            entry.order = u32::try_from(index).unwrap_or(NEW);
+        }
+        if let Some((_, previous)) = old
+            && self.reusable(previous, &entry)
             && (!keep || previous.contents.is_some())
         {
             entry.state.hash = previous.state.hash;
@@ -649,10 +692,32 @@ impl<'s> Collector<'s> {
         Ok(Some(entry))
     }
 
-    /// The previous snapshot's entry for `key` when its hash may be reused for `entry`.
-    fn reusable(&self, key: &str, entry: &Entry) -> Option<&'s Entry> {
-        let previous = self.shared.previous?;
-        let old = previous.files.get(key)?;
+    /// The previous snapshot's entry for `key`, with its index.
+    fn previous_entry(&mut self, key: &str) -> Option<(usize, &'s Entry)> {
+        let files = &self.shared.previous?.files;
+        // A folder's files come one after another, and the previous snapshot holds them (and the
+        // files of its subfolders) in one run: find the run once per folder, then search only it,
+        // comparing only what follows the folder's path.
+        let folder = &key[..key.rfind('/').map_or(0, |slash| slash + 1)];
+        if self.nearby_folder.as_deref() != Some(folder) {
+            let start = files.partition_point(|(path, _)| path.as_str() < folder);
+            let len = files[start..].partition_point(|(path, _)| path.starts_with(folder));
+            self.nearby = start..start + len;
+            self.nearby_folder = Some(folder.to_owned());
+        }
+        let name = &key.as_bytes()[folder.len()..];
+        let run = &files[self.nearby.clone()];
+        let index = run
+            .binary_search_by(|(path, _)| path.as_bytes()[folder.len()..].cmp(name))
+            .ok()?;
+        Some((self.nearby.start + index, &run[index].1))
+    }
+
+    /// Whether the previous snapshot's entry `old` may lend its hash to `entry`.
+    fn reusable(&self, old: &Entry, entry: &Entry) -> bool {
+        let Some(previous) = self.shared.previous else {
+            return false;
+        };
         let settled =
             entry.state.mtime_ns.max(entry.ctime_ns) < previous.started_ns - RACY_MARGIN_NS;
         let same = old.readable
@@ -661,12 +726,12 @@ impl<'s> Collector<'s> {
             && old.state.mtime_ns == entry.state.mtime_ns
             && old.ctime_ns == entry.ctime_ns
             && old.inode == entry.inode;
-        (same && settled).then_some(old)
+        same && settled
     }
 
     /// Hashes a regular file, keeping its bytes when asked.
     fn read_file(&mut self, path: &Path, size: u64, keep: bool) -> io::Result<Contents> {
-        let mut file = match open_no_follow(path) {
+        let mut file = match self.folder.open(path) {
             Ok(file) => file,
             Err(err) => return unread(err, path),
         };
@@ -766,15 +831,41 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 }
 
 /// Whether the walker enters or records `entry`: never `.git`, never an excluded folder.
-fn entered(entry: &DirEntry, root: &Path, excludes: &[PathBuf]) -> bool {
-    if entry.file_name() == ".git" {
+fn entered(entry: &DirEntry, root: &Path, excludes: &[Exclude]) -> bool {
+    let name = name_of(entry);
+    if name == ".git" {
         return false;
     }
-    excludes.is_empty()
-        || entry
-            .path()
-            .strip_prefix(root)
-            .map_or(true, |rel| !excludes.iter().any(|exclude| exclude == rel))
+    // Depth and name first: the path comparison is needed for few entries, if any.
+    !excludes.iter().any(|exclude| {
+        exclude.depth == entry.depth()
+            && exclude.path.file_name() == Some(name)
+            && below(entry.path(), root) == Some(exclude.path.as_path())
+    })
+}
+
+/// The entry's file name. The walker's paths never end in a separator, so the bytes after the last
+/// one are the name: cheaper than `file_name`, which parses components.
+#[cfg(unix)]
+fn name_of(entry: &DirEntry) -> &std::ffi::OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = entry.path().as_os_str().as_bytes();
+    let name = bytes.rsplit(|&byte| byte == b'/').next().unwrap_or(bytes);
+    std::ffi::OsStr::from_bytes(name)
+}
+
+/// The entry's file name.
+#[cfg(not(unix))]
+fn name_of(entry: &DirEntry) -> &std::ffi::OsStr {
+    entry.file_name()
+}
+
+/// A folder the walk never enters.
+struct Exclude {
+    /// Relative, without `.` or `..`.
+    path: PathBuf,
+    /// Its number of components: the walker's depth for it.
+    depth: usize,
 }
 
 /// An excluded folder as a plain relative path, or `None` when it cannot be inside the workspace.
@@ -801,6 +892,33 @@ fn relative_exclude(workspace: &Path, exclude: &Path) -> Option<PathBuf> {
     (!clean.as_os_str().is_empty()).then_some(clean)
 }
 
+/// `path` relative to `root`. The walker builds every path by joining names onto the root, so
+/// cutting off the root's bytes is enough, and much cheaper than comparing components.
+#[cfg(unix)]
+fn below<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let prefix = root.as_os_str().as_bytes();
+    let rest = path
+        .as_os_str()
+        .as_bytes()
+        .strip_prefix(prefix)
+        .and_then(|rest| match rest {
+            [b'/', tail @ ..] => Some(tail),
+            _ if prefix.ends_with(b"/") => Some(rest),
+            _ => None,
+        });
+    match rest {
+        Some(rest) => Some(Path::new(std::ffi::OsStr::from_bytes(rest))),
+        None => path.strip_prefix(root).ok(),
+    }
+}
+
+/// `path` relative to `root`.
+#[cfg(not(unix))]
+fn below<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
+    path.strip_prefix(root).ok()
+}
+
 /// A relative path as snapshots write it: forward slashes, lossy where not UTF-8.
 fn key_of(rel: &Path) -> String {
     let text = rel.to_string_lossy();
@@ -811,53 +929,178 @@ fn key_of(rel: &Path) -> String {
     }
 }
 
-/// A file's timestamps and inode number.
-struct Times {
+/// What `lstat` says about a file.
+struct Stat {
+    /// `None` for anything but a regular file or a symlink.
+    kind: Option<Kind>,
+    size: u64,
     mtime_ns: i128,
     ctime_ns: i128,
     inode: u64,
+    mode: u32,
 }
 
-impl Times {
+impl Stat {
     #[cfg(unix)]
-    fn of(meta: &Metadata) -> Times {
+    fn of(meta: &Metadata) -> Stat {
         use std::os::unix::fs::MetadataExt;
-        Times {
+        Stat {
+            kind: kind_of(meta),
+            size: meta.len(),
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
             ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
             inode: meta.ino(),
+            mode: meta.mode(),
         }
     }
 
     #[cfg(not(unix))]
-    fn of(meta: &Metadata) -> Times {
-        Times {
+    fn of(meta: &Metadata) -> Stat {
+        Stat {
+            kind: kind_of(meta),
+            size: meta.len(),
             mtime_ns: meta.modified().map_or(0, nanos_since_epoch),
             ctime_ns: 0,
             inode: 0,
+            mode: if meta.permissions().readonly() {
+                0o444
+            } else {
+                0o644
+            },
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[allow(
+        clippy::useless_conversion,
+        reason = "the field types differ between 32- and 64-bit targets"
+    )]
+    fn of_raw(raw: &libc::stat) -> Stat {
+        let kind = match raw.st_mode & libc::S_IFMT {
+            libc::S_IFREG => Some(Kind::File),
+            libc::S_IFLNK => Some(Kind::Symlink),
+            _ => None,
+        };
+        Stat {
+            kind,
+            size: u64::try_from(raw.st_size).unwrap_or(0),
+            mtime_ns: i128::from(raw.st_mtime) * 1_000_000_000 + i128::from(raw.st_mtime_nsec),
+            ctime_ns: i128::from(raw.st_ctime) * 1_000_000_000 + i128::from(raw.st_ctime_nsec),
+            inode: u64::from(raw.st_ino),
+            mode: u32::from(raw.st_mode),
         }
     }
 }
 
-#[cfg(unix)]
-fn mode_of(meta: &Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode()
+fn kind_of(meta: &Metadata) -> Option<Kind> {
+    if meta.file_type().is_symlink() {
+        Some(Kind::Symlink)
+    } else if meta.is_file() {
+        Some(Kind::File)
+    } else {
+        None
+    }
 }
 
-#[cfg(not(unix))]
-fn mode_of(meta: &Metadata) -> u32 {
-    if meta.permissions().readonly() {
-        0o444
-    } else {
-        0o644
+/// The folder a walker thread is in, kept open so that its files are stat'ed and opened by name:
+/// resolving one path component instead of the whole path is most of what a warm snapshot saves.
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+struct Folder {
+    /// The folder's path, as bytes.
+    path: Vec<u8>,
+    handle: Option<File>,
+    /// The current file name, NUL-terminated.
+    name: Vec<u8>,
+}
+
+#[cfg(target_os = "linux")]
+impl Folder {
+    /// The open folder holding `path`, and `path`'s name; `None` when the folder cannot be opened
+    /// (the caller then uses the whole path).
+    fn enter(&mut self, path: &Path) -> Option<(std::os::fd::RawFd, &std::ffi::CStr)> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // Split by hand: `Path::parent` and `Path::file_name` parse components, which costs more
+        // than the lookup they help avoid.
+        let bytes = path.as_os_str().as_bytes();
+        let slash = bytes.iter().rposition(|&byte| byte == b'/')?;
+        let (parent, name) = (&bytes[..slash.max(1)], &bytes[slash + 1..]);
+        if name.is_empty() {
+            return None;
+        }
+        if self.handle.is_none() || self.path != parent {
+            self.handle = File::open(std::ffi::OsStr::from_bytes(parent)).ok();
+            parent.clone_into(&mut self.path);
+        }
+        let folder = self.handle.as_ref()?.as_raw_fd();
+        self.name.clear();
+        self.name.extend_from_slice(name);
+        self.name.push(0);
+        let name = std::ffi::CStr::from_bytes_with_nul(&self.name).ok()?;
+        Some((folder, name))
+    }
+
+    /// `lstat` of `path`.
+    fn stat(&mut self, path: &Path) -> io::Result<Stat> {
+        let Some((folder, name)) = self.enter(path) else {
+            return fs::symlink_metadata(path).map(|meta| Stat::of(&meta));
+        };
+        let mut raw = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `folder` is an open folder, `name` is NUL-terminated and `raw` is writable memory
+        // for one `stat`, which fstatat fills completely when it returns 0.
+        let status = unsafe {
+            libc::fstatat(
+                folder,
+                name.as_ptr(),
+                raw.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if status != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fstatat returned 0, so `raw` is initialized.
+        Ok(Stat::of_raw(unsafe { raw.assume_init_ref() }))
+    }
+
+    /// Opens `path` for hashing (see [`open_no_follow`]).
+    fn open(&mut self, path: &Path) -> io::Result<File> {
+        use std::os::fd::FromRawFd;
+        let Some((folder, name)) = self.enter(path) else {
+            return open_no_follow(path);
+        };
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        // SAFETY: `folder` is an open folder and `name` is NUL-terminated.
+        let fd = unsafe { libc::openat(folder, name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+}
+
+/// Stats and opens by whole path where no folder handle is kept.
+#[cfg(not(target_os = "linux"))]
+#[derive(Default)]
+struct Folder;
+
+#[cfg(not(target_os = "linux"))]
+impl Folder {
+    fn stat(&mut self, path: &Path) -> io::Result<Stat> {
+        fs::symlink_metadata(path).map(|meta| Stat::of(&meta))
+    }
+
+    fn open(&mut self, path: &Path) -> io::Result<File> {
+        open_no_follow(path)
     }
 }
 
 /// Whether the file's inode last changed before `started_ns`: it existed before the snapshot.
 #[cfg(unix)]
 fn changed_before(meta: &Metadata, started_ns: i128) -> bool {
-    Times::of(meta).ctime_ns < started_ns
+    Stat::of(meta).ctime_ns < started_ns
 }
 
 /// Without an inode change time, no file can be shown to predate the snapshot.

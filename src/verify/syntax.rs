@@ -143,7 +143,7 @@ impl Language {
     }
 
     /// Whether the language's files must be UTF-8. Shell scripts are bytes; Python files may
-    /// declare another encoding (PEP 263), which [`python_declares_other_encoding`] checks.
+    /// declare another encoding (PEP 263), which [`python_coding`] reads.
     fn requires_utf8(self) -> bool {
         !matches!(self, Language::Bash)
     }
@@ -179,6 +179,8 @@ impl SyntaxError {
 struct Finding {
     byte: usize,
     message: String,
+    /// For an ERROR node, where it ends: a better explanation inside it replaces it.
+    error_end: Option<usize>,
 }
 
 impl Finding {
@@ -186,6 +188,7 @@ impl Finding {
         Self {
             byte,
             message: message.into(),
+            error_end: None,
         }
     }
 }
@@ -194,26 +197,21 @@ impl Finding {
 /// language's extra checks; at most [`MAX_ERRORS`]), empty when it parses.
 pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
     // A byte order mark is invisible to every tool that accepts it; columns on line 1 count without it.
-    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-    let mut findings = Vec::new();
+    let (text, had_bom) = match text.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => (rest, true),
+        None => (text, false),
+    };
     let utf8 = std::str::from_utf8(text);
-    let mut encoding_error = None;
-    if let Err(error) = &utf8
-        && language.requires_utf8()
-        && !(language == Language::Python && python_declares_other_encoding(text))
-    {
-        let (line, column) = position(text, error.valid_up_to());
-        encoding_error = Some(format!(
-            "the file is not valid UTF-8 (first invalid byte at {line}:{column})"
-        ));
-    }
-    findings.extend(match parse(language, text) {
+    let encoding_error = encoding_problem(language, text, had_bom, utf8.as_ref().err());
+    let mut findings = match parse(language, text) {
+        Ok(tree) if language == Language::Python && tree.root_node().has_error() => {
+            python_findings_joined(text, &tree)
+        }
         Ok(tree) => language_findings(language, text, utf8.ok(), &tree),
         Err(message) => vec![Finding::new(0, message)],
-    });
+    };
     findings.sort_by_key(|f| f.byte);
     findings.dedup_by(|a, b| a.byte == b.byte);
-    findings.truncate(MAX_ERRORS);
     let mut errors: Vec<SyntaxError> = Vec::with_capacity(findings.len() + 1);
     if let Some(message) = encoding_error {
         errors.push(syntax_error_at(text, 0, message));
@@ -221,10 +219,40 @@ pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
     errors.extend(
         findings
             .into_iter()
+            .take(MAX_ERRORS)
             .map(|f| syntax_error_at(text, f.byte, f.message)),
     );
     errors.truncate(MAX_ERRORS);
     errors
+}
+
+/// Why the file's bytes cannot be read as source text at all, if they cannot.
+fn encoding_problem(
+    language: Language,
+    text: &[u8],
+    had_bom: bool,
+    utf8_error: Option<&std::str::Utf8Error>,
+) -> Option<String> {
+    let declared = if language == Language::Python {
+        python_coding(text)
+    } else {
+        None
+    };
+    if let Some(name) = &declared
+        && had_bom
+        && !python_is_bom_compatible(name)
+    {
+        // CPython's own wording: a BOM says UTF-8, the declaration says otherwise.
+        return Some(format!("encoding problem: {name} with BOM"));
+    }
+    let error = utf8_error?;
+    if !language.requires_utf8() || declared.is_some_and(|name| !python_is_utf8(&name)) {
+        return None;
+    }
+    let (line, column) = position(text, error.valid_up_to());
+    Some(format!(
+        "the file is not valid UTF-8 (first invalid byte at {line}:{column})"
+    ))
 }
 
 /// Reads and checks one file; None when its extension has no supported language. An unreadable
@@ -284,13 +312,93 @@ fn language_findings(
     };
     let walk_all = matches!(language, Language::Python)
         || (matches!(language, Language::JavaScript | Language::Tsx) && memchr_pair(text, b"</"));
-    let tree_errors = tree_findings(tree, text, walk_all, extra);
+    let mut tree_errors = tree_findings(tree, text, walk_all, extra);
+    if tree_errors.iter().any(|f| f.error_end.is_some())
+        && let Some(brackets) = bracket_problem(language, tree)
+    {
+        // The ERROR node that swallowed the bracket is a consequence of it.
+        tree_errors.retain(|f| {
+            f.error_end
+                .is_none_or(|end| !(f.byte..=end).contains(&brackets.byte))
+        });
+        tree_errors.push(brackets);
+    }
     match language {
         Language::Json => json_findings(tree, text, tree_errors),
         Language::Yaml => yaml_findings(utf8, tree_errors),
         Language::Toml if !tree.root_node().has_error() => toml_duplicates(tree.root_node(), text),
         Language::Kdl => kdl_findings(utf8, tree_errors),
         _ => tree_errors,
+    }
+}
+
+/// The first bracket that is never closed, or closed by the wrong bracket, among the tree's
+/// tokens. tree-sitter places such an error where its recovery gave up, often the start of the
+/// enclosing block or of the file; the bracket is where the author has to look. Strings and
+/// comments are single tokens, so brackets inside them do not count. Not for Bash (`case` items
+/// end in a lone `)`), nor for the languages checked by other parsers.
+fn bracket_problem(language: Language, tree: &Tree) -> Option<Finding> {
+    if matches!(
+        language,
+        Language::Bash | Language::Yaml | Language::Toml | Language::Kdl
+    ) {
+        return None;
+    }
+    let mut open: Vec<Node> = Vec::new();
+    let mut cursor = tree.walk();
+    loop {
+        let node = cursor.node();
+        if node.child_count() == 0 && !node.is_error() {
+            match node.kind() {
+                "(" | "[" | "{" | "${" => open.push(node),
+                closer @ (")" | "]" | "}") => {
+                    let expected = |opener: &Node| match opener.kind() {
+                        "(" => ")",
+                        "[" => "]",
+                        _ => "}",
+                    };
+                    match open.pop() {
+                        Some(opener) if expected(&opener) == closer => {}
+                        Some(opener) if node.is_missing() => {
+                            return Some(Finding::new(
+                                opener.start_byte(),
+                                format!("`{}` is never closed", opener.kind()),
+                            ));
+                        }
+                        Some(opener) => {
+                            return Some(Finding::new(
+                                node.start_byte(),
+                                format!(
+                                    "`{closer}` does not match `{}` (line {})",
+                                    opener.kind(),
+                                    opener.start_position().row + 1
+                                ),
+                            ));
+                        }
+                        None => {
+                            return Some(Finding::new(
+                                node.start_byte(),
+                                format!("unmatched `{closer}`"),
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return open.pop().map(|opener| {
+                    Finding::new(
+                        opener.start_byte(),
+                        format!("`{}` is never closed", opener.kind()),
+                    )
+                });
+            }
+        }
     }
 }
 
@@ -348,6 +456,13 @@ fn missing_message(node: Node) -> String {
 /// An ERROR node as "unexpected `token`". A nested error leaf (one character no rule could use)
 /// is more precise than the start of the enclosing ERROR node, so it wins.
 fn unexpected(node: Node, text: &[u8]) -> Finding {
+    Finding {
+        error_end: Some(node.end_byte()),
+        ..unexpected_token(node, text)
+    }
+}
+
+fn unexpected_token(node: Node, text: &[u8]) -> Finding {
     let target = first_error_leaf(node).unwrap_or(node);
     let start = target.start_byte();
     if start >= text.len() {
@@ -407,23 +522,176 @@ fn snippet(bytes: &[u8]) -> Option<String> {
 
 // ----- Python 3 -------------------------------------------------------------------------------
 
-/// PEP 263: a `coding` declaration on line 1 or 2 naming an encoding other than UTF-8.
-fn python_declares_other_encoding(text: &[u8]) -> bool {
+/// PEP 263: the encoding a `coding` declaration names, on line 1, or on line 2 below a comment or
+/// blank line 1.
+fn python_coding(text: &[u8]) -> Option<String> {
     static COOKIE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^[ \t\x0c]*#.*?coding[:=][ \t]*([-\w.]+)").expect("the pattern is valid")
     });
-    text.split(|&b| b == b'\n').take(2).any(|line| {
-        COOKIE.captures(line).is_some_and(|c| {
-            let name = String::from_utf8_lossy(&c[1]).to_ascii_lowercase();
-            !(name == "utf-8" || name == "utf8" || name == "utf_8" || name.starts_with("utf-8-"))
-        })
-    })
+    static BLANK_OR_COMMENT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^[ \t\x0c]*(?:[#\r]|$)").expect("the pattern is valid"));
+    let mut lines = text.split(|&b| b == b'\n');
+    let first = lines.next()?;
+    let line = if let Some(c) = COOKIE.captures(first) {
+        return Some(String::from_utf8_lossy(&c[1]).into_owned());
+    } else if BLANK_OR_COMMENT.is_match(first) {
+        lines.next()?
+    } else {
+        return None;
+    };
+    COOKIE
+        .captures(line)
+        .map(|c| String::from_utf8_lossy(&c[1]).into_owned())
 }
+
+/// Whether Python's codec lookup reads `name` as UTF-8.
+fn python_is_utf8(name: &str) -> bool {
+    let name = name.to_ascii_lowercase().replace('_', "-");
+    name == "utf-8" || name == "utf8" || name.starts_with("utf-8-")
+}
+
+/// CPython's tokenizer accepts a BOM only with a declaration that normalises to exactly `utf-8`
+/// (so `utf8` with a BOM is an error there).
+fn python_is_bom_compatible(name: &str) -> bool {
+    let name: String = name
+        .chars()
+        .take(12)
+        .map(|c| {
+            if c == '_' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    name == "utf-8" || name.starts_with("utf-8-")
+}
+
+/// Python's implicit line joining, done before tree-sitter sees the file: inside brackets a line
+/// break means nothing to Python, but tree-sitter-python's scanner still reads the next line's
+/// indentation, and rejects valid code such as a continuation line indented less than its block.
+/// Line breaks inside brackets become spaces and comments inside brackets become blanks, so every
+/// byte keeps its offset and errors are still placed in the original text. None when nothing is
+/// inside brackets across lines.
+fn python_join_bracketed_lines(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = text.to_vec();
+    let mut depth = 0usize;
+    let mut changed = false;
+    let mut i = 0;
+    while i < out.len() {
+        match out[i] {
+            b'#' => {
+                let end = out[i..]
+                    .iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(out.len(), |n| i + n);
+                if depth > 0 {
+                    out[i..end].fill(b' ');
+                    changed = true;
+                }
+                i = end;
+            }
+            quote @ (b'\'' | b'"') => {
+                let triple = out.get(i + 1) == Some(&quote) && out.get(i + 2) == Some(&quote);
+                i = if triple {
+                    python_string_end(&out, i + 3, quote, true)
+                } else {
+                    python_string_end(&out, i + 1, quote, false)
+                };
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                i += 1;
+            }
+            b')' | b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'\\' => i += 2,
+            b'\n' if depth > 0 => {
+                out[i] = b' ';
+                if i > 0 && out[i - 1] == b'\r' {
+                    out[i - 1] = b' ';
+                }
+                changed = true;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    changed.then_some(out)
+}
+
+/// The byte after a string's closing quote. A single-quoted string also ends, unterminated, at a
+/// line break, as in Python's tokenizer.
+fn python_string_end(text: &[u8], mut i: usize, quote: u8, triple: bool) -> usize {
+    while i < text.len() {
+        match text[i] {
+            b'\\' => i += 2,
+            b'\n' if !triple => return i,
+            b if b == quote => {
+                if !triple {
+                    return i + 1;
+                }
+                if text.get(i + 1) == Some(&quote) && text.get(i + 2) == Some(&quote) {
+                    return i + 3;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    text.len()
+}
+
+/// A Python file tree-sitter rejects is parsed again with its bracketed lines joined; the errors
+/// of that parse are the ones Python would see.
+fn python_findings_joined(text: &[u8], tree: &Tree) -> Vec<Finding> {
+    if let Some(joined) = python_join_bracketed_lines(text)
+        && let Ok(joined_tree) = parse(Language::Python, &joined)
+    {
+        return language_findings(Language::Python, &joined, None, &joined_tree);
+    }
+    language_findings(Language::Python, text, None, tree)
+}
+
+/// The node kinds [`python3_rejects`] looks at, by kind id: every node of every Python file
+/// passes through it, and comparing ids is much cheaper than comparing kind names.
+static PYTHON_CHECKED_KINDS: LazyLock<Vec<bool>> = LazyLock::new(|| {
+    const KINDS: [&str; 8] = [
+        "print_statement",
+        "exec_statement",
+        "<>",
+        "integer",
+        "string_start",
+        "raise_statement",
+        "parameters",
+        "lambda_parameters",
+    ];
+    let grammar = Language::Python.grammar();
+    (0..grammar.node_kind_count())
+        .map(|id| {
+            u16::try_from(id)
+                .ok()
+                .and_then(|id| grammar.node_kind_for_id(id))
+                .is_some_and(|kind| KINDS.contains(&kind))
+        })
+        .collect()
+});
 
 /// What tree-sitter-python accepts (its grammar keeps Python 2) but Python 3 rejects.
 fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
+    if !PYTHON_CHECKED_KINDS
+        .get(usize::from(node.kind_id()))
+        .copied()
+        .unwrap_or(false)
+    {
+        return None;
+    }
     let at = |n: Node, message: &str| Some(Finding::new(n.start_byte(), message));
     match node.kind() {
+        // `print >>f, x` is also a valid Python 3 expression (a tuple holding `print >> f`).
+        "print_statement" if node.child(1).is_some_and(|c| c.kind() == "chevron") => None,
         "print_statement" => at(
             node,
             "Python 2 `print` statement; Python 3 needs `print(…)`",
@@ -1304,10 +1572,6 @@ mod tests {
                 "Python 2 `print` statement; Python 3 needs `print(…)`",
             ),
             (
-                "print >>f, x\n",
-                "Python 2 `print` statement; Python 3 needs `print(…)`",
-            ),
-            (
                 "exec \"code\" in ns\n",
                 "Python 2 `exec` statement; Python 3 needs `exec(…)`",
             ),
@@ -1350,7 +1614,7 @@ mod tests {
 
     #[test]
     fn python3_forms_that_look_like_python2_pass() {
-        let source = "print(x)\nprint (a), b\nprint -1\nprint\nx = 00 + 0_0 + 07j + 0o777 + 0x1F\n\
+        let source = "print(x)\nprint (a), b\nprint -1\nprint\nprint >>sys.stderr, \"m\"\nx = 00 + 0_0 + 07j + 0o777 + 0x1F\n\
                       y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\n\
                       match p:\n    case [a, *rest]: pass\ndef f[T](x: T) -> T: pass\ntype X = int\n";
         assert_eq!(messages(Language::Python, source), vec![]);
@@ -1368,6 +1632,45 @@ mod tests {
             "the file is not valid UTF-8 (first invalid byte at 1:6)"
         );
         assert_eq!((found[0].line, found[0].column), (1, 1));
+    }
+
+    #[test]
+    fn python_bom_needs_a_utf8_declaration() {
+        let found = check(Language::Python, b"\xEF\xBB\xBF# coding: utf8\nx = 1\n");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].message, "encoding problem: utf8 with BOM");
+        assert!(check(Language::Python, b"\xEF\xBB\xBF# coding: utf-8\nx = 1\n").is_empty());
+        assert_eq!(
+            python_coding(b"#!/usr/bin/env python\n# vim: set fileencoding=latin-1 :\n"),
+            Some("latin-1".to_owned())
+        );
+        assert_eq!(python_coding(b"import os\n# coding: latin-1\n"), None);
+    }
+
+    #[test]
+    fn python_continuation_lines_inside_brackets_may_dedent() {
+        let source = "def f():\n    (bar.\nbaz)\n    x = [1,  # one\n2]\n";
+        assert_eq!(
+            messages(Language::Python, "def f():\n    (bar.\nbaz)\n    (\n"),
+            vec![(4, 5, "`(` is never closed".to_owned())]
+        );
+        let joined = python_join_bracketed_lines(source.as_bytes()).unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&joined),
+            "def f():\n    (bar. baz)\n    x = [1,        2]\n"
+        );
+        let strings = "x = ('a)', \"\"\"(\n\"\"\", '''\n)''')\ny = (\n";
+        let joined = python_join_bracketed_lines(strings.as_bytes()).unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&joined),
+            "x = ('a)', \"\"\"(\n\"\"\", '''\n)''')\ny = ( "
+        );
+    }
+
+    #[test]
+    fn python_valid_file_with_a_dedented_continuation_passes() {
+        let source = "class A:\n    def f(self):\n        (bar.\n    baz)\n        return 1\n";
+        assert_eq!(messages(Language::Python, source), vec![]);
     }
 
     #[test]
