@@ -226,7 +226,16 @@ fn shortcut_reuses_hashes_of_unchanged_files_and_reads_changed_ones() {
         write(root, &format!("src/f{i:02}.txt"), format!("file {i:02}"));
     }
     // Names that sort around each other and around their folders.
-    for extra in ["a", "a.txt", "a-b/c", "a/b", "a/b/c", "a/b.c", "src/f00.txt.orig", "src0/x"] {
+    for extra in [
+        "a",
+        "a.txt",
+        "a-b/c",
+        "a/b",
+        "a/b/c",
+        "a/b.c",
+        "src/f00.txt.orig",
+        "src0/x",
+    ] {
         write(root, &format!("nest/{extra}x"), extra);
         write(root, &format!("{extra}y"), extra);
     }
@@ -654,4 +663,70 @@ fn names_that_are_not_utf8_are_recorded_and_restored() {
     assert!(before.restore(root, &changes).unwrap().is_empty());
     assert_eq!(fs::read(root.join(old_name)).unwrap(), b"old");
     assert!(!root.join(new_name).exists());
+}
+
+mod properties {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Relative file paths whose folders and files cannot collide: files end in `.f`, folders do
+    /// not. Names are chosen to sort around each other (`a`, `a-b`, `a.f`, `a0`, upper case).
+    fn file_path() -> impl Strategy<Value = String> {
+        let folder = prop::sample::select(vec!["a", "a-b", "b0", "B"]);
+        let file = prop::sample::select(vec!["a.f", "a-b.f", "a0.f", "b.f", "Z.f"]);
+        (prop::collection::vec(folder, 0..3), file).prop_map(|(folders, file)| {
+            let mut path = folders.join("/");
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push_str(file);
+            path
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// A snapshot taken with a previous one lists the same files in the same order as one
+        /// taken without, and the diff is exactly what changed.
+        #[test]
+        fn warm_snapshots_match_cold_ones_and_diff_exactly(
+            before in prop::collection::btree_set(file_path(), 0..24),
+            after in prop::collection::btree_set(file_path(), 0..24),
+            rewrite in prop::collection::vec(any::<bool>(), 24),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            for path in &before {
+                write(root, path, format!("before {path}"));
+            }
+            let first = take(root);
+            for path in before.difference(&after) {
+                fs::remove_file(root.join(path)).unwrap();
+            }
+            let mut modified = BTreeSet::new();
+            for (path, rewrite) in after.iter().zip(rewrite.iter().cycle()) {
+                if !before.contains(path) {
+                    write(root, path, format!("after {path}"));
+                } else if *rewrite {
+                    write(root, path, format!("changed {path}"));
+                    modified.insert(path.clone());
+                }
+            }
+            let warm = Snapshot::take(root, &options(), Some(&first)).unwrap();
+            let cold = take(root);
+            let warm_files: BTreeMap<_, _> = warm.files().collect();
+            prop_assert_eq!(paths(&warm), paths(&cold));
+            prop_assert_eq!(warm_files, cold.files().collect::<BTreeMap<_, _>>());
+            prop_assert_eq!(paths(&warm), after.iter().map(String::as_str).collect::<Vec<_>>());
+
+            let changes = first.diff(&warm);
+            prop_assert_eq!(changes.created, after.difference(&before).cloned().collect::<Vec<_>>());
+            prop_assert_eq!(changes.deleted, before.difference(&after).cloned().collect::<Vec<_>>());
+            prop_assert_eq!(changes.modified, modified.into_iter().collect::<Vec<_>>());
+        }
+    }
 }

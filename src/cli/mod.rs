@@ -1,6 +1,7 @@
 //! The command line: argument parsing and one module per subcommand. Each subcommand returns the
 //! process exit code.
 
+mod approve;
 mod compile;
 mod explain;
 mod fmt;
@@ -10,6 +11,7 @@ mod lint;
 mod run;
 mod runs;
 mod schema;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -44,6 +46,17 @@ enum Command {
     /// the state folder (`.helixflow/runs/<run-id>/`). Exits 0 when every phase passed, 1 when a
     /// phase failed or the run timed out, 130 when interrupted.
     Run(run::Args),
+    /// Check a phase's gates against the workspace now; inside a run, record a receipt.
+    ///
+    /// Agents in `self` mode run this before they finish. Inside a run (HELIXFLOW_* set by
+    /// helixflow) the run itself checks the current attempt, including `scope` and `protect`
+    /// against the attempt's starting point, and keeps the receipt. Exits 0 when every gate
+    /// passed, 1 otherwise.
+    Verify(verify::Args),
+    /// Approve the work of a phase waiting at an `approval` gate.
+    Approve(approve::ApproveArgs),
+    /// Reject the work of a phase waiting at an `approval` gate; the reason becomes feedback.
+    Reject(approve::RejectArgs),
     /// List past runs of a pipeline.
     Runs(runs::RunsArgs),
     /// Show a run's summary, or one phase's attempts with their gates and feedback.
@@ -87,6 +100,9 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Verify(args) => verify::run(&args),
+        Command::Approve(args) => approve::approve(&args),
+        Command::Reject(args) => approve::reject(&args),
         Command::Runs(args) => runs::runs(&args),
         Command::Show(args) => runs::show(&args),
         Command::Lint(args) => lint::run(&args),

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use super::input;
 use crate::diagnostics::did_you_mean;
-use crate::engine::prompt::{PromptContext, render_argv, render_prompt};
+use crate::engine::prompt::{PromptContext, render_argv, render_prompt, shell_quote};
 use crate::engine::{RunOptions, execute};
 use crate::graph::PhaseGraph;
-use crate::model::{GateKind, Pipeline, VerifyMode, Worker};
+use crate::model::{Pipeline, VerifyMode, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
 
 /// Arguments of `helixflow run`.
@@ -139,37 +139,20 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Verify modes and gates this version cannot run are refused before anything starts, rather
-/// than silently skipped.
+/// Verify modes this version cannot run are refused before anything starts, rather than
+/// silently skipped.
 fn check_supported(pipeline: &Pipeline) -> Result<(), String> {
-    let mut problems = Vec::new();
-    for phase in &pipeline.phases {
-        for mode in &phase.verify {
-            if *mode != VerifyMode::External {
-                let mode = serde_json::to_value(mode)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                problems.push(format!(
-                    "phase \"{}\": verify mode \"{mode}\"",
-                    phase.name.value
-                ));
-            }
-        }
-        for gate in &phase.gates {
-            if matches!(gate.kind, GateKind::Approval { .. }) {
-                problems.push(format!(
-                    "phase \"{}\": the `approval` gate",
-                    phase.name.value
-                ));
-            }
-        }
-    }
+    let problems: Vec<String> = pipeline
+        .phases
+        .iter()
+        .filter(|phase| phase.verify.contains(&VerifyMode::SubAgent))
+        .map(|phase| format!("phase \"{}\": verify mode \"sub-agent\"", phase.name.value))
+        .collect();
     if problems.is_empty() {
         Ok(())
     } else {
         Err(format!(
-            "this version of `helixflow run` supports external verification only; not supported:\n  {}",
+            "this version of `helixflow run` cannot run:\n  {}",
             problems.join("\n  ")
         ))
     }
@@ -242,7 +225,7 @@ fn plan(pipeline: &Pipeline, only: &[String]) -> String {
         }
         match &phase.worker {
             Worker::Run(command) => {
-                let _ = writeln!(out, "  run: sh -c {}", quote(command));
+                let _ = writeln!(out, "  run: sh -c {}", shell_quote(command));
             }
             Worker::Agent(name) => {
                 let agent = &pipeline.agents[&name.value];
@@ -267,7 +250,7 @@ fn plan(pipeline: &Pipeline, only: &[String]) -> String {
                 ]);
                 let argv = render_argv(&agent.command, &values)
                     .unwrap_or_else(|e| vec![format!("<argv does not render: {e}>")]);
-                let shown: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+                let shown: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
                 let _ = writeln!(out, "  agent \"{}\": {}", name.value, shown.join(" "));
                 let _ = writeln!(out, "  prompt:");
                 for line in prompt.lines() {
@@ -284,17 +267,4 @@ fn plan(pipeline: &Pipeline, only: &[String]) -> String {
         }
     }
     out
-}
-
-/// Shell-style quoting, for display only: nothing helixflow runs goes through a shell.
-fn quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
-    {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
 }

@@ -4,15 +4,17 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::approvals;
+use super::control::{self, LiveAttempt};
 use super::event::{AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus};
 use super::process::{self, ChildSpec};
 use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
-use crate::model::{Phase, Worker};
+use crate::model::{Phase, VerifyMode, Worker};
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
 use crate::verify::snapshot::{Snapshot, SnapshotOptions};
@@ -133,15 +135,33 @@ async fn one_attempt(
             phase: name.clone(),
             attempt,
             step: s.to_owned(),
-        })
+        });
     };
     let started = Instant::now();
+    let cancelled = || {
+        finish(
+            shared,
+            phase,
+            attempt,
+            started,
+            AttemptOutcome::Cancelled,
+            None,
+            Vec::new(),
+        )
+    };
 
     step("snapshot");
-    let before = take_snapshot(shared, None).await?;
+    // The diff shown to a verifier needs the files' earlier contents.
+    let keep_contents = phase.verify.contains(&VerifyMode::SubAgent);
+    let before = Arc::new(take_snapshot(shared, None, keep_contents).await?);
 
     let (feedback_text, feedback_file) =
         previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
+    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
+        verify_instructions(phase)
+    } else {
+        String::new()
+    };
     let mut spec = match &phase.worker {
         Worker::Run(command) => {
             let mut spec = ChildSpec::shell(
@@ -160,7 +180,7 @@ async fn one_attempt(
                 attempt,
                 max_attempts,
                 feedback: feedback_text,
-                verify_instructions: "",
+                verify_instructions: &instructions,
             };
             let template = phase.prompt.as_ref().map_or("", |p| p.text());
             let prompt = match render_prompt(template, &context) {
@@ -174,7 +194,6 @@ async fn one_attempt(
             } else {
                 None
             };
-            let argv_template = retry_argv.unwrap_or(&agent.command);
             let values = BTreeMap::from([
                 ("prompt", prompt.clone()),
                 ("prompt_file", prompt_file.display().to_string()),
@@ -189,7 +208,7 @@ async fn one_attempt(
                         .unwrap_or_default(),
                 ),
             ]);
-            let argv = match render_argv(argv_template, &values) {
+            let argv = match render_argv(retry_argv.unwrap_or(&agent.command), &values) {
                 Ok(argv) => argv,
                 Err(e) => return Ok(fatal(format!("the agent's argv does not render: {e:#}"))),
             };
@@ -200,7 +219,7 @@ async fn one_attempt(
                 dir.join("stderr.log"),
             )?;
             if agent.stdin {
-                spec.stdin = Some(prompt.into_bytes());
+                spec.stdin = Some(prompt.clone().into_bytes());
             }
             spec.timeout = phase.timeout.or(agent.timeout).map(|t| t.duration());
             spec.idle_timeout = agent.idle_timeout.map(|t| t.duration());
@@ -233,15 +252,31 @@ async fn one_attempt(
     if let Some(file) = feedback_file {
         env.push(("HELIXFLOW_FEEDBACK_FILE".into(), file.clone().into()));
     }
+    if let Some(socket) = &shared.socket {
+        env.push((control::SOCKET_ENV.into(), socket.clone().into()));
+    }
     spec.env = env;
     spec.grace = shared.options.grace;
     spec.redactor = shared.redactor.clone();
 
+    let live = Arc::new(LiveAttempt {
+        attempt,
+        before: before.clone(),
+        dir: dir.clone(),
+        receipts: Mutex::new(Vec::new()),
+    });
+    if let Ok(mut attempts) = shared.live.lock() {
+        attempts.insert(name.clone(), live.clone());
+    }
     step(match phase.worker {
         Worker::Run(_) => "run",
         Worker::Agent(_) => "agent",
     });
-    let exit = match process::run(spec, &shared.cancel).await {
+    let exit = process::run(spec, &shared.cancel).await;
+    if let Ok(mut attempts) = shared.live.lock() {
+        attempts.remove(name);
+    }
+    let exit = match exit {
         Ok(exit) => exit,
         Err(e) => {
             return Ok(fatal(format!(
@@ -256,24 +291,19 @@ async fn one_attempt(
         exit: exit.clone(),
     });
     if exit.cancelled || shared.cancel.soft.is_cancelled() {
-        return Ok(finish(
-            shared,
-            phase,
-            attempt,
-            started,
-            AttemptOutcome::Cancelled,
-            None,
-            Vec::new(),
-        ));
+        return Ok(cancelled());
     }
 
     let (agent_failure, response_text) = agent_result(shared, phase, &exit, &dir);
-
     let mut reports: Vec<GateReport> = Vec::new();
     if agent_failure.is_none() {
         step("verify");
-        let after = take_snapshot(shared, Some(&before)).await?;
+        let after = take_snapshot(shared, Some(&before), false).await?;
         let changes = before.diff(&after);
+        std::fs::write(
+            dir.join("changes.json"),
+            serde_json::to_string_pretty(&changes)?,
+        )?;
         let env: Vec<(OsString, OsString)> = shared
             .pipeline
             .env
@@ -281,32 +311,49 @@ async fn one_attempt(
             .chain(&phase.env)
             .map(|(k, v)| (OsString::from(k), OsString::from(v)))
             .collect();
-        let context = GateContext {
-            workspace: &shared.pipeline.workspace,
-            phase,
-            response: response_text.as_deref(),
-            before: &before,
-            after: &after,
-            changes: &changes,
-            env: &env,
-            logs: &dir,
-            cancel: &shared.cancel,
-            redactor: shared.redactor.clone(),
-            grace: shared.options.grace,
-            exclude: std::slice::from_ref(&shared.pipeline.state_dir),
-        };
-        let mut on_report = |report: &GateReport| {
+        let emit = |report: &GateReport| {
             shared.emit(Event::GateFinished {
                 phase: name.clone(),
                 attempt,
                 report: report.clone(),
             });
         };
-        reports = run_gates(&context, &mut on_report).await;
-        std::fs::write(
-            dir.join("changes.json"),
-            serde_json::to_string_pretty(&changes)?,
-        )?;
+        let passing =
+            |reports: &[GateReport]| reports.iter().all(|r| r.status != GateStatus::Failed);
+
+        // Modes run in the order self → external → sub-agent, each only when the earlier passed:
+        // no verifier is paid to review work that already failed.
+        if phase.verify.contains(&VerifyMode::SelfCheck) {
+            let report = self_verification(&live, &after);
+            emit(&report);
+            reports.push(report);
+        }
+        if passing(&reports) && phase.verify.contains(&VerifyMode::External) {
+            let context = GateContext {
+                workspace: &shared.pipeline.workspace,
+                phase,
+                response: response_text.as_deref(),
+                before: &before,
+                after: &after,
+                changes: &changes,
+                env: &env,
+                logs: &dir,
+                cancel: &shared.cancel,
+                redactor: shared.redactor.clone(),
+                grace: shared.options.grace,
+                exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+            };
+            let mut on_report = |report: &GateReport| {
+                // Approval gates are decided below, once everything else passed.
+                if report.kind != "approval" {
+                    emit(report);
+                }
+            };
+            reports.extend(run_gates(&context, &mut on_report).await);
+        }
+        if passing(&reports) {
+            approvals::decide(shared, phase, attempt, &dir, &mut reports, &emit).await;
+        }
     }
     std::fs::write(
         dir.join("gates.json"),
@@ -315,15 +362,7 @@ async fn one_attempt(
             .redact(&serde_json::to_string_pretty(&reports)?),
     )?;
     if shared.cancel.soft.is_cancelled() {
-        return Ok(finish(
-            shared,
-            phase,
-            attempt,
-            started,
-            AttemptOutcome::Cancelled,
-            None,
-            Vec::new(),
-        ));
+        return Ok(cancelled());
     }
 
     let failed_gates: Vec<String> = reports
@@ -360,6 +399,80 @@ async fn one_attempt(
         Some(text),
         failed_gates,
     ))
+}
+
+/// What a `self`-verified agent is told: the outputs, the gates, and the exact command.
+fn verify_instructions(phase: &Phase) -> String {
+    let exe = std::env::current_exe()
+        .map_or_else(|_| "helixflow".to_owned(), |p| p.display().to_string());
+    let mut text = String::from("## Verify your work before you finish\n\n");
+    text.push_str(&format!(
+        "Before you finish, run this command in the workspace:\n\n    {} verify\n\n",
+        super::prompt::shell_quote(&exe)
+    ));
+    text.push_str(
+        "It checks the expected outputs and the gates below and records a receipt. This phase passes only if \
+         your last `helixflow verify` passed and no file changed after it. If it fails, fix what it reports \
+         and run it again.\n",
+    );
+    if !phase.outputs.is_empty() {
+        text.push_str("\nExpected outputs:\n");
+        for output in &phase.outputs {
+            text.push_str(&format!("- {}\n", super::prompt::describe_output(output)));
+        }
+    }
+    if !phase.gates.is_empty() {
+        text.push_str("\nGates:\n");
+        for gate in &phase.gates {
+            text.push_str(&format!("- {}\n", super::prompt::describe_gate(gate)));
+        }
+    }
+    text
+}
+
+/// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since.
+fn self_verification(live: &LiveAttempt, after: &Snapshot) -> GateReport {
+    let receipts = live.receipts.lock().map(|r| r.clone()).unwrap_or_default();
+    let (status, details) = match receipts.last() {
+        None => (
+            GateStatus::Failed,
+            vec!["no receipt: `helixflow verify` was not run during this attempt. Run it before you finish; \
+                  the phase passes only with a passing receipt."
+                .to_owned()],
+        ),
+        Some(receipt) if !receipt.success => {
+            let mut details = vec![format!(
+                "your last `helixflow verify` (receipt {} of this attempt) failed, and you finished anyway. What failed:",
+                receipts.len()
+            )];
+            for gate in receipt.gates.iter().filter(|g| g.status == GateStatus::Failed) {
+                details.push(format!("gate `{}` ({}):\n{}", gate.name, gate.kind, gate.details.join("\n")));
+            }
+            (GateStatus::Failed, details)
+        }
+        Some(receipt) => {
+            let changed = receipt.snapshot.diff(after);
+            if changed.is_empty() {
+                (GateStatus::Passed, Vec::new())
+            } else {
+                let mut details = vec![format!(
+                    "files changed after your last passing `helixflow verify`; run it again after your last change ({} changed):",
+                    changed.len()
+                )];
+                details.extend(changed.created.iter().map(|p| format!("`{p}` was created")));
+                details.extend(changed.modified.iter().map(|p| format!("`{p}` was modified")));
+                details.extend(changed.deleted.iter().map(|p| format!("`{p}` was deleted")));
+                (GateStatus::Failed, details)
+            }
+        }
+    };
+    GateReport {
+        name: "self-verification".into(),
+        kind: "self".into(),
+        status,
+        duration_ms: 0,
+        details,
+    }
 }
 
 /// Judges the child's exit, extracts and saves the response, and checks `evidence`.
@@ -480,12 +593,24 @@ fn worker_noun(phase: &Phase) -> &'static str {
     }
 }
 
-async fn take_snapshot(shared: &Shared, previous: Option<&Snapshot>) -> std::io::Result<Snapshot> {
-    let workspace = shared.pipeline.workspace.clone();
-    let options = SnapshotOptions {
+/// Largest file whose contents a snapshot keeps for diffs and restores.
+const KEPT_CONTENTS: u64 = 1 << 20;
+
+/// How the engine snapshots the workspace: never the state folder; contents kept on request.
+pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> SnapshotOptions {
+    SnapshotOptions {
         exclude: vec![shared.pipeline.state_dir.clone()],
-        keep_contents_under: None,
-    };
+        keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
+    }
+}
+
+async fn take_snapshot(
+    shared: &Shared,
+    previous: Option<&Snapshot>,
+    keep_contents: bool,
+) -> std::io::Result<Snapshot> {
+    let workspace = shared.pipeline.workspace.clone();
+    let options = snapshot_options(shared, keep_contents);
     let previous = previous.cloned();
     tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, previous.as_ref()))
         .await

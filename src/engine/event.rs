@@ -1,7 +1,7 @@
 //! The events of a run. The engine emits them; the journal, the progress display, NDJSON, JUnit and
 //! the summary only listen. The engine itself never prints.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How a timed-out child was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -14,7 +14,7 @@ pub enum TimeoutKind {
 }
 
 /// The result of one gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum GateStatus {
     /// The gate passed.
@@ -26,7 +26,7 @@ pub enum GateStatus {
 }
 
 /// What one gate found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateReport {
     /// The gate's name (default: its kind); the implicit first gate is `outputs`.
     pub name: String,
@@ -37,7 +37,8 @@ pub struct GateReport {
     /// How long it took, in milliseconds.
     pub duration_ms: u64,
     /// One entry per finding, each precise enough to act on (a path, `file:line:col` with the source
-    /// line and a caret, the tail of a command's output, …). Empty when passed.
+    /// line and a caret, the tail of a command's output, …). A passing gate may carry a note (a
+    /// fix that repaired it, nothing to check).
     pub details: Vec<String>,
 }
 

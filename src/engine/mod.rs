@@ -1,7 +1,9 @@
 //! The run engine: scheduling phases over the DAG, one attempt at a time per phase, supervising
 //! every child process, and emitting [`event::Event`]s.
 
+pub mod approvals;
 mod attempt;
+pub mod control;
 pub mod event;
 pub mod process;
 pub mod prompt;

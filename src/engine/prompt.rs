@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use minijinja::{Environment, Value};
 
-use crate::model::{Output, Phase};
+use crate::model::{Gate, GateKind, Output, Phase};
 
 /// The prompt variables of one attempt.
 #[derive(Debug, Clone)]
@@ -30,6 +30,41 @@ pub fn describe_output(output: &Output) -> String {
             if *min == 1 { "" } else { "s" }
         ),
         Output::From { doc, key } => format!("every path listed under `{key}` in {doc}"),
+    }
+}
+
+/// How a gate is described to the agent: `name (kind): what it checks`.
+pub fn describe_gate(gate: &Gate) -> String {
+    let what = match &gate.kind {
+        GateKind::Syntax { globs } if globs.is_empty() => "the outputs parse".to_owned(),
+        GateKind::Syntax { globs } => format!("files matching {} parse", globs.join(", ")),
+        GateKind::Command { run, .. } => format!("`{run}` exits 0"),
+        GateKind::Matches { target, pattern } => format!("{target} matches `{pattern}`"),
+        GateKind::Absent { target, pattern } => format!("`{pattern}` appears nowhere in {target}"),
+        GateKind::FrontMatter { path, keys } => {
+            format!("{path} has front matter with {}", keys.join(", "))
+        }
+        GateKind::Sections { path, headings } => {
+            format!("{path} has the sections {}", headings.join(", "))
+        }
+        GateKind::PathsExist { doc, key } => format!("every path under `{key}` in {doc} exists"),
+        GateKind::Changes { min } => format!("at least {min} file(s) changed"),
+        GateKind::Approval { .. } => "a person approves the work".to_owned(),
+    };
+    format!("{}: {what}", gate.name)
+}
+
+/// Shell-style quoting, for showing a command to a person or an agent; nothing helixflow runs
+/// goes through it.
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
+    {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
     }
 }
 

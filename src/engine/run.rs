@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
+use super::control::{self, LiveAttempts};
 use super::event::{Event, PhaseStatus, RunStatus};
 use super::process::Cancel;
 use crate::graph::PhaseGraph;
@@ -65,6 +66,10 @@ pub(crate) struct Shared {
     /// Retries left in the run's budget; `None` is unlimited.
     retries_left: Option<AtomicU32>,
     cancel_reason: Mutex<String>,
+    /// Attempts now running, for `helixflow verify` over the control socket.
+    pub live: LiveAttempts,
+    /// The control socket's path, when it could be opened.
+    pub socket: Option<std::path::PathBuf>,
 }
 
 impl Shared {
@@ -173,6 +178,11 @@ pub async fn execute(
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
     let max_parallel = options.jobs.unwrap_or(pipeline.max_parallel).max(1) as usize;
     let timeout = pipeline.timeout.map(|t| t.duration());
+    // `self` verification talks to this run over a socket; without one, `helixflow verify`
+    // inside the run reports that it cannot reach the run.
+    let socket_path = control::socket_path(&run.run_id);
+    let _ = std::fs::remove_file(&socket_path);
+    let listener = tokio::net::UnixListener::bind(&socket_path).ok();
     let shared = Arc::new(Shared {
         pipeline,
         run: run.clone(),
@@ -183,7 +193,10 @@ pub async fn execute(
         stopping: AtomicBool::new(false),
         retries_left,
         cancel_reason: Mutex::new(String::new()),
+        live: LiveAttempts::default(),
+        socket: listener.as_ref().map(|_| socket_path.clone()),
     });
+    let server = listener.map(|listener| tokio::spawn(control::serve(listener, shared.clone())));
     shared.emit(Event::RunStarted {
         run_id: run.run_id.clone(),
         pipeline: shared.pipeline.name.clone(),
@@ -199,6 +212,10 @@ pub async fn execute(
     let started = Instant::now();
     let any_failed = schedule(&shared, &selected, max_parallel, timeout, &interrupted).await;
     signals.abort();
+    if let Some(server) = server {
+        server.abort();
+        let _ = std::fs::remove_file(&socket_path);
+    }
 
     let status = interrupted
         .lock()

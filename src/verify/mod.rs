@@ -3,4 +3,5 @@
 pub mod feedback;
 pub mod gates;
 pub mod snapshot;
+pub mod subagent;
 pub mod syntax;

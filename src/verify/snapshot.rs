@@ -9,7 +9,8 @@
 //!   precedence). `.ignore` files are not read: they tell search tools what to skip, not what belongs
 //!   to the project.
 //! - Hidden files are included (`.env` or `.github/` changed outside `scope` must be seen), but `.git`
-//!   folders and the excluded folders (the state dir) are never entered, whether ignored or not.
+//!   (a repository's folder, or the file a worktree or submodule has instead) and the excluded
+//!   folders (the state dir) are never entered or recorded, whether ignored or not.
 //! - Symlinks are not followed: a link is recorded as a file whose contents are its target path.
 //! - Folders are not entries (as in git), but are remembered so that [`Snapshot::restore`] removes
 //!   only the folders that were created after the snapshot.
@@ -23,7 +24,7 @@
 //!
 //! The shortcut: a file reuses the previous snapshot's hash without being read when its size,
 //! modification time, inode change time and inode number are unchanged, and its inode last changed
-//! more than [`RACY_MARGIN_NS`] before the previous snapshot began. The margin is git's "racy
+//! more than 2 seconds before the previous snapshot began. The margin is git's "racy
 //! clean" rule: timestamps are coarse, so a file stamped just before a snapshot may change again
 //! within the same tick after it was read. Since every write moves the change time, which cannot
 //! be set back, a same-size change whose modification time was put back is still seen; only a
@@ -42,7 +43,7 @@ use serde::Serialize;
 
 /// Files stamped this close to (or after) a snapshot's start are re-read by the next snapshot even
 /// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
-pub const RACY_MARGIN_NS: i128 = 2_000_000_000;
+const RACY_MARGIN_NS: i128 = 2_000_000_000;
 
 /// Ignore files with `.gitignore` syntax that only helixflow reads.
 const HELIXFLOW_IGNORE: &str = ".helixflowignore";
@@ -126,8 +127,9 @@ impl Snapshot {
     /// Walks `workspace`. `previous`: reuse a file's hash when size and mtime are unchanged (the
     /// shortcut; see the module documentation for the exact rule).
     ///
-    /// Fails when `workspace` is not a readable folder, or on an I/O error other than a file
-    /// vanishing or being unreadable.
+    /// # Errors
+    /// When `workspace` is not a readable folder, or on an I/O error other than a file vanishing
+    /// or being unreadable.
     pub fn take(
         workspace: &Path,
         options: &SnapshotOptions,
@@ -190,14 +192,16 @@ impl Snapshot {
             started_ns,
             ..Snapshot::default()
         };
-        let mut files = Vec::with_capacity(parts.iter().map(|part| part.files.len()).sum());
+        let total = parts.iter().map(|part| part.files.len()).sum();
+        let mut found = Vec::with_capacity(parts.len());
         for part in parts {
-            files.extend(part.files);
+            found.push(part.files);
             snapshot.dirs.extend(part.dirs);
             snapshot.raw_names.extend(part.raw_names);
             snapshot.hashed += part.hashed;
         }
-        files.sort_by(by_path);
+        let previous_files = previous.map_or(&[][..], |previous| previous.files.as_slice());
+        let mut files = in_path_order(found.into_iter().flatten(), total, previous_files);
         // Two names that are not UTF-8 can read the same; keep one rather than confuse the diff.
         files.dedup_by(|a, b| a.0 == b.0);
         snapshot.files = files;
@@ -292,8 +296,10 @@ impl Snapshot {
     /// could lead outside the workspace): such paths are returned as not restored, as are paths
     /// that are not plain relative paths and created files replaced by a folder since. A "created"
     /// file whose inode changed before this snapshot began is kept: it existed then, hidden by an
-    /// ignore rule that was changed since. Every path is tried; on an I/O error the first one is
-    /// returned after the others were done.
+    /// ignore rule that was changed since.
+    ///
+    /// # Errors
+    /// The first I/O error met; every other path is still tried first.
     pub fn restore(&self, workspace: &Path, changes: &Changes) -> io::Result<Vec<String>> {
         let mut outcome = Restoring::default();
         for path in changes.all().filter(|path| self.entry(path).is_none()) {
@@ -398,12 +404,12 @@ impl Snapshot {
             return Some(rel.to_path_buf());
         }
         // A name that is not UTF-8 was recorded lossily: look for the one that reads the same.
-        let mut real = PathBuf::new();
+        let mut on_disk = PathBuf::new();
         for component in rel.components() {
             let name = component.as_os_str();
             let wanted = name.to_string_lossy();
             let found = if wanted.contains(char::REPLACEMENT_CHARACTER) {
-                fs::read_dir(workspace.join(&real))
+                fs::read_dir(workspace.join(&on_disk))
                     .ok()
                     .and_then(|entries| {
                         entries
@@ -414,9 +420,9 @@ impl Snapshot {
             } else {
                 None
             };
-            real.push(found.as_deref().unwrap_or(name));
+            on_disk.push(found.as_deref().unwrap_or(name));
         }
-        Some(real)
+        Some(on_disk)
     }
 }
 
@@ -435,22 +441,44 @@ struct Entry {
     readable: bool,
     /// Kept bytes (for a symlink: its target), shared with later snapshots that reuse them.
     contents: Option<Arc<[u8]>>,
-    /// The path's index in the previous snapshot ([`NEW`] when it had none), used while the walk's
-    /// findings are sorted: comparing indexes is much cheaper than comparing paths.
-    order: u32,
+    /// The path's index in the previous snapshot ([`NEW`] when it had none), so that the walk's
+    /// findings are put in path order without comparing paths.
+    order: usize,
 }
 
 /// [`Entry::order`] of a path the previous snapshot did not have.
-const NEW: u32 = u32::MAX;
+const NEW: usize = usize::MAX;
 
-/// Path order, by the previous snapshot's indexes where both paths have one: that snapshot is
-/// sorted by path, so the two orders agree.
-fn by_path(a: &(String, Entry), b: &(String, Entry)) -> Ordering {
-    if a.1.order != NEW && b.1.order != NEW {
-        a.1.order.cmp(&b.1.order)
-    } else {
-        a.0.cmp(&b.0)
+/// The walk's findings in path order. The previous snapshot is in path order already: a file it
+/// had goes to its index there, and a new file right before the first path there that sorts after
+/// it, so only new files are compared by path (with one binary search each).
+fn in_path_order(
+    found: impl Iterator<Item = (String, Entry)>,
+    total: usize,
+    previous: &[(String, Entry)],
+) -> Vec<(String, Entry)> {
+    let mut known: Vec<Option<(String, Entry)>> = (0..previous.len()).map(|_| None).collect();
+    let mut new = Vec::new();
+    for (path, entry) in found {
+        match known.get_mut(entry.order) {
+            Some(slot) => *slot = Some((path, entry)),
+            None => {
+                let before = previous.partition_point(|(old, _)| old.as_str() < path.as_str());
+                new.push((before, path, entry));
+            }
+        }
     }
+    new.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let mut new = new.into_iter().peekable();
+    let mut files = Vec::with_capacity(total);
+    for (index, slot) in known.into_iter().enumerate() {
+        while let Some((_, path, entry)) = new.next_if(|(before, ..)| *before <= index) {
+            files.push((path, entry));
+        }
+        files.extend(slot);
+    }
+    files.extend(new.map(|(_, path, entry)| (path, entry)));
+    files
 }
 
 impl Entry {
@@ -478,7 +506,7 @@ impl std::fmt::Debug for Entry {
             .field("mode", &format_args!("{:o}", self.mode))
             .field("readable", &self.readable)
             .field("kept_bytes", &self.contents.as_ref().map(|c| c.len()))
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -525,9 +553,15 @@ struct Collectors<'s> {
 
 impl<'s> ParallelVisitorBuilder<'s> for Collectors<'s> {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        // Each thread may find nearly every file: reserving that much up front costs address space,
+        // not memory, and saves copying large vectors as they grow.
+        let expected = self.shared.previous.map_or(0, Snapshot::len);
         Box::new(Collector {
             shared: self.shared,
-            part: Part::default(),
+            part: Part {
+                files: Vec::with_capacity(expected),
+                ..Part::default()
+            },
             buffer: Vec::new(),
             folder: Folder::default(),
             nearby_folder: None,
@@ -563,7 +597,7 @@ impl ParallelVisitor for Collector<'_> {
     fn visit(&mut self, result: Result<DirEntry, ignore::Error>) -> WalkState {
         let entry = match result {
             Ok(entry) => entry,
-            Err(err) => return self.walk_error(err),
+            Err(err) => return self.walk_error(&err),
         };
         if entry.depth() == 0 {
             return WalkState::Continue;
@@ -601,10 +635,7 @@ impl ParallelVisitor for Collector<'_> {
 
 impl Drop for Collector<'_> {
     fn drop(&mut self) {
-        let mut part = std::mem::take(&mut self.part);
-        // Sorting here runs on the walker's threads, in parallel; `take` then only merges the
-        // sorted runs, which the standard sort recognizes.
-        part.files.sort_unstable_by(by_path);
+        let part = std::mem::take(&mut self.part);
         self.shared
             .parts
             .lock()
@@ -616,7 +647,7 @@ impl Drop for Collector<'_> {
 impl<'s> Collector<'s> {
     /// Vanished files and unlistable folders are skipped; other I/O errors fail the snapshot.
     /// Errors without I/O (a bad pattern in an ignore file) are skipped, as git skips such lines.
-    fn walk_error(&self, err: ignore::Error) -> WalkState {
+    fn walk_error(&self, err: &ignore::Error) -> WalkState {
         match err.io_error() {
             Some(io_err) if !skippable(io_err) => {
                 self.shared
@@ -659,7 +690,7 @@ impl<'s> Collector<'s> {
         };
         let old = self.previous_entry(key);
         if let Some((index, _)) = old {
-            entry.order = u32::try_from(index).unwrap_or(NEW);
+            entry.order = index;
         }
         if let Some((_, previous)) = old
             && self.reusable(previous, &entry)
@@ -733,13 +764,13 @@ impl<'s> Collector<'s> {
     fn read_file(&mut self, path: &Path, size: u64, keep: bool) -> io::Result<Contents> {
         let mut file = match self.folder.open(path) {
             Ok(file) => file,
-            Err(err) => return unread(err, path),
+            Err(err) => return unread(&err, path),
         };
         if keep {
             let capacity = usize::try_from(size).unwrap_or(0).saturating_add(1);
             let mut bytes = Vec::with_capacity(capacity);
             if let Err(err) = file.read_to_end(&mut bytes) {
-                return unread(err, path);
+                return unread(&err, path);
             }
             let hash = *blake3::hash(&bytes).as_bytes();
             return Ok(Contents::Read {
@@ -758,7 +789,7 @@ impl<'s> Collector<'s> {
                     hasher.update(&self.buffer[..n]);
                 }
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) => return unread(err, path),
+                Err(err) => return unread(&err, path),
             }
         }
         Ok(Contents::Read {
@@ -781,18 +812,18 @@ fn read_link(path: &Path, keep: bool) -> io::Result<Contents> {
         }
         // No longer a symlink.
         Err(err) if err.kind() == ErrorKind::InvalidInput => Ok(Contents::Gone),
-        Err(err) => unread(err, path),
+        Err(err) => unread(&err, path),
     }
 }
 
 /// Sorts a failed open or read: gone, unreadable, or a real error.
-fn unread(err: io::Error, path: &Path) -> io::Result<Contents> {
+fn unread(err: &io::Error, path: &Path) -> io::Result<Contents> {
     if err.kind() == ErrorKind::PermissionDenied {
         Ok(Contents::Unreadable)
-    } else if changed_underfoot(&err) {
+    } else if changed_underfoot(err) {
         Ok(Contents::Gone)
     } else {
-        Err(with_path(&err, path))
+        Err(with_path(err, path))
     }
 }
 
@@ -921,7 +952,11 @@ fn below<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
 
 /// A relative path as snapshots write it: forward slashes, lossy where not UTF-8.
 fn key_of(rel: &Path) -> String {
-    let text = rel.to_string_lossy();
+    // `to_str` first: `to_string_lossy` takes a slower path even for valid UTF-8.
+    let text = match rel.to_str() {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => rel.to_string_lossy(),
+    };
     if std::path::MAIN_SEPARATOR == '/' {
         text.into_owned()
     } else {

@@ -2,11 +2,14 @@
 //!
 //! tree-sitter parses every language; its error recovery keeps going after the first problem, so one
 //! bad line does not hide the next. Where a grammar accepts what the language does not, or places its
-//! errors poorly, a second check runs on top:
+//! errors poorly, more checks run on top:
 //!
 //! - **Python**: tree-sitter-python still parses Python 2 (`print "x"`, `exec "code"`, `<>`, `10L`,
-//!   `0777`, backticks, `ur""`, `raise E, V`, tuple parameters); Python 3 rejects all of them.
-//! - **JavaScript/TSX**: a JSX closing tag must match its opening tag.
+//!   `0777`, backticks, `ur""`, `raise E, V`, `except E, e:`, tuple parameters); Python 3 rejects all
+//!   of them. Its scanner also rejects a continuation line inside brackets that is indented less than
+//!   its block, which Python allows, so a rejected file is parsed again with bracketed lines joined.
+//! - **JavaScript/TypeScript**: a JSX closing tag must match its opening tag; objects have no holes
+//!   (`{a: 1,, b: 2}`).
 //! - **JSON**: tree-sitter-json tolerates comments (so `tsconfig.json` passes); a file without
 //!   comments must also be strict JSON: one value, no raw control characters in strings.
 //! - **YAML**: tree-sitter-yaml reports an indentation error at the start of the enclosing mapping;
@@ -16,6 +19,9 @@
 //! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2 and mixtures of both. helixflow's own KDL v2
 //!   parser decides first; a file it rejects still passes when tree-sitter-kdl accepts it and it does
 //!   not declare `/- kdl-version 2` (it is KDL v1, such as a Zellij configuration).
+//!
+//! tree-sitter reports an unclosed bracket or string where its recovery gave up, often the start of
+//! the enclosing block; the bracket (or TOML string) itself is reported instead.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -298,6 +304,9 @@ fn parse(language: Language, text: &[u8]) -> Result<Tree, String> {
     })
 }
 
+/// A language's check of one node, for what its grammar accepts but the language does not.
+type ExtraCheck = fn(Node, &[u8]) -> Option<Finding>;
+
 /// Every finding for one parsed file: the tree's own errors, then the language's extra checks.
 fn language_findings(
     language: Language,
@@ -305,23 +314,27 @@ fn language_findings(
     utf8: Option<&str>,
     tree: &Tree,
 ) -> Vec<Finding> {
-    let extra: fn(Node, &[u8]) -> Option<Finding> = match language {
-        Language::Python => python3_rejects,
-        Language::JavaScript | Language::Tsx if memchr_pair(text, b"</") => jsx_tag_mismatch,
-        _ => |_, _| None,
+    let extra: Option<ExtraCheck> = match language {
+        Language::Python => Some(python3_rejects),
+        Language::JavaScript | Language::TypeScript | Language::Tsx if js_may_need_checks(text) => {
+            Some(js_rejects)
+        }
+        _ => None,
     };
-    let walk_all = matches!(language, Language::Python)
-        || (matches!(language, Language::JavaScript | Language::Tsx) && memchr_pair(text, b"</"));
-    let mut tree_errors = tree_findings(tree, text, walk_all, extra);
-    if tree_errors.iter().any(|f| f.error_end.is_some())
-        && let Some(brackets) = bracket_problem(language, tree)
-    {
-        // The ERROR node that swallowed the bracket is a consequence of it.
-        tree_errors.retain(|f| {
-            f.error_end
-                .is_none_or(|end| !(f.byte..=end).contains(&brackets.byte))
-        });
-        tree_errors.push(brackets);
+    let mut tree_errors = tree_findings(tree, text, extra);
+    if tree_errors.iter().any(|f| f.error_end.is_some()) {
+        let precise = match language {
+            Language::Toml => toml_unterminated_string(text),
+            _ => bracket_problem(language, tree),
+        };
+        if let Some(precise) = precise {
+            // The ERROR node that swallowed the bracket or string is a consequence of it.
+            tree_errors.retain(|f| {
+                f.error_end
+                    .is_none_or(|end| !(f.byte..=end).contains(&precise.byte))
+            });
+            tree_errors.push(precise);
+        }
     }
     match language {
         Language::Json => json_findings(tree, text, tree_errors),
@@ -402,19 +415,11 @@ fn bracket_problem(language: Language, tree: &Tree) -> Option<Finding> {
     }
 }
 
-fn memchr_pair(text: &[u8], pair: &[u8; 2]) -> bool {
-    text.windows(2).any(|w| w == pair)
-}
-
-/// ERROR and MISSING nodes in document order, plus whatever `extra` rejects among the nodes
-/// visited. Only subtrees that contain an error are entered unless `walk_all` (the extra check
-/// needs every node). An ERROR node's descendants are not reported: they are one error.
-fn tree_findings(
-    tree: &Tree,
-    text: &[u8],
-    walk_all: bool,
-    extra: fn(Node, &[u8]) -> Option<Finding>,
-) -> Vec<Finding> {
+/// ERROR and MISSING nodes in document order, plus whatever `extra` rejects. Without `extra`, only
+/// subtrees that contain an error are entered; with it, every node is visited. An ERROR node's
+/// descendants are not reported: they are one error.
+fn tree_findings(tree: &Tree, text: &[u8], extra: Option<ExtraCheck>) -> Vec<Finding> {
+    let walk_all = extra.is_some();
     let mut out = Vec::new();
     let mut cursor = tree.walk();
     loop {
@@ -426,7 +431,7 @@ fn tree_findings(
         } else if node.is_missing() {
             out.push(Finding::new(node.start_byte(), missing_message(node)));
             descend = false;
-        } else if walk_all && let Some(finding) = extra(node, text) {
+        } else if let Some(finding) = extra.and_then(|extra| extra(node, text)) {
             out.push(finding);
             descend = false;
         }
@@ -658,8 +663,9 @@ fn python_findings_joined(text: &[u8], tree: &Tree) -> Vec<Finding> {
 /// The node kinds [`python3_rejects`] looks at, by kind id: every node of every Python file
 /// passes through it, and comparing ids is much cheaper than comparing kind names.
 static PYTHON_CHECKED_KINDS: LazyLock<Vec<bool>> = LazyLock::new(|| {
-    const KINDS: [&str; 8] = [
+    const KINDS: [&str; 9] = [
         "print_statement",
+        "except_clause",
         "exec_statement",
         "<>",
         "integer",
@@ -697,6 +703,16 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
             "Python 2 `print` statement; Python 3 needs `print(…)`",
         ),
         "exec_statement" => at(node, "Python 2 `exec` statement; Python 3 needs `exec(…)`"),
+        // Python 3.14 (PEP 758) accepts `except A, B:` and reads it as `except (A, B):`; every
+        // earlier Python 3 rejects it, and in Python 2 code `except E, e:` meant `except E as e:`.
+        "except_clause" => {
+            let mut cursor = node.walk();
+            let comma = node.children(&mut cursor).find(|c| c.kind() == ",")?;
+            at(
+                comma,
+                "`except A, B:` needs parentheses before Python 3.14; Python 2's `except E, e:` is `except E as e:`",
+            )
+        }
         "<>" if !node.is_named() => at(node, "Python 2 `<>` operator; Python 3 needs `!=`"),
         "integer" => python_integer(node, text),
         "string_start" => python_string_start(node, text),
@@ -786,13 +802,44 @@ fn python_string_start(node: Node, text: &[u8]) -> Option<Finding> {
     None
 }
 
-// ----- JSX ------------------------------------------------------------------------------------
+// ----- JavaScript and TypeScript ---------------------------------------------------------------
+
+/// Whether the text has what [`js_rejects`] looks for: a JSX closing tag, or a comma after `{`
+/// or after another comma. Most files have neither and skip the walk over every node.
+fn js_may_need_checks(text: &[u8]) -> bool {
+    static SUSPECT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"</|[{,]\s*,").expect("the pattern is valid"));
+    SUSPECT.is_match(text)
+}
+
+/// What tree-sitter-javascript and -typescript accept but JavaScript engines reject.
+fn js_rejects(node: Node, text: &[u8]) -> Option<Finding> {
+    match node.kind() {
+        "jsx_element" => jsx_tag_mismatch(node, text),
+        "object" | "object_pattern" => object_hole(node),
+        _ => None,
+    }
+}
+
+/// `{a: 1,, b: 2}`: the grammars allow holes in objects as in arrays; objects have none.
+fn object_hole(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut previous = "";
+    for child in node.children(&mut cursor) {
+        if child.is_extra() {
+            continue;
+        }
+        let kind = child.kind();
+        if kind == "," && matches!(previous, "," | "{") {
+            return Some(Finding::new(child.start_byte(), "unexpected `,`"));
+        }
+        previous = kind;
+    }
+    None
+}
 
 /// `<div>…</span>`: tree-sitter accepts it, every JSX compiler rejects it.
 fn jsx_tag_mismatch(node: Node, text: &[u8]) -> Option<Finding> {
-    if node.kind() != "jsx_element" {
-        return None;
-    }
     let name = |field: &str| {
         let tag = node.child_by_field_name(field)?;
         tag.child_by_field_name("name")
@@ -1318,6 +1365,63 @@ fn unquote_toml(quoted: &str) -> String {
     out
 }
 
+/// The first single-line string that is not closed on its line. tree-sitter-toml wraps the whole
+/// line in an ERROR node; the opening quote is where to look. Comments and multi-line strings are
+/// skipped as TOML reads them.
+fn toml_unterminated_string(text: &[u8]) -> Option<Finding> {
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'#' => {
+                i = text[i..]
+                    .iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(text.len(), |n| i + n);
+            }
+            quote @ (b'"' | b'\'') => {
+                let delimiter = [quote; 3];
+                if text[i..].starts_with(&delimiter) {
+                    let body = i + 3;
+                    let mut j = body;
+                    loop {
+                        if j >= text.len() {
+                            return Some(Finding::new(i, "unterminated multi-line string"));
+                        }
+                        if quote == b'"' && text[j] == b'\\' {
+                            j += 2;
+                        } else if text[j..].starts_with(&delimiter) {
+                            // Up to two quotes may end the content right before the delimiter.
+                            let mut end = j + 3;
+                            while end < text.len() && end < j + 5 && text[end] == quote {
+                                end += 1;
+                            }
+                            i = end;
+                            break;
+                        } else {
+                            j += 1;
+                        }
+                    }
+                    continue;
+                }
+                let mut j = i + 1;
+                loop {
+                    match text.get(j) {
+                        None | Some(b'\n') => {
+                            return Some(Finding::new(i, "unterminated string"));
+                        }
+                        Some(b'\\') if quote == b'"' => j += 2,
+                        Some(&b) if b == quote => break,
+                        Some(_) => j += 1,
+                    }
+                }
+                i = j + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 // ----- KDL ------------------------------------------------------------------------------------
 
 /// helixflow's KDL v2 parser first (its messages name the exact place); tree-sitter-kdl, which
@@ -1572,6 +1676,10 @@ mod tests {
                 "Python 2 `print` statement; Python 3 needs `print(…)`",
             ),
             (
+                "try:\n    pass\nexcept ValueError, e:\n    pass\n",
+                "`except A, B:` needs parentheses before Python 3.14; Python 2's `except E, e:` is `except E as e:`",
+            ),
+            (
                 "exec \"code\" in ns\n",
                 "Python 2 `exec` statement; Python 3 needs `exec(…)`",
             ),
@@ -1615,7 +1723,7 @@ mod tests {
     #[test]
     fn python3_forms_that_look_like_python2_pass() {
         let source = "print(x)\nprint (a), b\nprint -1\nprint\nprint >>sys.stderr, \"m\"\nx = 00 + 0_0 + 07j + 0o777 + 0x1F\n\
-                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\n\
+                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\ntry: pass\nexcept (A, B) as e: pass\nexcept* C: pass\n\
                       match p:\n    case [a, *rest]: pass\ndef f[T](x: T) -> T: pass\ntype X = int\n";
         assert_eq!(messages(Language::Python, source), vec![]);
     }
@@ -1671,6 +1779,38 @@ mod tests {
     fn python_valid_file_with_a_dedented_continuation_passes() {
         let source = "class A:\n    def f(self):\n        (bar.\n    baz)\n        return 1\n";
         assert_eq!(messages(Language::Python, source), vec![]);
+    }
+
+    #[test]
+    fn object_holes_are_errors() {
+        assert_eq!(
+            messages(Language::JavaScript, "const o = {a: 1,, b: 2};\n"),
+            vec![(1, 17, "unexpected `,`".to_owned())]
+        );
+        assert_eq!(
+            messages(Language::TypeScript, "const {, a} = o;\n"),
+            vec![(1, 8, "unexpected `,`".to_owned())]
+        );
+        assert_eq!(
+            messages(Language::JavaScript, "const a = [1,, 2]; f(a, b);\n"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn toml_unterminated_string_is_placed_at_its_quote() {
+        assert_eq!(
+            messages(
+                Language::Toml,
+                "# \"quoted\" comment\na = \"\"\"x\n\"y\"\"\"\"\nb = 'it\nc = 1\n"
+            ),
+            vec![(4, 5, "unterminated string".to_owned())]
+        );
+        assert_eq!(
+            toml_unterminated_string(b"a = '''\nno end"),
+            Some(Finding::new(4, "unterminated multi-line string"))
+        );
+        assert_eq!(toml_unterminated_string(b"a = \"q\\\"\"\nb = ''\n"), None);
     }
 
     #[test]

@@ -1,0 +1,355 @@
+//! `helixflow verify`: check a phase's gates against the workspace now. Inside a run (started by
+//! an agent in `self` mode) the run checks the attempt and keeps the receipt; outside a run the
+//! gates run here.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+
+use super::input;
+use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
+use crate::engine::event::{GateReport, GateStatus};
+use crate::engine::process::Cancel;
+use crate::model::{GateKind, Output, Phase, Pipeline};
+use crate::store::redact::Redactor;
+use crate::verify::gates::{GateContext, run_gates};
+use crate::verify::snapshot::{Snapshot, SnapshotOptions};
+
+/// Arguments of `helixflow verify`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The phase to check (inside a run: the current phase, HELIXFLOW_PHASE).
+    #[arg(long)]
+    phase: Option<String>,
+    /// The pipeline file, outside a run (default: helixflow.kdl or pipeline.kdl here or in a parent).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Print `{"success", "missing", "syntax_errors", "gates"}` as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let result = match std::env::var_os(SOCKET_ENV) {
+        Some(socket) => in_run(args, PathBuf::from(socket)),
+        None => outside_run(args),
+    };
+    let (phase, response) = match result {
+        Ok(done) => done,
+        Err(code) => return code,
+    };
+    let output = if args.json {
+        json(&phase, &response)
+    } else {
+        human(&phase, &response)
+    };
+    let code = super::emit(&output);
+    if code != crate::exit::SUCCESS {
+        return code;
+    }
+    if response.success {
+        crate::exit::SUCCESS
+    } else {
+        crate::exit::FAILURE
+    }
+}
+
+/// Asks the run this agent belongs to.
+fn in_run(args: &Args, socket: PathBuf) -> Result<(Phase, VerifyResponse), i32> {
+    let phase = args
+        .phase
+        .clone()
+        .or_else(|| std::env::var("HELIXFLOW_PHASE").ok())
+        .ok_or_else(|| input::fail("--phase is needed: HELIXFLOW_PHASE is not set"))?;
+    let attempt: u32 = std::env::var("HELIXFLOW_ATTEMPT")
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1);
+    let run_dir = std::env::var_os("HELIXFLOW_RUN_DIR").map(PathBuf::from);
+    let pipeline = run_dir
+        .as_ref()
+        .and_then(|dir| std::fs::read_to_string(dir.join("pipeline.json")).ok())
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+    let request = serde_json::to_string(&VerifyRequest {
+        phase: phase.clone(),
+        attempt,
+    })
+    .map_err(|e| input::fail(&e.to_string()))?;
+    let exchange = || -> std::io::Result<VerifyResponse> {
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket)?;
+        stream.write_all(request.as_bytes())?;
+        stream.write_all(b"\n")?;
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line)?;
+        serde_json::from_str(&line).map_err(std::io::Error::other)
+    };
+    let response = exchange().map_err(|e| {
+        input::fail(&format!(
+            "cannot reach the run through {} ({e}); is the run still going?",
+            socket.display()
+        ))
+    })?;
+    if let Some(error) = &response.error {
+        return Err(input::fail(error));
+    }
+    let phase = phase_from_run(pipeline.as_ref(), &phase);
+    Ok((phase, response))
+}
+
+/// The phase as the run compiled it, for the `missing` list; a minimal one when unavailable.
+fn phase_from_run(pipeline: Option<&serde_json::Value>, name: &str) -> Phase {
+    let outputs = pipeline
+        .and_then(|p| p["phases"].as_array())
+        .and_then(|phases| phases.iter().find(|p| p["name"] == name))
+        .and_then(|p| serde_json::from_value::<Vec<OutputRecord>>(p["outputs"].clone()).ok())
+        .unwrap_or_default();
+    let text = format!(
+        "pipeline \"p\"\nphase \"{}\" {{\n    run \"true\"\n}}\n",
+        name.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let compiled = crate::language::compile(
+        std::path::Path::new("run.kdl"),
+        &text,
+        &crate::language::FsLoader,
+        Default::default(),
+    );
+    let mut phase = compiled
+        .pipeline
+        .and_then(|p| p.phases.into_iter().next())
+        .expect("a one-phase pipeline compiles");
+    phase.outputs = outputs.into_iter().map(OutputRecord::into_output).collect();
+    phase
+}
+
+#[derive(serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum OutputRecord {
+    File { path: String },
+    Glob { pattern: String, min: u32 },
+    From { doc: String, key: String },
+}
+
+impl OutputRecord {
+    fn into_output(self) -> Output {
+        match self {
+            OutputRecord::File { path } => Output::File { path },
+            OutputRecord::Glob { pattern, min } => Output::Glob { pattern, min },
+            OutputRecord::From { doc, key } => Output::From { doc, key },
+        }
+    }
+}
+
+/// Runs the gates here, against the workspace as it is. Without an attempt's starting point,
+/// `scope`, `protect` and `changes` cannot be judged and are reported as skipped.
+fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
+    let (_, mut pipeline) = input::checked_pipeline(args.file.clone())?;
+    pipeline.workspace = std::fs::canonicalize(&pipeline.workspace).map_err(|e| {
+        input::fail(&format!(
+            "the workspace {} cannot be used: {e}",
+            pipeline.workspace.display()
+        ))
+    })?;
+    let phase = pick_phase(&pipeline, args.phase.as_deref())?.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the runtime: {e}");
+            crate::exit::INTERNAL
+        })?;
+    let options = SnapshotOptions {
+        exclude: vec![pipeline.state_dir.clone()],
+        keep_contents_under: None,
+    };
+    let now = Snapshot::take(&pipeline.workspace, &options, None)
+        .map_err(|e| input::fail(&format!("cannot read the workspace: {e}")))?;
+    // Gate command logs go to the state folder, as in a run (never into the workspace proper).
+    let logs = pipeline.workspace.join(&pipeline.state_dir).join("verify");
+    std::fs::create_dir_all(&logs)
+        .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
+    let env: Vec<(OsString, OsString)> = pipeline
+        .env
+        .iter()
+        .chain(&phase.env)
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    let changes = now.diff(&now);
+    let cancel = Cancel::default();
+    let context = GateContext {
+        workspace: &pipeline.workspace,
+        phase: &phase,
+        response: None,
+        before: &now,
+        after: &now,
+        changes: &changes,
+        env: &env,
+        logs: &logs,
+        cancel: &cancel,
+        redactor: std::sync::Arc::new(Redactor::default()),
+        grace: crate::engine::GRACE,
+        exclude: std::slice::from_ref(&pipeline.state_dir),
+    };
+    let mut gates = runtime.block_on(run_gates(&context, &mut |_| {}));
+    for report in &mut gates {
+        let unjudged = match report.kind.as_str() {
+            "scope" | "protect" | "changes" => {
+                Some("judged only inside a run, against the attempt's starting point")
+            }
+            "approval" => Some("decided by a person during a run"),
+            _ => None,
+        };
+        let on_response = phase.gates.iter().any(|g| {
+            g.name == report.name
+                && matches!(&g.kind, GateKind::Matches { target, .. } | GateKind::Absent { target, .. } if target == "response")
+        });
+        if let Some(why) =
+            unjudged.or(on_response.then_some("the response exists only inside a run"))
+        {
+            report.status = GateStatus::Skipped;
+            report.details = vec![why.to_owned()];
+        }
+    }
+    let success = gates.iter().all(|g| g.status != GateStatus::Failed);
+    Ok((
+        phase,
+        VerifyResponse {
+            success,
+            gates,
+            error: None,
+        },
+    ))
+}
+
+fn pick_phase<'p>(pipeline: &'p Pipeline, wanted: Option<&str>) -> Result<&'p Phase, i32> {
+    match wanted {
+        Some(name) => pipeline.phase(name).ok_or_else(|| {
+            let names: Vec<&str> = pipeline
+                .phases
+                .iter()
+                .map(|p| p.name.value.as_str())
+                .collect();
+            input::fail(&format!(
+                "no phase \"{name}\"; the phases are: {}",
+                names.join(", ")
+            ))
+        }),
+        None if pipeline.phases.len() == 1 => Ok(&pipeline.phases[0]),
+        None => {
+            let names: Vec<&str> = pipeline
+                .phases
+                .iter()
+                .map(|p| p.name.value.as_str())
+                .collect();
+            Err(input::fail(&format!(
+                "which phase? use --phase with one of: {}",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+/// What to do about a failed gate of each kind.
+fn how_to_fix(kind: &str) -> &'static str {
+    match kind {
+        "outputs" => {
+            "create every expected file at exactly the path shown (a near miss means the file is in the wrong folder)"
+        }
+        "scope" => "undo the changes outside the phase's scope, or move them into it",
+        "protect" => "restore the protected files exactly as they were",
+        "syntax" => "fix each error at the file, line and column shown",
+        "command" => "run the command yourself, read its output, and fix what it reports",
+        "matches" => "make the target contain what the pattern requires",
+        "absent" => "remove every match listed",
+        "front-matter" => "add the missing keys to the document's front matter",
+        "sections" => "add the missing headings",
+        "paths-exist" => "create every listed path, or correct the list",
+        "changes" => "do the work: the attempt has to change files",
+        "approval" => "address the reviewer's reason",
+        _ => "fix what the details say",
+    }
+}
+
+fn human(phase: &Phase, response: &VerifyResponse) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "helixflow verify: phase \"{}\"", phase.name.value);
+    for gate in &response.gates {
+        let mark = match gate.status {
+            GateStatus::Passed => "✓",
+            GateStatus::Failed => "✗",
+            GateStatus::Skipped => "-",
+        };
+        let _ = writeln!(out, "{mark} {} ({})", gate.name, gate.kind);
+        for detail in &gate.details {
+            for line in detail.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        if gate.status == GateStatus::Failed {
+            let _ = writeln!(out, "  how to fix: {}", how_to_fix(&gate.kind));
+        }
+    }
+    let failed = response
+        .gates
+        .iter()
+        .filter(|g| g.status == GateStatus::Failed)
+        .count();
+    if response.success {
+        let _ = writeln!(
+            out,
+            "passed: every gate passed ({} checked)",
+            response.gates.len()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "failed: {failed} of {} gates failed",
+            response.gates.len()
+        );
+    }
+    out
+}
+
+fn json(phase: &Phase, response: &VerifyResponse) -> String {
+    let missing = missing_outputs(phase, &response.gates);
+    let syntax_errors: Vec<&String> = response
+        .gates
+        .iter()
+        .filter(|g| g.kind == "syntax" && g.status == GateStatus::Failed)
+        .flat_map(|g| &g.details)
+        .collect();
+    let value = serde_json::json!({
+        "success": response.success,
+        "missing": missing,
+        "syntax_errors": syntax_errors,
+        "gates": response.gates,
+    });
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The expected outputs that the `outputs` gate found missing: files by path, globs by pattern.
+fn missing_outputs(phase: &Phase, gates: &[GateReport]) -> Vec<String> {
+    let Some(outputs) = gates
+        .iter()
+        .find(|g| g.kind == "outputs" && g.status == GateStatus::Failed)
+    else {
+        return Vec::new();
+    };
+    phase
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::File { path } => Some(path.clone()),
+            Output::Glob { pattern, .. } => Some(pattern.clone()),
+            Output::From { .. } => None,
+        })
+        .filter(|wanted| {
+            outputs
+                .details
+                .iter()
+                .any(|d| d.contains(&format!("`{wanted}`")))
+        })
+        .collect()
+}

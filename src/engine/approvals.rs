@@ -1,0 +1,219 @@
+//! The `approval` gate: a person approves or rejects an attempt's work, at the terminal or with
+//! `helixflow approve` / `helixflow reject` from another shell. It is asked only once every other
+//! check of the attempt passed, so nobody reviews work that already failed.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::event::{Event, GateReport, GateStatus};
+use super::run::{Shared, millis};
+use crate::model::{GateKind, Phase};
+
+/// Written by the engine into the attempt folder while it waits.
+pub const REQUEST_FILE: &str = "approval-request.json";
+/// Written by `helixflow approve` / `helixflow reject`.
+pub const DECISION_FILE: &str = "approval.json";
+
+/// What the engine asks.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The phase.
+    pub phase: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// The gate's name.
+    pub gate: String,
+    /// The question.
+    pub prompt: String,
+}
+
+/// A person's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApprovalDecision {
+    /// Approved or rejected.
+    pub approved: bool,
+    /// Why it was rejected (becomes feedback for the next attempt).
+    #[serde(default)]
+    pub reason: String,
+    /// Who answered, from `$USER`.
+    #[serde(default)]
+    pub by: String,
+}
+
+/// Only one question at a time on the terminal.
+static TERMINAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Decides every `approval` gate of the phase and puts the result in `reports` (replacing the
+/// placeholder the gate runner left, or adding it when external verification did not run).
+pub(crate) async fn decide(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    dir: &Path,
+    reports: &mut Vec<GateReport>,
+    emit: &(dyn Fn(&GateReport) + Sync),
+) {
+    for gate in &phase.gates {
+        let GateKind::Approval { prompt } = &gate.kind else {
+            continue;
+        };
+        let question = prompt
+            .clone()
+            .unwrap_or_else(|| format!("Approve the work of phase \"{}\"?", phase.name.value));
+        let started = Instant::now();
+        let (status, details) =
+            ask(shared, phase, attempt, dir, &gate.name, &question, reports).await;
+        let report = GateReport {
+            name: gate.name.clone(),
+            kind: "approval".into(),
+            status,
+            duration_ms: millis(started.elapsed()),
+            details,
+        };
+        emit(&report);
+        match reports
+            .iter_mut()
+            .find(|r| r.kind == "approval" && r.name == gate.name)
+        {
+            Some(slot) => *slot = report,
+            None => reports.push(report),
+        }
+        if status != GateStatus::Passed {
+            return;
+        }
+    }
+}
+
+async fn ask(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    dir: &Path,
+    gate: &str,
+    question: &str,
+    reports: &[GateReport],
+) -> (GateStatus, Vec<String>) {
+    if std::io::stdin().is_terminal() {
+        let _turn = TERMINAL.lock().await;
+        let summary = summary(phase, attempt, reports);
+        let question = question.to_owned();
+        let answer = tokio::task::spawn_blocking(move || ask_terminal(&summary, &question)).await;
+        return match answer {
+            Ok(Ok(decision)) => judged(&decision),
+            Ok(Err(e)) => (
+                GateStatus::Failed,
+                vec![format!("could not ask for approval at the terminal: {e}")],
+            ),
+            Err(e) => (
+                GateStatus::Failed,
+                vec![format!("could not ask for approval at the terminal: {e}")],
+            ),
+        };
+    }
+    let request = ApprovalRequest {
+        phase: phase.name.value.clone(),
+        attempt,
+        gate: gate.to_owned(),
+        prompt: question.to_owned(),
+    };
+    let decision_path = dir.join(DECISION_FILE);
+    let _ = std::fs::remove_file(&decision_path);
+    if let Err(e) = serde_json::to_string_pretty(&request)
+        .map_err(std::io::Error::other)
+        .and_then(|text| std::fs::write(dir.join(REQUEST_FILE), text))
+    {
+        return (
+            GateStatus::Failed,
+            vec![format!("could not record the approval request: {e}")],
+        );
+    }
+    shared.emit(Event::Step {
+        phase: phase.name.value.clone(),
+        attempt,
+        step: format!(
+            "awaiting approval: helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
+            run = shared.run.run_id,
+            phase = super::prompt::shell_quote(&phase.name.value)
+        ),
+    });
+    // Polling a file keeps `approve` a plain file write that works from any shell; the run's
+    // timeout and Ctrl-C end the wait.
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&decision_path)
+            && let Ok(decision) = serde_json::from_str::<ApprovalDecision>(&text)
+        {
+            let _ = std::fs::remove_file(dir.join(REQUEST_FILE));
+            return judged(&decision);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            () = shared.cancel.soft.cancelled() => {
+                return (GateStatus::Skipped, vec!["not decided: the run was stopped while waiting for approval".into()]);
+            }
+        }
+    }
+}
+
+fn judged(decision: &ApprovalDecision) -> (GateStatus, Vec<String>) {
+    let by = if decision.by.is_empty() {
+        String::new()
+    } else {
+        format!(" by {}", decision.by)
+    };
+    if decision.approved {
+        (GateStatus::Passed, vec![format!("approved{by}")])
+    } else if decision.reason.trim().is_empty() {
+        (
+            GateStatus::Failed,
+            vec![format!("rejected{by} (no reason given)")],
+        )
+    } else {
+        (
+            GateStatus::Failed,
+            vec![format!("rejected{by}: {}", decision.reason.trim())],
+        )
+    }
+}
+
+fn summary(phase: &Phase, attempt: u32, reports: &[GateReport]) -> String {
+    let mut text = format!("\nphase \"{}\", attempt {attempt}", phase.name.value);
+    if let Some(description) = &phase.description {
+        text.push_str(&format!(": {description}"));
+    }
+    text.push('\n');
+    for report in reports.iter().filter(|r| r.kind != "approval") {
+        text.push_str(
+            &format!("  {:?} {} ({})\n", report.status, report.name, report.kind).to_lowercase(),
+        );
+    }
+    text
+}
+
+fn ask_terminal(summary: &str, question: &str) -> std::io::Result<ApprovalDecision> {
+    let mut stderr = std::io::stderr().lock();
+    let stdin = std::io::stdin();
+    write!(stderr, "{summary}{question} [y/N] ")?;
+    stderr.flush()?;
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    let by = std::env::var("USER").unwrap_or_default();
+    if matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
+        return Ok(ApprovalDecision {
+            approved: true,
+            reason: String::new(),
+            by,
+        });
+    }
+    write!(stderr, "Reason (becomes feedback for the next attempt): ")?;
+    stderr.flush()?;
+    let mut reason = String::new();
+    stdin.lock().read_line(&mut reason)?;
+    Ok(ApprovalDecision {
+        approved: false,
+        reason: reason.trim().to_owned(),
+        by,
+    })
+}

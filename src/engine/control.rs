@@ -1,0 +1,233 @@
+//! The run's control socket. `helixflow verify`, started by an agent inside a run, asks the
+//! engine to check the agent's work now. The engine runs the gates itself and keeps the receipt in
+//! memory: a receipt file an agent could write proves nothing, so the file in the attempt folder
+//! is only a record for people.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::event::{GateReport, GateStatus};
+use super::run::Shared;
+use crate::model::GateKind;
+use crate::verify::gates::{GateContext, run_gates};
+use crate::verify::snapshot::Snapshot;
+
+/// The environment variable that names the socket.
+pub const SOCKET_ENV: &str = "HELIXFLOW_VERIFY_SOCKET";
+
+/// A request from `helixflow verify`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct VerifyRequest {
+    /// The phase to check.
+    pub phase: String,
+    /// The attempt the caller belongs to.
+    pub attempt: u32,
+}
+
+/// The engine's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct VerifyResponse {
+    /// Whether every gate passed.
+    pub success: bool,
+    /// Each gate's result, in order.
+    pub gates: Vec<GateReport>,
+    /// Set when the request could not be served (no such phase running, a stale attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A passing or failing check made during an attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Receipt {
+    pub success: bool,
+    pub gates: Vec<GateReport>,
+    /// The workspace when the receipt was written: anything that differs later was changed
+    /// after verifying.
+    pub snapshot: Snapshot,
+}
+
+/// A running attempt, as the control socket sees it.
+#[derive(Debug)]
+pub(crate) struct LiveAttempt {
+    pub attempt: u32,
+    pub before: Arc<Snapshot>,
+    pub dir: PathBuf,
+    pub receipts: Mutex<Vec<Receipt>>,
+}
+
+/// Running attempts by phase name.
+pub(crate) type LiveAttempts = Mutex<BTreeMap<String, Arc<LiveAttempt>>>;
+
+/// A socket path short enough for `sun_path` (108 bytes), unique to this run.
+pub(crate) fn socket_path(run_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("helixflow-{}-{run_id}.sock", std::process::id()))
+}
+
+/// Accepts `helixflow verify` connections until the run ends (the task is aborted then).
+pub(crate) async fn serve(listener: UnixListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _ = answer(stream, &shared).await;
+        });
+    }
+}
+
+async fn answer(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    // One request line; a client that sends more than a few KiB is not `helixflow verify`.
+    BufReader::new(read.take(64 * 1024))
+        .read_line(&mut line)
+        .await?;
+    let response = match serde_json::from_str::<VerifyRequest>(&line) {
+        Ok(request) => verify(shared, &request).await,
+        Err(e) => refusal(format!("not a verify request: {e}")),
+    };
+    let mut text = serde_json::to_string(&response)?;
+    text.push('\n');
+    write.write_all(text.as_bytes()).await?;
+    write.shutdown().await
+}
+
+fn refusal(error: String) -> VerifyResponse {
+    VerifyResponse {
+        success: false,
+        gates: Vec::new(),
+        error: Some(error),
+    }
+}
+
+async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
+    let live = shared
+        .live
+        .lock()
+        .ok()
+        .and_then(|live| live.get(&request.phase).cloned());
+    let Some(live) = live else {
+        return refusal(format!(
+            "phase \"{}\" has no attempt running now",
+            request.phase
+        ));
+    };
+    if live.attempt != request.attempt {
+        return refusal(format!(
+            "this is attempt {} of phase \"{}\", not attempt {}",
+            live.attempt, request.phase, request.attempt
+        ));
+    }
+    let Some(phase) = shared.pipeline.phase(&request.phase) else {
+        return refusal(format!("no phase \"{}\"", request.phase));
+    };
+    let workspace = shared.pipeline.workspace.clone();
+    let options = super::attempt::snapshot_options(shared, false);
+    let before = live.before.clone();
+    let after = match tokio::task::spawn_blocking(move || {
+        Snapshot::take(&workspace, &options, Some(&before))
+    })
+    .await
+    {
+        Ok(Ok(after)) => after,
+        Ok(Err(e)) => return refusal(format!("cannot read the workspace: {e}")),
+        Err(e) => return refusal(format!("cannot read the workspace: {e}")),
+    };
+    let changes = live.before.diff(&after);
+    let env: Vec<(OsString, OsString)> = shared
+        .pipeline
+        .env
+        .iter()
+        .chain(&phase.env)
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);
+    let logs = live.dir.join(format!("verify-{number}"));
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        return refusal(format!("cannot write {}: {e}", logs.display()));
+    }
+    let context = GateContext {
+        workspace: &shared.pipeline.workspace,
+        phase,
+        response: None,
+        before: &live.before,
+        after: &after,
+        changes: &changes,
+        env: &env,
+        logs: &logs,
+        cancel: &shared.cancel,
+        redactor: shared.redactor.clone(),
+        grace: shared.options.grace,
+        exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+    };
+    let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
+    let success = gates.iter().all(|g| g.status != GateStatus::Failed);
+    write_receipt(&live.dir, number, success, &gates, &after, shared);
+    if let Ok(mut receipts) = live.receipts.lock() {
+        receipts.push(Receipt {
+            success,
+            gates: gates.clone(),
+            snapshot: after,
+        });
+    }
+    VerifyResponse {
+        success,
+        gates,
+        error: None,
+    }
+}
+
+/// Gates on the agent's response cannot be judged while the agent is still running: they are
+/// marked skipped here (external verification checks them after the agent exits).
+fn without_response_gates(
+    phase: &crate::model::Phase,
+    mut gates: Vec<GateReport>,
+) -> Vec<GateReport> {
+    for report in &mut gates {
+        let on_response = phase.gates.iter().any(|g| {
+            g.name == report.name
+                && matches!(&g.kind, GateKind::Matches { target, .. } | GateKind::Absent { target, .. } if target == "response")
+        });
+        if on_response {
+            report.status = GateStatus::Skipped;
+            report.details = vec!["the response is known only after the agent exits; it is not checked by `helixflow verify`".into()];
+        }
+    }
+    gates
+}
+
+/// The receipt as a file: the result and the fingerprints (BLAKE3) of the files it saw.
+fn write_receipt(
+    dir: &Path,
+    number: usize,
+    success: bool,
+    gates: &[GateReport],
+    snapshot: &Snapshot,
+    shared: &Shared,
+) {
+    let fingerprints: BTreeMap<&str, String> = snapshot
+        .files()
+        .map(|(path, state)| {
+            (
+                path,
+                state.hash.iter().map(|b| format!("{b:02x}")).collect(),
+            )
+        })
+        .collect();
+    let receipt = serde_json::json!({
+        "receipt": number,
+        "success": success,
+        "gates": gates,
+        "fingerprints": fingerprints,
+    });
+    if let Ok(text) = serde_json::to_string_pretty(&receipt) {
+        let _ = std::fs::write(dir.join("receipt.json"), shared.redactor.redact(&text));
+    }
+}

@@ -1,0 +1,53 @@
+//! `helixflow lsp`: a language server for pipeline files, over the language layer only (it never
+//! touches the engine).
+//!
+//! It publishes the same diagnostics as `helixflow lint`, and offers hover documentation and
+//! completion from the schema table, go-to-definition and find-references for phases, agents and
+//! templates across imports, a document outline, formatting as `helixflow fmt` does it, and the
+//! fixes that diagnostics carry as code actions. Positions are UTF-16, the protocol's default.
+//!
+//! Built on `lsp-server` and `lsp-types` (as rust-analyzer and ruff are): a synchronous loop over
+//! crossbeam channels, in which the server decides itself what runs on which thread. Checks run on
+//! threads of their own with a time budget, so the loop answers requests while a pathological file
+//! is being checked.
+
+mod check;
+mod completion;
+mod docs;
+mod documents;
+mod edits;
+mod hover;
+mod position;
+mod server;
+mod symbols;
+mod syntax;
+mod uri;
+mod workspace;
+
+pub use server::Ending;
+
+/// A failure of the connection itself (not of a request, which is answered with an error).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing the messages failed, e.g. a malformed header.
+    #[error("language server connection: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves one session over an established connection, until the editor says `exit` or goes away.
+pub fn serve(connection: lsp_server::Connection) -> Ending {
+    server::Server::new(connection).run()
+}
+
+/// Serves one session over standard input and output.
+///
+/// # Errors
+/// Fails when the messages on standard input are not the protocol's (bad framing or JSON).
+pub fn serve_stdio() -> Result<Ending, Error> {
+    let (connection, io_threads) = lsp_server::Connection::stdio();
+    let ending = serve(connection);
+    // The reader thread has stopped at `exit` or at the end of the input; the writer stops now
+    // that the connection is dropped, after writing what was sent.
+    io_threads.join()?;
+    Ok(ending)
+}

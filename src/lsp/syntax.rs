@@ -1,0 +1,647 @@
+//! A tolerant view of a document: nodes, their entries and children, read from the lexer's tokens.
+//!
+//! The KDL parser rejects the half-written text an editor holds while someone types, yet hover,
+//! completion, navigation and the outline must still work there. This view never fails: it
+//! follows braces, line breaks and `;` the way KDL does, an unclosed block runs to the end of the
+//! text, and anything it cannot place is skipped. Slashdashed (`/-`) nodes, entries and blocks are
+//! left out, as KDL leaves them out.
+
+use std::ops::Range;
+
+use crate::language::lexer::{Token, TokenKind, is_trivia, tokenize};
+use crate::language::schema::{self, Context, NodeSchema};
+
+/// The nodes of one document.
+#[derive(Debug, Default)]
+pub(crate) struct Tree {
+    /// The top-level nodes, in order.
+    pub(crate) nodes: Vec<Node>,
+}
+
+/// One node: its name, entries and children.
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// The node's name.
+    pub(crate) name: Word,
+    /// Arguments and properties, in order.
+    pub(crate) entries: Vec<Entry>,
+    /// The `{ … }` block, if any.
+    pub(crate) children: Option<Block>,
+    /// From the name to the end of the block, or of the last entry.
+    pub(crate) span: Range<usize>,
+    /// Where the head (name and entries) ends: at the line break, `;`, `{` or `}` after it.
+    pub(crate) head_end: usize,
+}
+
+/// A `{ … }` block.
+#[derive(Debug)]
+pub(crate) struct Block {
+    /// Offset of the `{`.
+    pub(crate) open: usize,
+    /// Offset of the `}`, when there is one.
+    pub(crate) close: Option<usize>,
+    /// The child nodes.
+    pub(crate) nodes: Vec<Node>,
+}
+
+impl Block {
+    /// Whether `offset` is inside the braces (an unclosed block runs to the end).
+    pub(crate) fn contains(&self, offset: usize) -> bool {
+        offset > self.open && self.close.is_none_or(|close| offset <= close)
+    }
+}
+
+/// An argument (`value`) or a property (`key=value`).
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// The key of a property.
+    pub(crate) key: Option<Word>,
+    /// The value; a property being typed (`key=`) has none yet.
+    pub(crate) value: Option<Word>,
+}
+
+impl Entry {
+    /// Where the entry starts.
+    pub(crate) fn start(&self) -> usize {
+        self.key
+            .as_ref()
+            .or(self.value.as_ref())
+            .map_or(0, |w| w.span.start)
+    }
+
+    /// Where the entry ends (after the `=` of a property without a value).
+    pub(crate) fn end(&self) -> usize {
+        match (&self.value, &self.key) {
+            (Some(value), _) => value.span.end,
+            (None, Some(key)) => key.span.end + 1,
+            (None, None) => 0,
+        }
+    }
+
+    /// The key's text, for a property.
+    pub(crate) fn key_text(&self) -> Option<&str> {
+        self.key.as_ref().and_then(Word::text)
+    }
+
+    /// The value's text, when it is a string.
+    pub(crate) fn value_text(&self) -> Option<&str> {
+        self.value.as_ref().and_then(Word::text)
+    }
+}
+
+/// One name or value token.
+#[derive(Debug)]
+pub(crate) struct Word {
+    /// Its bytes in the document, quotes included.
+    pub(crate) span: Range<usize>,
+    /// Its decoded text, for strings and identifiers; numbers, keywords and multi-line strings
+    /// have none.
+    pub(crate) text: Option<String>,
+    /// Whether it is written in quotes (and so is being edited inside them).
+    pub(crate) quoted: bool,
+}
+
+impl Word {
+    /// Its decoded text.
+    pub(crate) fn text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+}
+
+impl Node {
+    /// The positional arguments.
+    pub(crate) fn args(&self) -> impl Iterator<Item = &Word> {
+        self.entries
+            .iter()
+            .filter(|e| e.key.is_none())
+            .filter_map(|e| e.value.as_ref())
+    }
+
+    /// The text of the first positional argument (the name of a phase, agent or template).
+    pub(crate) fn first_arg(&self) -> Option<&Word> {
+        self.args().next()
+    }
+
+    /// The last property `key` (KDL: the last one wins).
+    pub(crate) fn prop(&self, key: &str) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e.key_text() == Some(key))
+    }
+
+    /// The node's name.
+    pub(crate) fn name(&self) -> &str {
+        self.name.text().unwrap_or_default()
+    }
+
+    /// The child nodes (none without a block).
+    pub(crate) fn child_nodes(&self) -> &[Node] {
+        self.children.as_ref().map_or(&[], |b| b.nodes.as_slice())
+    }
+}
+
+/// Reads the tolerant view of `src`.
+pub(crate) fn parse(src: &str) -> Tree {
+    let tokens: Vec<Token> = tokenize(src)
+        .into_iter()
+        .filter(|t| !matches!(t.kind, TokenKind::Whitespace) && !is_comment(t.kind))
+        .collect();
+    let mut parser = Parser {
+        src,
+        tokens,
+        pos: 0,
+    };
+    let (nodes, _) = parser.nodes(false);
+    Tree { nodes }
+}
+
+fn is_comment(kind: TokenKind) -> bool {
+    is_trivia(kind) && !matches!(kind, TokenKind::Whitespace | TokenKind::Newline)
+}
+
+struct Parser<'s> {
+    src: &'s str,
+    /// Every token but whitespace and comments.
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<Token> {
+        self.tokens.get(self.pos).copied()
+    }
+
+    fn bump(&mut self) -> Option<Token> {
+        let token = self.peek();
+        self.pos += 1;
+        token
+    }
+
+    /// Nodes up to the `}` that closes the block (when `in_block`) or the end.
+    fn nodes(&mut self, in_block: bool) -> (Vec<Node>, Option<usize>) {
+        let mut nodes = Vec::new();
+        while let Some(token) = self.peek() {
+            match token.kind {
+                TokenKind::Newline | TokenKind::Semicolon | TokenKind::Continuation => {
+                    self.pos += 1;
+                }
+                TokenKind::CloseBrace => {
+                    self.pos += 1;
+                    if in_block {
+                        return (nodes, Some(token.start));
+                    }
+                }
+                TokenKind::OpenBrace => {
+                    // A block without a node: read past it.
+                    self.pos += 1;
+                    self.nodes(true);
+                }
+                TokenKind::Slashdash => {
+                    self.pos += 1;
+                    self.skip_newlines();
+                    if self.peek().is_some_and(|t| t.kind == TokenKind::OpenBrace) {
+                        self.pos += 1;
+                        self.nodes(true);
+                    } else {
+                        self.node();
+                    }
+                }
+                _ => {
+                    if let Some(node) = self.node() {
+                        nodes.push(node);
+                    }
+                }
+            }
+        }
+        (nodes, None)
+    }
+
+    fn skip_newlines(&mut self) {
+        while self.peek().is_some_and(|t| t.kind == TokenKind::Newline) {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips a type annotation `(…)` if one is next.
+    fn type_annotation(&mut self) {
+        if self.peek().is_some_and(|t| t.kind == TokenKind::OpenParen) {
+            while let Some(token) = self.peek() {
+                match token.kind {
+                    TokenKind::CloseParen => {
+                        self.pos += 1;
+                        return;
+                    }
+                    TokenKind::Newline
+                    | TokenKind::Semicolon
+                    | TokenKind::OpenBrace
+                    | TokenKind::CloseBrace => return,
+                    _ => self.pos += 1,
+                }
+            }
+        }
+    }
+
+    fn node(&mut self) -> Option<Node> {
+        self.type_annotation();
+        let token = self.peek()?;
+        let Some(name) = self.word(token) else {
+            // Not a node name (a stray `=` or `)`): skip it.
+            self.pos += 1;
+            return None;
+        };
+        self.pos += 1;
+        let start = name.span.start;
+        let mut end = name.span.end;
+        let mut entries = Vec::new();
+        let mut children = None;
+        let head_end;
+        loop {
+            let Some(token) = self.peek() else {
+                head_end = self.src.len();
+                break;
+            };
+            match token.kind {
+                TokenKind::Newline | TokenKind::Semicolon | TokenKind::CloseBrace => {
+                    head_end = token.start;
+                    break;
+                }
+                TokenKind::OpenBrace => {
+                    head_end = token.start;
+                    self.pos += 1;
+                    let (nodes, close) = self.nodes(true);
+                    end = close.map_or(self.src.len(), |c| c + 1);
+                    children = Some(Block {
+                        open: token.start,
+                        close,
+                        nodes,
+                    });
+                    break;
+                }
+                TokenKind::Continuation => {
+                    // `\` continues the node on the next line.
+                    self.pos += 1;
+                    if self.peek().is_some_and(|t| t.kind == TokenKind::Newline) {
+                        self.pos += 1;
+                    }
+                }
+                TokenKind::Slashdash => {
+                    self.pos += 1;
+                    if self.peek().is_some_and(|t| t.kind == TokenKind::OpenBrace) {
+                        self.pos += 1;
+                        let (_, close) = self.nodes(true);
+                        end = close.map_or(self.src.len(), |c| c + 1);
+                    } else {
+                        self.type_annotation();
+                        self.entry();
+                    }
+                }
+                TokenKind::OpenParen => self.type_annotation(),
+                _ => match self.entry() {
+                    Some(entry) => {
+                        end = entry.end();
+                        entries.push(entry);
+                    }
+                    // A stray `=`, `)` or other character: skip it.
+                    None => self.pos += 1,
+                },
+            }
+        }
+        Some(Node {
+            name,
+            entries,
+            children,
+            span: start..end,
+            head_end,
+        })
+    }
+
+    /// An argument or property at the current token; `None` (consuming nothing) when the token
+    /// cannot start one.
+    fn entry(&mut self) -> Option<Entry> {
+        let token = self.peek()?;
+        let first = self.word(token)?;
+        self.pos += 1;
+        let is_property = self
+            .peek()
+            .is_some_and(|t| t.kind == TokenKind::Equals && t.start == first.span.end);
+        if !is_property {
+            return Some(Entry {
+                key: None,
+                value: Some(first),
+            });
+        }
+        self.pos += 1;
+        self.type_annotation();
+        let value = self.peek().and_then(|t| self.word(t));
+        if value.is_some() {
+            self.pos += 1;
+        }
+        Some(Entry {
+            key: Some(first),
+            value,
+        })
+    }
+
+    /// The word a token is, if it is a name or value.
+    fn word(&self, token: Token) -> Option<Word> {
+        let raw = token.text(self.src);
+        let (text, quoted) = match token.kind {
+            TokenKind::Bare => (bare(raw), false),
+            TokenKind::Keyword => (None, false),
+            TokenKind::String { terminated } => (Some(unescape(raw, terminated)), true),
+            TokenKind::RawString { terminated } => (raw_text(raw, terminated), true),
+            TokenKind::MultiLineString { .. } => (None, true),
+            _ => return None,
+        };
+        Some(Word {
+            span: token.start..token.end,
+            text,
+            quoted,
+        })
+    }
+}
+
+/// A bare word's text when it is an identifier; numbers have none.
+fn bare(raw: &str) -> Option<String> {
+    let unsigned = raw.strip_prefix(['+', '-']).unwrap_or(raw);
+    let unsigned = unsigned.strip_prefix('.').unwrap_or(unsigned);
+    if unsigned.starts_with(|c: char| c.is_ascii_digit()) {
+        None
+    } else {
+        Some(raw.to_owned())
+    }
+}
+
+/// The text of a quoted string, escapes resolved; an unterminated one is read to its end.
+fn unescape(raw: &str, terminated: bool) -> String {
+    let inner = raw.strip_prefix('"').unwrap_or(raw);
+    let inner = if terminated {
+        inner.strip_suffix('"').unwrap_or(inner)
+    } else {
+        inner
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('t') => out.push('\t'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('s') => out.push(' '),
+            Some('u') if chars.peek() == Some(&'{') => {
+                chars.next();
+                let hex: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                if let Some(c) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    out.push(c);
+                }
+            }
+            // `\` before whitespace removes all of it, line breaks included.
+            Some(c) if c.is_whitespace() => {
+                while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                    chars.next();
+                }
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The text of a single-line raw string `#"…"#`; multi-line raw strings have none.
+fn raw_text(raw: &str, terminated: bool) -> Option<String> {
+    let hashes = raw.bytes().take_while(|&b| b == b'#').count();
+    let body = raw[hashes..].strip_prefix('"')?;
+    if body.starts_with("\"\"") {
+        return None;
+    }
+    let body = if terminated {
+        body.get(..body.len().saturating_sub(hashes + 1))?
+    } else {
+        body
+    };
+    Some(body.to_owned())
+}
+
+/// The context of the children of `node`, which appears in `context`; `None` when the node is
+/// unknown there or takes no children.
+pub(crate) fn child_context(context: Option<Context>, node: &Node) -> Option<Context> {
+    schema_of(context, node).and_then(|s| s.children)
+}
+
+/// The schema of `node` in `context`.
+pub(crate) fn schema_of(context: Option<Context>, node: &Node) -> Option<&'static NodeSchema> {
+    match context? {
+        Context::Vars => Some(&schema::VAR),
+        context => schema::lookup(context, node.name()),
+    }
+}
+
+/// The block that contains `offset`, innermost: the nodes enclosing it (outermost first), the
+/// context of the block, and its nodes.
+pub(crate) struct Enclosing<'t> {
+    /// The nodes whose blocks contain the offset, outermost first.
+    pub(crate) ancestors: Vec<&'t Node>,
+    /// The context of the innermost block (`None` inside an unknown node).
+    pub(crate) context: Option<Context>,
+    /// The nodes of the innermost block.
+    pub(crate) siblings: &'t [Node],
+}
+
+/// Finds the innermost block containing `offset`.
+pub(crate) fn enclosing(tree: &Tree, offset: usize) -> Enclosing<'_> {
+    let mut found = Enclosing {
+        ancestors: Vec::new(),
+        context: Some(Context::TopLevel),
+        siblings: &tree.nodes,
+    };
+    'descend: loop {
+        for node in found.siblings {
+            if let Some(block) = &node.children
+                && block.contains(offset)
+            {
+                found.context = child_context(found.context, node);
+                found.ancestors.push(node);
+                found.siblings = &block.nodes;
+                continue 'descend;
+            }
+        }
+        return found;
+    }
+}
+
+/// What is at an offset inside a node's head.
+#[derive(Debug)]
+pub(crate) enum Part<'t> {
+    /// The node's name.
+    Name,
+    /// A property's key.
+    Key(&'t Entry),
+    /// A value: the `index`-th positional argument, or a property's value.
+    Value {
+        /// The entry.
+        entry: &'t Entry,
+        /// Its index among the positional arguments, for an argument.
+        index: Option<usize>,
+    },
+}
+
+/// The token under an offset: the node it belongs to, that node's context, and which part.
+#[derive(Debug)]
+pub(crate) struct Hit<'t> {
+    /// The node.
+    pub(crate) node: &'t Node,
+    /// The context the node appears in.
+    pub(crate) context: Option<Context>,
+    /// The nodes enclosing it, outermost first.
+    pub(crate) ancestors: Vec<&'t Node>,
+    /// The part of the node.
+    pub(crate) part: Part<'t>,
+    /// The token's bytes.
+    pub(crate) span: Range<usize>,
+}
+
+/// The name or value token at `offset` (a cursor just after a token counts as on it).
+pub(crate) fn hit(tree: &Tree, offset: usize) -> Option<Hit<'_>> {
+    let within = |span: &Range<usize>| span.start <= offset && offset <= span.end;
+    let found = enclosing(tree, offset);
+    let node = found
+        .siblings
+        .iter()
+        .find(|n| n.name.span.start <= offset && offset <= n.head_end)?;
+    let (part, span) = if within(&node.name.span) {
+        (Part::Name, node.name.span.clone())
+    } else {
+        let mut index = 0;
+        let mut part = None;
+        for entry in &node.entries {
+            if let Some(key) = &entry.key
+                && within(&key.span)
+            {
+                part = Some((Part::Key(entry), key.span.clone()));
+                break;
+            }
+            if let Some(value) = &entry.value
+                && within(&value.span)
+            {
+                let index = entry.key.is_none().then_some(index);
+                part = Some((Part::Value { entry, index }, value.span.clone()));
+                break;
+            }
+            if entry.key.is_none() {
+                index += 1;
+            }
+        }
+        part?
+    };
+    Some(Hit {
+        node,
+        context: found.context,
+        ancestors: found.ancestors,
+        part,
+        span,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(nodes: &[Node]) -> Vec<&str> {
+        nodes.iter().map(Node::name).collect()
+    }
+
+    #[test]
+    fn reads_nodes_entries_and_blocks() {
+        let src = "phase \"a\" use=\"t\" module=x {\n  depends-on b \"c\"; retries 2\n  gates { syntax }\n}\nagent r#\"q\"#";
+        let tree = parse(src);
+        assert_eq!(names(&tree.nodes), ["phase", "agent"]);
+        let phase = &tree.nodes[0];
+        assert_eq!(phase.first_arg().and_then(Word::text), Some("a"));
+        assert_eq!(phase.prop("use").and_then(Entry::value_text), Some("t"));
+        assert_eq!(phase.prop("module").and_then(Entry::value_text), Some("x"));
+        assert_eq!(
+            names(phase.child_nodes()),
+            ["depends-on", "retries", "gates"]
+        );
+        let depends: Vec<_> = phase.child_nodes()[0]
+            .args()
+            .filter_map(Word::text)
+            .collect();
+        assert_eq!(depends, ["b", "c"]);
+        assert!(phase.child_nodes()[1].first_arg().unwrap().text.is_none());
+        assert_eq!(names(phase.child_nodes()[2].child_nodes()), ["syntax"]);
+        assert_eq!(phase.span, 0..src.find("}\nagent").unwrap() + 1);
+        assert_eq!(tree.nodes[1].first_arg().and_then(Word::text), Some("q"));
+    }
+
+    #[test]
+    fn tolerates_broken_text() {
+        let src = "phase \"a\" {\n  gates {\n    comm\n  depends-on \"unterminated\nphase";
+        let tree = parse(src);
+        let phase = &tree.nodes[0];
+        assert_eq!(phase.children.as_ref().unwrap().close, None);
+        let gates = &phase.child_nodes()[0];
+        assert_eq!(names(gates.child_nodes()), ["comm", "depends-on", "phase"]);
+        assert_eq!(
+            gates.child_nodes()[1].first_arg().and_then(Word::text),
+            Some("unterminated")
+        );
+        // A property being typed has a key and no value yet.
+        let tree = parse("glob \"x\" min=");
+        let entry = &tree.nodes[0].entries[1];
+        assert_eq!(entry.key_text(), Some("min"));
+        assert!(entry.value.is_none());
+    }
+
+    #[test]
+    fn leaves_out_slashdashed_parts_and_reads_escapes() {
+        let src = "/-phase \"x\" { a }\nb /-\"gone\" \"k\\u{e9}\\n\" /-{ c }\nd \\\n  \"cont\"";
+        let tree = parse(src);
+        assert_eq!(names(&tree.nodes), ["b", "d"]);
+        let args: Vec<_> = tree.nodes[0].args().filter_map(Word::text).collect();
+        assert_eq!(args, ["ké\n"]);
+        assert!(tree.nodes[0].children.is_none());
+        assert_eq!(tree.nodes[1].first_arg().and_then(Word::text), Some("cont"));
+    }
+
+    #[test]
+    fn finds_the_enclosing_block_and_context() {
+        let src = "phase \"a\" {\n  gates {\n    \n  }\n  \n}\n";
+        let tree = parse(src);
+        let in_gates = enclosing(&tree, src.find("    \n").unwrap() + 2);
+        assert_eq!(in_gates.context, Some(Context::Gates));
+        assert_eq!(names(&in_gates.ancestors), ["phase", "gates"]);
+        let in_phase = enclosing(&tree, src.rfind("  \n}").unwrap() + 1);
+        assert_eq!(in_phase.context, Some(Context::Phase));
+        let top = enclosing(&tree, src.len());
+        assert_eq!(top.context, Some(Context::TopLevel));
+        let unknown = parse("nonsense {\n  x\n}");
+        assert_eq!(enclosing(&unknown, 13).context, None);
+    }
+
+    #[test]
+    fn hits_names_keys_and_values() {
+        let src = "phase \"a\" use=\"t\" {\n  verify \"self\" \"external\"\n}";
+        let tree = parse(src);
+        let hit = hit(&tree, 1).unwrap();
+        assert!(matches!(hit.part, Part::Name));
+        assert_eq!(hit.context, Some(Context::TopLevel));
+        let key = super::hit(&tree, src.find("use").unwrap() + 1).unwrap();
+        assert!(matches!(key.part, Part::Key(e) if e.key_text() == Some("use")));
+        let at = src.find("external").unwrap();
+        let value = super::hit(&tree, at).unwrap();
+        assert_eq!(value.node.name(), "verify");
+        assert_eq!(value.context, Some(Context::Phase));
+        assert!(matches!(value.part, Part::Value { index: Some(1), .. }));
+        assert_eq!(value.span, at - 1..at + "external".len() + 1);
+        assert!(super::hit(&tree, src.find("{").unwrap() + 1).is_none());
+    }
+}
