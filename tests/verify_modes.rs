@@ -1,0 +1,236 @@
+//! Verify modes end to end: `self` receipts, the `approval` gate, and the order of modes, with
+//! fake agents as real scripts.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Test;
+use serde_json::Value;
+
+fn latest_run(workspace: &Path) -> PathBuf {
+    let mut ids: Vec<_> = std::fs::read_dir(workspace.join(".helixflow/runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    ids.sort();
+    ids.pop().unwrap()
+}
+
+fn events(workspace: &Path) -> Vec<Value> {
+    std::fs::read_to_string(latest_run(workspace).join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn feedback(workspace: &Path, attempt: u32) -> String {
+    std::fs::read_to_string(latest_run(workspace).join(format!("phases/a/attempt-{attempt}/feedback.md"))).unwrap_or_default()
+}
+
+/// A self-mode pipeline whose agent is `agent.sh`; `HFBIN` is the helixflow binary.
+fn self_pipeline(agent: &str, retries: u32) -> Test {
+    Test::new()
+        .file("agent.sh", agent)
+        .pipeline(&format!(
+            r#"pipeline "p"
+agent "bot" {{
+    command "sh" "agent.sh"
+}}
+phase "a" {{
+    agent "bot"
+    prompt "Write out.py. {{{{ verify_instructions }}}}"
+    verify "self"
+    retries {retries}
+    outputs {{
+        file "out.py"
+    }}
+    gates {{
+        syntax
+    }}
+}}
+"#
+        ))
+        .env("HFBIN", env!("CARGO_BIN_EXE_helixflow"))
+}
+
+#[test]
+fn self_mode_fails_an_agent_that_never_verifies() {
+    let test = self_pipeline("echo 'x = 1' > out.py\n", 0);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let text = feedback(test.path(), 1);
+    assert!(text.contains("no receipt"), "{text}");
+    let prompt = std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/prompt.md")).unwrap();
+    assert!(prompt.contains(" verify") && prompt.contains("out.py") && prompt.contains("syntax"), "{prompt}");
+}
+
+#[test]
+fn self_mode_fails_an_agent_that_sees_verify_fail_and_exits_anyway() {
+    let test = self_pipeline("echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n", 0);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let text = feedback(test.path(), 1);
+    assert!(text.contains("last `helixflow verify`") && text.contains("failed"), "{text}");
+    assert!(text.contains("out.py:1:"), "the feedback says what failed: {text}");
+    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/receipt.json")).unwrap()).unwrap();
+    assert_eq!(receipt["success"], false);
+}
+
+#[test]
+fn self_mode_fails_an_agent_that_edits_after_a_passing_verify() {
+    let test = self_pipeline("echo 'x = 1' > out.py\n\"$HFBIN\" verify || exit 1\necho 'y = 2' >> out.py\n", 0);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let text = feedback(test.path(), 1);
+    assert!(text.contains("changed after your last passing") && text.contains("`out.py` was modified"), "{text}");
+}
+
+#[test]
+fn self_mode_passes_an_honest_agent_and_keeps_a_receipt_with_fingerprints() {
+    // The JSON goes to the state folder: a file written into the workspace after verifying
+    // would itself be a change after the receipt.
+    let test = self_pipeline("echo 'x = 1' > out.py\n\"$HFBIN\" verify --json > \"$HELIXFLOW_RUN_DIR/verify.json\" || exit 1\n", 0);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let run = latest_run(test.path());
+    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(run.join("phases/a/attempt-1/receipt.json")).unwrap()).unwrap();
+    assert_eq!(receipt["success"], true);
+    assert!(receipt["fingerprints"]["out.py"].as_str().is_some_and(|h| h.len() == 64), "{receipt}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(run.join("verify.json")).unwrap()).unwrap();
+    assert_eq!(json["success"], true);
+    assert_eq!(json["missing"], serde_json::json!([]));
+    assert!(json["gates"].as_array().unwrap().iter().any(|g| g["name"] == "syntax"));
+}
+
+#[test]
+fn a_forged_receipt_file_proves_nothing() {
+    let forged = r#"echo 'def f(:' > out.py
+mkdir -p "$HELIXFLOW_RUN_DIR/phases/a/attempt-1"
+echo '{"receipt": 1, "success": true, "gates": [], "fingerprints": {}}' > "$HELIXFLOW_RUN_DIR/phases/a/attempt-1/receipt.json"
+"#;
+    let test = self_pipeline(forged, 0);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert!(feedback(test.path(), 1).contains("no receipt"));
+}
+
+#[test]
+fn verify_outside_a_run_checks_the_gates_and_prints_json() {
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    outputs {\n        file \"out.py\"\n        file \"gone.py\"\n    }\n    scope \"*.py\"\n    gates {\n        syntax\n    }\n}\n")
+        .file("out.py", "def f(:\n");
+    let outcome = test.with_args(&["verify", "--json"]).run().code(1);
+    let json = outcome.json();
+    assert_eq!(json["success"], false);
+    assert_eq!(json["missing"], serde_json::json!(["gone.py"]));
+    assert!(json["syntax_errors"][0].as_str().unwrap().starts_with("out.py:1:"), "{json}");
+    let scope = json["gates"].as_array().unwrap().iter().find(|g| g["kind"] == "scope").unwrap();
+    assert_eq!(scope["status"], "skipped");
+    let human = test.with_args(&["verify"]).run().code(1);
+    assert!(human.stdout.contains("✗ syntax") && human.stdout.contains("how to fix"), "{}", human.stdout);
+    test.with_args(&["verify", "--phase", "nope"]).run().code(2);
+}
+
+fn approval_pipeline() -> Test {
+    Test::new().pipeline(
+        r#"pipeline "p" {
+    timeout "2m"
+}
+phase "a" {
+    run "echo $HELIXFLOW_ATTEMPT >> attempts; echo done > out.txt"
+    retries 1
+    outputs {
+        file "out.txt"
+    }
+    gates {
+        approval prompt="Ship it?"
+    }
+}
+"#,
+    )
+}
+
+fn wait_for_request(workspace: &Path, attempt: u32) -> String {
+    let start = Instant::now();
+    loop {
+        if let Some(run) = std::fs::read_dir(workspace.join(".helixflow/runs")).ok().and_then(|mut d| d.next()).and_then(Result::ok)
+            && run.path().join(format!("phases/a/attempt-{attempt}/approval-request.json")).is_file()
+        {
+            return run.file_name().to_string_lossy().into_owned();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no approval request appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_run(test: &Test) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress"])
+        .current_dir(test.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn approval_from_a_second_process_lets_the_phase_pass() {
+    let test = approval_pipeline();
+    let mut run = start_run(&test);
+    let run_id = wait_for_request(test.path(), 1);
+    let answer = test.with_args(&["approve", &run_id, "a"]).run().code(0);
+    assert!(answer.stdout.contains("approved"), "{}", answer.stdout);
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    let approval = events(test.path())
+        .into_iter()
+        .find(|e| e["event"] == "gate-finished" && e["report"]["kind"] == "approval")
+        .unwrap();
+    assert_eq!(approval["report"]["status"], "passed");
+}
+
+#[test]
+fn rejection_reason_becomes_feedback_for_the_next_attempt() {
+    let test = approval_pipeline();
+    let mut run = start_run(&test);
+    let run_id = wait_for_request(test.path(), 1);
+    test.with_args(&["reject", &run_id, "a", "--reason", "the output needs a header"]).run().code(0);
+    wait_for_request(test.path(), 2);
+    assert!(feedback(test.path(), 1).contains("the output needs a header"), "{}", feedback(test.path(), 1));
+    test.with_args(&["approve", "latest", "a"]).run().code(0);
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    assert_eq!(std::fs::read_to_string(test.path().join("attempts")).unwrap(), "1\n2\n");
+}
+
+#[test]
+fn approve_refuses_a_phase_that_is_not_waiting() {
+    let test = approval_pipeline();
+    test.with_args(&["approve", "latest", "a"]).run().code(2);
+}
+
+#[test]
+fn a_failed_external_check_skips_the_approval_and_later_modes() {
+    let test = Test::new()
+        .file("agent.sh", "echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n")
+        .env("HFBIN", env!("CARGO_BIN_EXE_helixflow"))
+        .pipeline(
+            r#"pipeline "p"
+agent "bot" {
+    command "sh" "agent.sh"
+}
+phase "a" {
+    agent "bot"
+    prompt "x"
+    verify "both"
+    retries 0
+    outputs {
+        file "out.py"
+    }
+    gates {
+        syntax
+        approval
+    }
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let gates: Vec<Value> = events(test.path()).into_iter().filter(|e| e["event"] == "gate-finished").collect();
+    let names: Vec<&str> = gates.iter().map(|g| g["report"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["self-verification"], "self failed, so external and the approval never ran");
+}
