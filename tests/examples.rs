@@ -114,3 +114,30 @@ fn the_readme_lists_every_diagnostic() {
         assert!(readme.contains(&row), "README lacks the row:\n{row}");
     }
 }
+
+#[test]
+fn the_agent_presets_import_cleanly_with_a_verifier_for_each_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let presets = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents.kdl");
+    let names = ["claude", "codex", "aider", "gemini"];
+    let mut text = format!("pipeline \"presets\"\nimport \"{}\"\n", presets.display());
+    for name in names {
+        text.push_str(&format!(
+            "phase \"{name}\" {{\n    agent \"{name}\"\n    prompt \"x\"\n    verify \"external\" \"sub-agent\"\n    verifier \"{name}-verifier\"\n}}\n"
+        ));
+    }
+    let file = dir.path().join("pipeline.kdl");
+    std::fs::write(&file, &text).unwrap();
+    let (code, stdout, stderr) = helixflow(&["compile", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let model: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(model["agents"]["claude"]["response"], "claude-stream-json");
+    assert_eq!(model["agents"]["gemini"]["response"], "json");
+    for name in names {
+        let verifier = &model["agents"][format!("{name}-verifier")];
+        assert!(verifier["command"].is_array(), "{name}-verifier is defined");
+        let argv: Vec<&str> = verifier["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let read_only = ["plan", "read-only", "--dry-run", "default"];
+        assert!(argv.iter().any(|a| read_only.contains(a)), "{name}-verifier runs read-only: {argv:?}");
+    }
+}
