@@ -4,6 +4,8 @@
 Lists every .py file under CPython's stdlib (site-packages excluded), times `ast.parse` on each in
 this one process, runs helixflow's checker on the same files (`cargo bench --bench syntax`, two
 threads), then prints both throughputs, their ratio, and every file on which the verdicts differ.
+Then compares the TOML verdicts with `tomllib` on the stdlib's own TOML test data (valid and
+invalid documents), when that folder exists.
 
 Usage: bench/syntax_bench.py [--repeat N] [--threads N] [--json OUT] [--keep DIR]
 """
@@ -66,6 +68,43 @@ def helixflow_pass(list_path, invalid_path, threads):
             path, _, message = line.rstrip("\n").partition("\t")
             verdicts[path] = message
     return verdicts, float(match.group(1)), float(match.group(2))
+
+
+def compare_toml(root, work):
+    """helixflow's TOML verdicts against tomllib's on test/test_tomllib/data; the disagreements."""
+    data = os.path.join(root, "test", "test_tomllib", "data")
+    if not os.path.isdir(data):
+        print("no tomllib test data in this stdlib; TOML comparison skipped")
+        return None
+    import tomllib
+
+    files = []
+    for folder, dirs, names in os.walk(data):
+        dirs.sort()
+        files.extend(os.path.join(folder, n) for n in sorted(names) if n.endswith(".toml"))
+    theirs = {}
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                tomllib.load(f)
+            theirs[path] = None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            theirs[path] = str(e)
+    list_path = os.path.join(work, "toml-files.txt")
+    with open(list_path, "w", encoding="utf-8") as f:
+        f.write("".join(p + "\n" for p in files))
+    ours, _, _ = helixflow_pass(list_path, os.path.join(work, "toml-invalid.txt"), 2)
+    disagreements = [
+        {"file": os.path.relpath(p, data), "tomllib": theirs[p] or "parses", "helixflow": ours.get(p, "parses")}
+        for p in files
+        if (theirs[p] is None) != (p not in ours)
+    ]
+    rejected = sum(1 for v in theirs.values() if v is not None)
+    print(f"TOML: {len(files)} files of tomllib's test data, tomllib rejects {rejected}, "
+          f"helixflow rejects {len(ours)}; disagreements: {len(disagreements)}")
+    for d in disagreements:
+        print(f"  {d['file']}\n    tomllib:   {d['tomllib']}\n    helixflow: {d['helixflow']}")
+    return disagreements
 
 
 def main():
@@ -133,6 +172,8 @@ def main():
     for path in agreed_invalid:
         print(f"  {os.path.relpath(path, root)}\n    CPython:   {cpython[path]}\n    helixflow: {helixflow[path]}")
 
+    toml_disagreements = compare_toml(root, work)
+
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({
@@ -149,6 +190,7 @@ def main():
                 "cpython_invalid": len(cpython_invalid),
                 "helixflow_invalid": len(helixflow),
                 "disagreements": disagreements,
+                "toml_disagreements": toml_disagreements,
             }, f, indent=2)
     return 0
 

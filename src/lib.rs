@@ -8,6 +8,7 @@ pub mod diagnostics;
 pub mod engine;
 pub mod graph;
 pub mod language;
+pub mod lsp;
 pub mod model;
 pub mod report;
 pub mod store;

@@ -136,8 +136,16 @@ fn the_agent_presets_import_cleanly_with_a_verifier_for_each_agent() {
     for name in names {
         let verifier = &model["agents"][format!("{name}-verifier")];
         assert!(verifier["command"].is_array(), "{name}-verifier is defined");
-        let argv: Vec<&str> = verifier["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let argv: Vec<&str> = verifier["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
         let read_only = ["plan", "read-only", "--dry-run", "default"];
-        assert!(argv.iter().any(|a| read_only.contains(a)), "{name}-verifier runs read-only: {argv:?}");
+        assert!(
+            argv.iter().any(|a| read_only.contains(a)),
+            "{name}-verifier runs read-only: {argv:?}"
+        );
     }
 }

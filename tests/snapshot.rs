@@ -271,6 +271,26 @@ fn shortcut_reuses_hashes_of_unchanged_files_and_reads_changed_ones() {
 }
 
 #[test]
+fn shortcut_finds_files_next_to_large_folders() {
+    // The workspace's own folder holds more than a thousand files below it, so its files are
+    // found by binary search rather than by name.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..1_100 {
+        write(root, &format!("big/f{i:04}"), "x");
+    }
+    for name in ["a.txt", "big.txt", "c/d.txt", "z.txt"] {
+        write(root, name, name);
+    }
+    settle();
+    let cold = take(root);
+    write(root, "z.txt", "Z.TXT");
+    let warm = Snapshot::take(root, &options(), Some(&cold)).unwrap();
+    assert_eq!(warm.files_hashed(), 1);
+    assert_eq!(cold.diff(&warm).modified, ["z.txt"]);
+}
+
+#[test]
 fn files_written_just_before_a_snapshot_are_read_again() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();

@@ -2,13 +2,14 @@
 //! real temporary workspaces, judged from their real logs, with real snapshots around the review.
 
 use std::ffi::OsString;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use helixflow::engine::event::{GateReport, GateStatus};
 use helixflow::engine::process::Cancel;
-use helixflow::language::{FsLoader, compile};
+use helixflow::language::{FsLoader, Options, compile};
 use helixflow::model::{Agent, Phase};
 use helixflow::store::redact::Redactor;
 use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
@@ -177,7 +178,7 @@ fn compile_pipeline(workspace: &Path, text: &str) -> (Phase, Agent) {
         &workspace.join("pipeline.kdl"),
         text,
         &FsLoader,
-        Default::default(),
+        Options::default(),
     );
     assert!(
         !compiled.has_errors(),
@@ -310,8 +311,8 @@ fn claude_stream_json_with_evidence_is_read() {
 {"type":"result","subtype":"success","is_error":false,"result":"Looks right.\n```json\n{\"success\": true, \"checks_passed\": [\"read src/app.py\"]}\n```"}
 EOF
 "#,
-        r##"response "claude-stream-json"
-    evidence #""type":"tool_use""#"##,
+        r#"response "claude-stream-json"
+    evidence "\"type\":\"tool_use\"""#,
         "",
     );
     assert_eq!(
@@ -377,7 +378,7 @@ fn a_pass_without_evidence_is_void() {
     let mut review = reviewed_app();
     review.verifier(
         r#"echo 'Everything is fine. {"success": true}'"#,
-        r##"evidence #""type":"tool_use""#"##,
+        r#"evidence "\"type\":\"tool_use\"""#,
         "",
     );
     let outcome = review.run_check();
@@ -776,9 +777,10 @@ fn the_prompt_shows_task_outputs_gates_changes_and_diff() {
 #[test]
 fn the_diff_is_bounded_per_file_and_in_all() {
     let review = Review::new(&[("small.txt", b"one\ntwo\n")]);
-    let big: String = (0..4000)
-        .map(|i| format!("line {i} of a long file\n"))
-        .collect();
+    let big = (0..4000).fold(String::new(), |mut text, i| {
+        let _ = writeln!(text, "line {i} of a long file");
+        text
+    });
     for i in 0..8 {
         review.write(&format!("gen/file{i}.txt"), big.as_bytes());
     }
@@ -871,4 +873,79 @@ fn without_kept_contents_a_modified_file_is_only_named() {
         "`a.txt`: changed from a file of 4 bytes whose contents before the attempt were not kept \
          to a text file of 9 bytes\n"
     );
+}
+
+#[test]
+fn a_prompt_too_long_for_the_command_line_says_how_to_pass_it() {
+    let mut review = reviewed_app();
+    review.verifier("", "", "");
+    review.verifier.command = vec![
+        "sh".into(),
+        "-c".into(),
+        "true".into(),
+        "{{ prompt }}".into(),
+    ];
+    let task = "Implement everything. ".repeat(10_000);
+    let changes = review.changes();
+    let workspace = review.workspace();
+    let attempt_dir = review.attempt_dir();
+    let check = SubAgentCheck {
+        workspace: &workspace,
+        phase: &review.phase,
+        task: &task,
+        verifier: &review.verifier,
+        attempt_dir: &attempt_dir,
+        gate_reports: &[],
+        changes: &changes,
+        before: &review.before,
+        env: &[],
+        exclude: &[PathBuf::from(STATE_DIR)],
+        cancel: &review.cancel,
+        redactor: Arc::new(Redactor::default()),
+        grace: Duration::from_millis(200),
+        attempt: 1,
+    };
+    let error = runtime()
+        .block_on(subagent::check(&check))
+        .expect_err("the argument is longer than the system allows");
+    assert_eq!(error.kind(), std::io::ErrorKind::ArgumentListTooLong);
+    assert!(error.to_string().contains("{{ prompt_file }}"), "{error}");
+}
+
+// --- feedback for the next attempt --------------------------------------------------------------
+
+#[test]
+fn a_rejection_becomes_feedback() {
+    let rejected = SubAgentOutcome::Verdict(Verdict {
+        success: false,
+        errors: vec![
+            "src/app.py:2: prints 'hello', the task says 'Hello'".into(),
+            "no test for main()\nexpected tests/test_app.py".into(),
+        ],
+        checks_passed: vec!["src/app.py parses".into()],
+        feedback: "Print exactly 'Hello' and add a test.".into(),
+    });
+    insta::assert_snapshot!("rejection-feedback", rejected.feedback().expect("feedback"));
+
+    let void = SubAgentOutcome::Void {
+        reason: "the verifier exited with code 3 (see verifier.stderr.log)".into(),
+        changed: vec![],
+        not_restored: vec![],
+    };
+    assert_eq!(
+        void.feedback().expect("feedback"),
+        "## The review of the work was void\n\nThe independent review of this attempt could not \
+         be trusted, so the attempt counts as failed: the verifier exited with code 3 (see \
+         verifier.stderr.log). Make sure the work is complete and correct; it will be reviewed \
+         again.\n"
+    );
+
+    let passed = SubAgentOutcome::Verdict(Verdict {
+        success: true,
+        errors: vec![],
+        checks_passed: vec!["all".into()],
+        feedback: String::new(),
+    });
+    assert_eq!(passed.feedback(), None);
+    assert_eq!(SubAgentOutcome::Cancelled.feedback(), None);
 }

@@ -11,7 +11,10 @@ use common::Test;
 use serde_json::Value;
 
 fn latest_run(workspace: &Path) -> PathBuf {
-    let mut ids: Vec<_> = std::fs::read_dir(workspace.join(".helixflow/runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut ids: Vec<_> = std::fs::read_dir(workspace.join(".helixflow/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     ids.sort();
     ids.pop().unwrap()
 }
@@ -25,7 +28,10 @@ fn events(workspace: &Path) -> Vec<Value> {
 }
 
 fn feedback(workspace: &Path, attempt: u32) -> String {
-    std::fs::read_to_string(latest_run(workspace).join(format!("phases/a/attempt-{attempt}/feedback.md"))).unwrap_or_default()
+    std::fs::read_to_string(
+        latest_run(workspace).join(format!("phases/a/attempt-{attempt}/feedback.md")),
+    )
+    .unwrap_or_default()
 }
 
 /// A self-mode pipeline whose agent is `agent.sh`; `HFBIN` is the helixflow binary.
@@ -60,8 +66,13 @@ fn self_mode_fails_an_agent_that_never_verifies() {
     test.with_args(&["run", "--no-progress"]).run().code(1);
     let text = feedback(test.path(), 1);
     assert!(text.contains("no receipt"), "{text}");
-    let prompt = std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/prompt.md")).unwrap();
-    assert!(prompt.contains(" verify") && prompt.contains("out.py") && prompt.contains("syntax"), "{prompt}");
+    let prompt =
+        std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/prompt.md"))
+            .unwrap();
+    assert!(
+        prompt.contains(" verify") && prompt.contains("out.py") && prompt.contains("syntax"),
+        "{prompt}"
+    );
 }
 
 #[test]
@@ -69,34 +80,68 @@ fn self_mode_fails_an_agent_that_sees_verify_fail_and_exits_anyway() {
     let test = self_pipeline("echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n", 0);
     test.with_args(&["run", "--no-progress"]).run().code(1);
     let text = feedback(test.path(), 1);
-    assert!(text.contains("last `helixflow verify`") && text.contains("failed"), "{text}");
-    assert!(text.contains("out.py:1:"), "the feedback says what failed: {text}");
-    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/receipt.json")).unwrap()).unwrap();
+    assert!(
+        text.contains("last `helixflow verify`") && text.contains("failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("out.py:1:"),
+        "the feedback says what failed: {text}"
+    );
+    let receipt: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/receipt.json"))
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(receipt["success"], false);
 }
 
 #[test]
 fn self_mode_fails_an_agent_that_edits_after_a_passing_verify() {
-    let test = self_pipeline("echo 'x = 1' > out.py\n\"$HFBIN\" verify || exit 1\necho 'y = 2' >> out.py\n", 0);
+    let test = self_pipeline(
+        "echo 'x = 1' > out.py\n\"$HFBIN\" verify || exit 1\necho 'y = 2' >> out.py\n",
+        0,
+    );
     test.with_args(&["run", "--no-progress"]).run().code(1);
     let text = feedback(test.path(), 1);
-    assert!(text.contains("changed after your last passing") && text.contains("`out.py` was modified"), "{text}");
+    assert!(
+        text.contains("changed after your last passing") && text.contains("`out.py` was modified"),
+        "{text}"
+    );
 }
 
 #[test]
 fn self_mode_passes_an_honest_agent_and_keeps_a_receipt_with_fingerprints() {
     // The JSON goes to the state folder: a file written into the workspace after verifying
     // would itself be a change after the receipt.
-    let test = self_pipeline("echo 'x = 1' > out.py\n\"$HFBIN\" verify --json > \"$HELIXFLOW_RUN_DIR/verify.json\" || exit 1\n", 0);
+    let test = self_pipeline(
+        "echo 'x = 1' > out.py\n\"$HFBIN\" verify --json > \"$HELIXFLOW_RUN_DIR/verify.json\" || exit 1\n",
+        0,
+    );
     test.with_args(&["run", "--no-progress"]).run().code(0);
     let run = latest_run(test.path());
-    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(run.join("phases/a/attempt-1/receipt.json")).unwrap()).unwrap();
+    let receipt: Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("phases/a/attempt-1/receipt.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(receipt["success"], true);
-    assert!(receipt["fingerprints"]["out.py"].as_str().is_some_and(|h| h.len() == 64), "{receipt}");
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(run.join("verify.json")).unwrap()).unwrap();
+    assert!(
+        receipt["fingerprints"]["out.py"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64),
+        "{receipt}"
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("verify.json")).unwrap()).unwrap();
     assert_eq!(json["success"], true);
     assert_eq!(json["missing"], serde_json::json!([]));
-    assert!(json["gates"].as_array().unwrap().iter().any(|g| g["name"] == "syntax"));
+    assert!(
+        json["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "syntax")
+    );
 }
 
 #[test]
@@ -119,11 +164,26 @@ fn verify_outside_a_run_checks_the_gates_and_prints_json() {
     let json = outcome.json();
     assert_eq!(json["success"], false);
     assert_eq!(json["missing"], serde_json::json!(["gone.py"]));
-    assert!(json["syntax_errors"][0].as_str().unwrap().starts_with("out.py:1:"), "{json}");
-    let scope = json["gates"].as_array().unwrap().iter().find(|g| g["kind"] == "scope").unwrap();
+    assert!(
+        json["syntax_errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("out.py:1:"),
+        "{json}"
+    );
+    let scope = json["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "scope")
+        .unwrap();
     assert_eq!(scope["status"], "skipped");
     let human = test.with_args(&["verify"]).run().code(1);
-    assert!(human.stdout.contains("✗ syntax") && human.stdout.contains("how to fix"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("✗ syntax") && human.stdout.contains("how to fix"),
+        "{}",
+        human.stdout
+    );
     test.with_args(&["verify", "--phase", "nope"]).run().code(2);
 }
 
@@ -149,12 +209,21 @@ phase "a" {
 fn wait_for_request(workspace: &Path, attempt: u32) -> String {
     let start = Instant::now();
     loop {
-        if let Some(run) = std::fs::read_dir(workspace.join(".helixflow/runs")).ok().and_then(|mut d| d.next()).and_then(Result::ok)
-            && run.path().join(format!("phases/a/attempt-{attempt}/approval-request.json")).is_file()
+        if let Some(run) = std::fs::read_dir(workspace.join(".helixflow/runs"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            && run
+                .path()
+                .join(format!("phases/a/attempt-{attempt}/approval-request.json"))
+                .is_file()
         {
             return run.file_name().to_string_lossy().into_owned();
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "no approval request appeared");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no approval request appeared"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -190,12 +259,27 @@ fn rejection_reason_becomes_feedback_for_the_next_attempt() {
     let test = approval_pipeline();
     let mut run = start_run(&test);
     let run_id = wait_for_request(test.path(), 1);
-    test.with_args(&["reject", &run_id, "a", "--reason", "the output needs a header"]).run().code(0);
+    test.with_args(&[
+        "reject",
+        &run_id,
+        "a",
+        "--reason",
+        "the output needs a header",
+    ])
+    .run()
+    .code(0);
     wait_for_request(test.path(), 2);
-    assert!(feedback(test.path(), 1).contains("the output needs a header"), "{}", feedback(test.path(), 1));
+    assert!(
+        feedback(test.path(), 1).contains("the output needs a header"),
+        "{}",
+        feedback(test.path(), 1)
+    );
     test.with_args(&["approve", "latest", "a"]).run().code(0);
     assert_eq!(run.wait().unwrap().code(), Some(0));
-    assert_eq!(std::fs::read_to_string(test.path().join("attempts")).unwrap(), "1\n2\n");
+    assert_eq!(
+        std::fs::read_to_string(test.path().join("attempts")).unwrap(),
+        "1\n2\n"
+    );
 }
 
 #[test]
@@ -207,7 +291,10 @@ fn approve_refuses_a_phase_that_is_not_waiting() {
 #[test]
 fn a_failed_external_check_skips_the_approval_and_later_modes() {
     let test = Test::new()
-        .file("agent.sh", "echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n")
+        .file(
+            "agent.sh",
+            "echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n",
+        )
         .env("HFBIN", env!("CARGO_BIN_EXE_helixflow"))
         .pipeline(
             r#"pipeline "p"
@@ -230,7 +317,17 @@ phase "a" {
 "#,
         );
     test.with_args(&["run", "--no-progress"]).run().code(1);
-    let gates: Vec<Value> = events(test.path()).into_iter().filter(|e| e["event"] == "gate-finished").collect();
-    let names: Vec<&str> = gates.iter().map(|g| g["report"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["self-verification"], "self failed, so external and the approval never ran");
+    let gates: Vec<Value> = events(test.path())
+        .into_iter()
+        .filter(|e| e["event"] == "gate-finished")
+        .collect();
+    let names: Vec<&str> = gates
+        .iter()
+        .map(|g| g["report"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["self-verification"],
+        "self failed, so external and the approval never ran"
+    );
 }

@@ -80,8 +80,9 @@ def main():
         write("out/PLAN.md", PLAN)
     elif phase == "code":
         feedback_file = os.environ.get("HELIXFLOW_FEEDBACK_FILE")
-        if feedback_file and "out/calc.py:5" in Path(feedback_file).read_text():
-            print("the feedback reports a syntax error at out/calc.py:5; fixing it")
+        feedback = Path(feedback_file).read_text() if feedback_file else ""
+        if "out/calc.py:" in feedback and "syntax" in feedback:
+            print("the feedback reports a syntax error in out/calc.py; fixing it")
             write("out/calc.py", CALC)
         else:
             write("out/calc.py", CALC_BROKEN)

@@ -8,6 +8,7 @@ mod fmt;
 mod graph;
 mod input;
 mod lint;
+mod lsp;
 mod run;
 mod runs;
 mod schema;
@@ -77,6 +78,11 @@ enum Command {
     Compile(compile::Args),
     /// Write (or check) the JSON Schema of the compiled pipeline in schema/.
     Schema(schema::Args),
+    /// Start the language server (for editors), over standard input and output.
+    ///
+    /// Diagnostics as `lint` reports them, hover documentation, completion, go-to-definition and
+    /// references, the document outline, formatting as `fmt` does it, and quick fixes.
+    Lsp(lsp::Args),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -111,6 +117,7 @@ pub fn main() -> i32 {
         Command::Explain(args) => explain::run(&args),
         Command::Compile(args) => compile::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::Lsp(args) => lsp::run(&args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

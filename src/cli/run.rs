@@ -10,7 +10,7 @@ use crate::diagnostics::did_you_mean;
 use crate::engine::prompt::{PromptContext, render_argv, render_prompt, shell_quote};
 use crate::engine::{RunOptions, execute};
 use crate::graph::PhaseGraph;
-use crate::model::{Pipeline, VerifyMode, Worker};
+use crate::model::{Pipeline, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
 
 /// Arguments of `helixflow run`.
@@ -63,9 +63,6 @@ pub(crate) fn run(args: &Args) -> i32 {
         input::report(&compilation.diagnostics, &compilation.sources);
     }
     if let Err(message) = check_selection(&pipeline, &args.only) {
-        return input::fail(&message);
-    }
-    if let Err(message) = check_supported(&pipeline) {
         return input::fail(&message);
     }
     if args.dry_run {
@@ -137,25 +134,6 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Verify modes this version cannot run are refused before anything starts, rather than
-/// silently skipped.
-fn check_supported(pipeline: &Pipeline) -> Result<(), String> {
-    let problems: Vec<String> = pipeline
-        .phases
-        .iter()
-        .filter(|phase| phase.verify.contains(&VerifyMode::SubAgent))
-        .map(|phase| format!("phase \"{}\": verify mode \"sub-agent\"", phase.name.value))
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "this version of `helixflow run` cannot run:\n  {}",
-            problems.join("\n  ")
-        ))
-    }
 }
 
 fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {

@@ -17,7 +17,8 @@ use super::run::{Shared, millis};
 use crate::model::{Phase, VerifyMode, Worker};
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
-use crate::verify::snapshot::{Snapshot, SnapshotOptions};
+use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
+use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 
 /// How a phase ended, for the scheduler.
 #[derive(Debug, Clone)]
@@ -162,8 +163,11 @@ async fn one_attempt(
     } else {
         String::new()
     };
+    // What the phase was asked to do, for a verifier.
+    let mut task = String::new();
     let mut spec = match &phase.worker {
         Worker::Run(command) => {
+            task = format!("Run the command `{command}`.");
             let mut spec = ChildSpec::shell(
                 command,
                 &shared.pipeline.workspace,
@@ -221,6 +225,7 @@ async fn one_attempt(
             if agent.stdin {
                 spec.stdin = Some(prompt.clone().into_bytes());
             }
+            task.clone_from(&prompt);
             spec.timeout = phase.timeout.or(agent.timeout).map(|t| t.duration());
             spec.idle_timeout = agent.idle_timeout.map(|t| t.duration());
             spec.env.extend(
@@ -354,6 +359,23 @@ async fn one_attempt(
         if passing(&reports) {
             approvals::decide(shared, phase, attempt, &dir, &mut reports, &emit).await;
         }
+        if passing(&reports)
+            && phase.verify.contains(&VerifyMode::SubAgent)
+            && !shared.cancel.soft.is_cancelled()
+        {
+            step("sub-agent verification");
+            let review = Review {
+                dir: &dir,
+                task: &task,
+                reports: &reports,
+                changes: &changes,
+                before: &before,
+                env: &env,
+            };
+            let report = sub_agent(shared, phase, attempt, &review).await?;
+            emit(&report);
+            reports.push(report);
+        }
     }
     std::fs::write(
         dir.join("gates.json"),
@@ -399,6 +421,83 @@ async fn one_attempt(
         Some(text),
         failed_gates,
     ))
+}
+
+/// What a sub-agent review of one attempt looks at.
+struct Review<'r> {
+    dir: &'r Path,
+    task: &'r str,
+    reports: &'r [GateReport],
+    changes: &'r Changes,
+    before: &'r Snapshot,
+    env: &'r [(OsString, OsString)],
+}
+
+/// Runs the phase's verifier; its verdict becomes one more gate report.
+async fn sub_agent(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    review: &Review<'_>,
+) -> std::io::Result<GateReport> {
+    let started = Instant::now();
+    let report = |status, details| GateReport {
+        name: "sub-agent".into(),
+        kind: "sub-agent".into(),
+        status,
+        duration_ms: millis(started.elapsed()),
+        details,
+    };
+    // Lint guarantees a known verifier for sub-agent mode.
+    let Some(verifier) = phase
+        .verifier
+        .as_ref()
+        .and_then(|v| shared.pipeline.agents.get(&v.value))
+    else {
+        return Ok(report(
+            GateStatus::Failed,
+            vec!["the phase has no verifier agent".into()],
+        ));
+    };
+    let check = SubAgentCheck {
+        workspace: &shared.pipeline.workspace,
+        phase,
+        task: review.task,
+        verifier,
+        attempt_dir: review.dir,
+        gate_reports: review.reports,
+        changes: review.changes,
+        before: review.before,
+        env: review.env,
+        exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+        cancel: &shared.cancel,
+        redactor: shared.redactor.clone(),
+        grace: shared.options.grace,
+        attempt,
+    };
+    let outcome = subagent::check(&check).await?;
+    Ok(match &outcome {
+        SubAgentOutcome::Verdict(verdict) if verdict.success => report(
+            GateStatus::Passed,
+            verdict
+                .checks_passed
+                .iter()
+                .map(|c| format!("checked: {c}"))
+                .collect(),
+        ),
+        SubAgentOutcome::Verdict(_) | SubAgentOutcome::Void { .. } => report(
+            GateStatus::Failed,
+            vec![
+                outcome
+                    .feedback()
+                    .unwrap_or_else(|| "the verifier rejected the work".into()),
+            ],
+        ),
+        SubAgentOutcome::Cancelled => report(
+            GateStatus::Skipped,
+            vec!["the run was cancelled during the review".into()],
+        ),
+    })
 }
 
 /// What a `self`-verified agent is told: the outputs, the gates, and the exact command.

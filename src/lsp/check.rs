@@ -31,8 +31,6 @@ pub(crate) struct Job {
     pub(crate) uri: Uri,
     /// Its version.
     pub(crate) version: i32,
-    /// Tells this check apart from earlier and later ones of the same document.
-    pub(crate) generation: u64,
     /// The document's file.
     pub(crate) path: PathBuf,
     /// Its text.
@@ -79,8 +77,6 @@ pub(crate) struct Outcome {
     pub(crate) uri: Uri,
     /// The version checked.
     pub(crate) version: i32,
-    /// The check's generation.
-    pub(crate) generation: u64,
     /// Findings by file; the document's own come first, also when there are none.
     pub(crate) files: Vec<FileFindings>,
     /// Every other file the check read (imports, prompt files).
@@ -93,11 +89,15 @@ pub(crate) fn run(job: Job) -> Outcome {
         parse_budget: PARSE_BUDGET,
     };
     let compilation = language::compile(&job.path, &job.text, &job.overlay, options);
-    let library = is_library(&job.text);
+    // A file of agents and templates is meant to be imported: it has no pipeline of its own.
+    let library = compilation
+        .diagnostics
+        .iter()
+        .any(|d| d.rule == &rules::MISSING_PIPELINE)
+        && is_library(&job.text);
     let diagnostics = compilation
         .diagnostics
         .iter()
-        // A file of agents and templates is meant to be imported: it has no pipeline of its own.
         .filter(|d| !(library && d.rule == &rules::MISSING_PIPELINE))
         .collect::<Vec<_>>();
     let converter = Converter::new(&job, &compilation.sources);
@@ -127,7 +127,6 @@ pub(crate) fn run(job: Job) -> Outcome {
     Outcome {
         uri: job.uri,
         version: job.version,
-        generation: job.generation,
         files,
         read,
     }
@@ -240,7 +239,12 @@ impl<'a> Converter<'a> {
             edits: fix
                 .edits
                 .iter()
-                .map(|(span, text)| (self.uri(span.file), TextEdit::new(self.range(*span), text.clone())))
+                .map(|(span, text)| {
+                    (
+                        self.uri(span.file),
+                        TextEdit::new(self.range(*span), text.clone()),
+                    )
+                })
                 .collect(),
         });
         Finding {
@@ -270,7 +274,6 @@ mod tests {
         Job {
             uri: uri::from_path(&path).unwrap(),
             version: 7,
-            generation: 1,
             path,
             text: text.into(),
             overlay: Documents::default().overlay(&[]),
@@ -294,7 +297,10 @@ mod tests {
             "unknown node `retires` in `phase`\nhelp: did you mean `retries`?"
         );
         let start = lsp_types::Position::new(1, 21);
-        assert_eq!(d.range, lsp_types::Range::new(start, lsp_types::Position::new(1, 28)));
+        assert_eq!(
+            d.range,
+            lsp_types::Range::new(start, lsp_types::Position::new(1, 28))
+        );
         let fix = finding.fix.as_ref().unwrap();
         assert_eq!(fix.title, "rename to `retries`");
         assert_eq!(fix.edits[0].1.new_text, "retries");

@@ -44,7 +44,12 @@ pub(crate) fn complete(
         None => completer.node_names(found.context, found.siblings, None, offset..offset),
         Some(node) if offset <= node.name.span.end => {
             if !node.name.quoted {
-                completer.node_names(found.context, found.siblings, Some(node), node.name.span.clone());
+                completer.node_names(
+                    found.context,
+                    found.siblings,
+                    Some(node),
+                    node.name.span.clone(),
+                );
             }
         }
         Some(node) => {
@@ -83,9 +88,8 @@ struct Completer<'a> {
 
 impl Completer<'_> {
     fn workspace(&mut self) -> &Workspace {
-        self.workspace.get_or_insert_with(|| {
-            Workspace::of(&self.document.path, self.documents, self.overlay)
-        })
+        self.workspace
+            .get_or_insert_with(|| Workspace::of(&self.document.path, self.documents, self.overlay))
     }
 
     fn push(
@@ -134,9 +138,9 @@ impl Completer<'_> {
             return;
         };
         for schema in schema::nodes_in(context) {
-            let present = siblings.iter().any(|n| {
-                n.name() == schema.name && !editing.is_some_and(|e| std::ptr::eq(e, n))
-            });
+            let present = siblings
+                .iter()
+                .any(|n| n.name() == schema.name && !editing.is_some_and(|e| std::ptr::eq(e, n)));
             if present && !schema.repeatable {
                 continue;
             }
@@ -164,7 +168,8 @@ impl Completer<'_> {
         };
         let within = |word: &Word| word.span.start <= offset && offset <= word.span.end;
         let editing = node.entries.iter().find(|e| {
-            e.key.as_ref().is_some_and(within) || e.value.as_ref().is_some_and(within)
+            e.key.as_ref().is_some_and(within)
+                || e.value.as_ref().is_some_and(within)
                 || (e.key.is_some() && e.value.is_none() && offset == e.end())
         });
         let arg_index = node
@@ -183,7 +188,9 @@ impl Completer<'_> {
                     self.props(at, schema, Some(entry), &key.span.clone());
                 }
                 (Some(_), value) => {
-                    let replace = value.map_or(offset..offset, |v| self.replaced(v, offset));
+                    let replace = value
+                        .as_ref()
+                        .map_or(offset..offset, |v| self.replaced(v, offset));
                     self.prop_values(at, schema, entry, &replace);
                 }
                 (None, Some(value)) => {
@@ -226,9 +233,10 @@ impl Completer<'_> {
         replace: &Range<usize>,
     ) {
         let given = |name: &str| {
-            at.node.entries.iter().any(|e| {
-                e.key_text() == Some(name) && !editing.is_some_and(|x| std::ptr::eq(x, e))
-            })
+            at.node
+                .entries
+                .iter()
+                .any(|e| e.key_text() == Some(name) && !editing.is_some_and(|x| std::ptr::eq(x, e)))
         };
         for prop in schema.props {
             if given(prop.name) {

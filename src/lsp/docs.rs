@@ -11,13 +11,25 @@ pub(crate) fn node(schema: &NodeSchema) -> String {
     if !schema.args.is_empty() {
         out.push_str("\n\n**Arguments**\n");
         for arg in schema.args {
-            let _ = write!(out, "\n- `{}`: {} ({})", arg.name, arg.doc, type_text(arg.ty));
+            let _ = write!(
+                out,
+                "\n- `{}`: {} *{}.*",
+                arg.name,
+                arg.doc,
+                capitalize(&type_text(arg.ty))
+            );
         }
     }
     if !schema.props.is_empty() {
         out.push_str("\n\n**Properties**\n");
         for prop in schema.props {
-            let _ = write!(out, "\n- `{}=`: {} ({})", prop.name, prop.doc, prop_facts(prop));
+            let _ = write!(
+                out,
+                "\n- `{}=`: {} *{}.*",
+                prop.name,
+                prop.doc,
+                capitalize(&prop_facts(prop))
+            );
         }
     }
     if let Some(context) = schema.children {
@@ -30,7 +42,7 @@ pub(crate) fn node(schema: &NodeSchema) -> String {
 /// A property of a node.
 pub(crate) fn prop(node: &NodeSchema, prop: &Prop) -> String {
     format!(
-        "```kdl\n{} {}={}\n```\n\n{}\n\n{}.",
+        "```kdl\n{} {}={}\n```\n\n{} *{}.*",
         node.name,
         prop.name,
         prop.name.to_uppercase(),
@@ -42,11 +54,11 @@ pub(crate) fn prop(node: &NodeSchema, prop: &Prop) -> String {
 /// A positional argument of a node.
 pub(crate) fn arg(node: &NodeSchema, arg: &Arg) -> String {
     format!(
-        "```kdl\n{}\n```\n\n`{}`: {} ({})",
+        "```kdl\n{}\n```\n\n`{}`: {} *{}.*",
         node.signature(),
         arg.name,
         arg.doc,
-        type_text(arg.ty)
+        capitalize(&type_text(arg.ty))
     )
 }
 

@@ -132,13 +132,6 @@ pub(crate) struct Overlay {
     search_path: Vec<PathBuf>,
 }
 
-impl Overlay {
-    /// The text of an open document.
-    pub(crate) fn open_text(&self, path: &Path) -> Option<&Arc<str>> {
-        self.files.get(path)
-    }
-}
-
 impl Loader for Overlay {
     fn read(&self, path: &Path) -> io::Result<String> {
         match self.files.get(path) {
@@ -164,7 +157,10 @@ mod tests {
 
     use super::*;
 
-    fn change(range: Option<((u32, u32), (u32, u32))>, text: &str) -> TextDocumentContentChangeEvent {
+    fn change(
+        range: Option<((u32, u32), (u32, u32))>,
+        text: &str,
+    ) -> TextDocumentContentChangeEvent {
         TextDocumentContentChangeEvent {
             range: range.map(|(s, e)| Range::new(Position::new(s.0, s.1), Position::new(e.0, e.1))),
             range_length: None,
@@ -179,7 +175,7 @@ mod tests {
         assert_eq!(document.path, PathBuf::from("/tmp/p.kdl"));
         document.apply(
             vec![
-                change(Some(((0, 6), (0, 7))), "bee"),
+                change(Some(((0, 7), (0, 8))), "bee"),
                 change(Some(((1, 0), (1, 1))), "cat"),
             ],
             2,

@@ -105,7 +105,13 @@ mod tests {
         let index = LineIndex::new(text);
         let mut spans: Vec<_> = edits
             .iter()
-            .map(|e| (index.offset(e.range.start), index.offset(e.range.end), &e.new_text))
+            .map(|e| {
+                (
+                    index.offset(e.range.start),
+                    index.offset(e.range.end),
+                    &e.new_text,
+                )
+            })
             .collect();
         spans.sort_by_key(|s| std::cmp::Reverse(s.0));
         let mut out = text.to_owned();
@@ -122,7 +128,11 @@ mod tests {
         assert!(!edits.is_empty());
         assert_eq!(apply(text, &edits), format_source(text));
         // The comment line is unchanged, so no edit touches it.
-        assert!(edits.iter().all(|e| e.range.start.line != 1 || e.range.end.line == 1));
+        assert!(
+            edits
+                .iter()
+                .all(|e| e.range.start.line != 1 || e.range.end.line == 1)
+        );
         let formatted = format_source(text);
         assert_eq!(format(&formatted), Some(Vec::new()));
     }

@@ -25,7 +25,7 @@ pub(crate) fn hover(
     let hit = syntax::hit(&tree, offset)?;
     let markdown = match &hit.part {
         Part::Name => syntax::schema_of(hit.context, hit.node).map(docs::node),
-        Part::Key(entry) => key(&hit, entry, document, documents, overlay),
+        Part::Key(entry) => property(&hit, entry, document, documents, overlay),
         Part::Value { entry, index } => {
             value(&hit, entry, *index, offset, document, documents, overlay)
         }
@@ -39,7 +39,7 @@ pub(crate) fn hover(
     })
 }
 
-fn key(
+fn property(
     hit: &Hit<'_>,
     entry: &Entry,
     document: &Document,
@@ -79,7 +79,7 @@ fn value(
         (None, Some(key)) => match schema.prop(key) {
             Some(prop) => (prop.ty, docs::prop(schema, prop)),
             // A template parameter's value: the parameter explains it.
-            None => return key(hit, entry, document, documents, overlay),
+            None => return property(hit, entry, document, documents, overlay),
         },
         (None, None) => return None,
     };
@@ -123,9 +123,12 @@ fn definition_text(workspace: &Workspace, symbol: &Symbol) -> Option<String> {
     match symbol {
         Symbol::Param { template, .. } => {
             let head = &found.file.text[found.occurrence.span.start..line_end(found)];
-            let _ = write!(out, "param {head}\n```\n\nA parameter of template `{template}`.");
+            let _ = write!(
+                out,
+                "param {head}\n```\n\nA parameter of template `{template}`."
+            );
             if let Some(schema) = param_schema() {
-                let _ = write!(out, " {}", schema.doc);
+                let _ = write!(out, "\n\n{}", schema.doc);
             }
         }
         _ => {

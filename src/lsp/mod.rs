@@ -36,7 +36,9 @@ pub enum Error {
 
 /// Serves one session over an established connection, until the editor says `exit` or goes away.
 pub fn serve(connection: lsp_server::Connection) -> Ending {
-    server::Server::new(connection).run()
+    server::Server::new(connection)
+        .run()
+        .unwrap_or(Ending::Abrupt)
 }
 
 /// Serves one session over standard input and output.
@@ -45,9 +47,16 @@ pub fn serve(connection: lsp_server::Connection) -> Ending {
 /// Fails when the messages on standard input are not the protocol's (bad framing or JSON).
 pub fn serve_stdio() -> Result<Ending, Error> {
     let (connection, io_threads) = lsp_server::Connection::stdio();
-    let ending = serve(connection);
-    // The reader thread has stopped at `exit` or at the end of the input; the writer stops now
-    // that the connection is dropped, after writing what was sent.
-    io_threads.join()?;
-    Ok(ending)
+    // The server, and with it the connection, is dropped before the threads are joined: the
+    // writer stops when the last sender is gone, after writing what was sent.
+    let result = server::Server::new(connection).run();
+    match result {
+        Ok(ending) => {
+            // The reader has stopped at `exit` or at the end of the input.
+            io_threads.join()?;
+            Ok(ending)
+        }
+        // Writing failed, so the editor is gone; the reader may wait for input forever.
+        Err(server::Closed) => Ok(Ending::Abrupt),
+    }
 }

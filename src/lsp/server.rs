@@ -15,15 +15,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_server::ResponseError;
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
     PublishDiagnostics,
 };
 use lsp_types::request::{
-    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition,
-    HoverRequest, References, Request as _,
+    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
+    References, Request as _,
 };
 use lsp_types::{
     CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
@@ -131,12 +131,9 @@ impl Server {
         }
     }
 
-    /// Serves until the editor says `exit` or goes away.
-    pub(crate) fn run(&mut self) -> Ending {
-        match self.serve() {
-            Ok(ending) => ending,
-            Err(Closed) => Ending::Abrupt,
-        }
+    /// Serves until the editor says `exit` or goes away; [`Closed`] when writing to it failed.
+    pub(crate) fn run(mut self) -> Result<Ending, Closed> {
+        self.serve()
     }
 
     fn serve(&mut self) -> Result<Ending, Closed> {
@@ -168,7 +165,10 @@ impl Server {
     }
 
     fn send(&self, message: impl Into<Message>) -> Result<(), Closed> {
-        self.connection.sender.send(message.into()).map_err(|_| Closed)
+        self.connection
+            .sender
+            .send(message.into())
+            .map_err(|_| Closed)
     }
 
     fn message(&mut self, message: Message) -> Result<Option<Ending>, Closed> {
@@ -226,9 +226,10 @@ impl Server {
             }),
             GotoDefinition::METHOD => self.answer::<GotoDefinition>(request, |s, p| {
                 let position = p.text_document_position_params;
-                let locations = s.locations(&position.text_document.uri, position.position, |o| {
-                    o.definition
-                })?;
+                let locations =
+                    s.locations(&position.text_document.uri, position.position, |o| {
+                        o.definition
+                    })?;
                 Some(GotoDefinitionResponse::Array(locations))
             }),
             References::METHOD => self.answer::<References>(request, |s, p| {
@@ -238,11 +239,13 @@ impl Server {
                     declarations || !o.definition
                 })
             }),
-            DocumentSymbolRequest::METHOD => self.answer::<DocumentSymbolRequest>(request, |s, p| {
-                let document = s.documents.get(&p.text_document.uri)?;
-                let outline = symbols::document_symbols(&document.text, &document.tree());
-                Some(DocumentSymbolResponse::Nested(outline))
-            }),
+            DocumentSymbolRequest::METHOD => {
+                self.answer::<DocumentSymbolRequest>(request, |s, p| {
+                    let document = s.documents.get(&p.text_document.uri)?;
+                    let outline = symbols::document_symbols(&document.text, &document.tree());
+                    Some(DocumentSymbolResponse::Nested(outline))
+                })
+            }
             CodeActionRequest::METHOD => self.answer::<CodeActionRequest>(request, |s, p| {
                 let document = s.documents.get(&p.text_document.uri)?;
                 let current = s
@@ -303,12 +306,11 @@ impl Server {
         self.reply(id, result)
     }
 
-    /// Answers a request whose parameters decode as `R::Params`, with `handle`'s result (`None`
-    /// is `null`).
+    /// Answers a request whose parameters decode as `R::Params` with `handle`'s result.
     fn answer<R: lsp_types::request::Request>(
         &self,
         request: Request,
-        handle: impl FnOnce(&Self, R::Params) -> Option<R::Result>,
+        handle: impl FnOnce(&Self, R::Params) -> R::Result,
     ) -> Result<(), Closed>
     where
         R::Params: DeserializeOwned,
@@ -373,18 +375,17 @@ impl Server {
     /// Formats on a thread of its own: the parse before it has a budget, but a request must not
     /// wait for it.
     fn format(&self, request: Request) -> Result<(), Closed> {
-        let (id, params) = match serde_json::from_value::<lsp_types::DocumentFormattingParams>(
-            request.params,
-        ) {
-            Ok(params) => (request.id, params),
-            Err(e) => {
-                return self.fail(
-                    request.id,
-                    ErrorCode::InvalidParams,
-                    &format!("invalid parameters for {}: {e}", Formatting::METHOD),
-                );
-            }
-        };
+        let (id, params) =
+            match serde_json::from_value::<lsp_types::DocumentFormattingParams>(request.params) {
+                Ok(params) => (request.id, params),
+                Err(e) => {
+                    return self.fail(
+                        request.id,
+                        ErrorCode::InvalidParams,
+                        &format!("invalid parameters for {}: {e}", Formatting::METHOD),
+                    );
+                }
+            };
         let Some(document) = self.documents.get(&params.text_document.uri) else {
             return self.reply(id, ());
         };
@@ -548,7 +549,6 @@ impl Server {
         let job = Job {
             uri: uri.clone(),
             version: document.version,
-            generation,
             path: document.path.clone(),
             text: Arc::clone(&document.text),
             overlay: self.documents.overlay(&self.search_path),
@@ -567,8 +567,7 @@ impl Server {
             .spawn(move || {
                 // A bug in a check must cost that check, not the session.
                 let outcome =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check::run(job)))
-                        .ok();
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check::run(job))).ok();
                 live.fetch_sub(1, Ordering::SeqCst);
                 let _ = sender.send(Finished {
                     uri: thread_uri,
@@ -655,7 +654,10 @@ impl Server {
     fn publish(&mut self, target: &Uri) -> Result<(), Closed> {
         let contributions = self.findings.get(target);
         let mut diagnostics: Vec<lsp_types::Diagnostic> = Vec::new();
-        for finding in contributions.into_iter().flat_map(BTreeMap::values).flat_map(|c| &c.findings)
+        for finding in contributions
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .flat_map(|c| &c.findings)
         {
             if !diagnostics.contains(&finding.diagnostic) {
                 diagnostics.push(finding.diagnostic.clone());
@@ -676,7 +678,10 @@ impl Server {
             diagnostics,
             version,
         };
-        self.send(Notification::new(PublishDiagnostics::METHOD.to_owned(), params))
+        self.send(Notification::new(
+            PublishDiagnostics::METHOD.to_owned(),
+            params,
+        ))
     }
 }
 

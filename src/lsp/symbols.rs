@@ -4,7 +4,7 @@
 use lsp_types::{DocumentSymbol, SymbolKind};
 
 use super::position::LineIndex;
-use super::syntax::{Node, Tree, Word};
+use super::syntax::{Node, Tree};
 
 /// The outline of a document.
 pub(crate) fn document_symbols(text: &str, tree: &Tree) -> Vec<DocumentSymbol> {
@@ -21,16 +21,27 @@ pub(crate) fn document_symbols(text: &str, tree: &Tree) -> Vec<DocumentSymbol> {
                 "phase" => (SymbolKind::FUNCTION, gates(&index, node)),
                 _ => return None,
             };
-            let name = node
+            // Named by the first argument when it has one; the selection is that name.
+            let named = node
                 .first_arg()
-                .and_then(Word::text)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(node.name());
+                .filter(|w| w.text().is_some_and(|t| !t.is_empty()));
+            let (name, selection) = match named {
+                Some(word) => (word.text().unwrap_or_default(), &word.span),
+                None => (node.name(), &node.name.span),
+            };
             let detail = match node.prop("use").and_then(|e| e.value_text()) {
                 Some(template) => format!("{} use={template}", node.name()),
                 None => node.name().to_owned(),
             };
-            Some(symbol(&index, node, name.to_owned(), detail, kind, children))
+            Some(symbol(
+                &index,
+                node,
+                selection,
+                name.to_owned(),
+                detail,
+                kind,
+                children,
+            ))
         })
         .collect()
 }
@@ -44,7 +55,9 @@ fn gates(index: &LineIndex<'_>, node: &Node) -> Vec<DocumentSymbol> {
         .flat_map(Node::child_nodes)
         .map(|gate| {
             let kind = gate.name();
-            let argument = gate.first_arg().map(|w| index.text()[w.span.clone()].to_owned());
+            let argument = gate
+                .first_arg()
+                .map(|w| index.text()[w.span.clone()].to_owned());
             let (name, detail) = match gate.prop("name").and_then(|e| e.value_text()) {
                 Some(name) if !name.is_empty() => {
                     let detail = match argument {
@@ -55,7 +68,15 @@ fn gates(index: &LineIndex<'_>, node: &Node) -> Vec<DocumentSymbol> {
                 }
                 _ => (kind.to_owned(), argument.unwrap_or_default()),
             };
-            symbol(index, gate, name, detail, SymbolKind::EVENT, Vec::new())
+            symbol(
+                index,
+                gate,
+                &gate.name.span,
+                name,
+                detail,
+                SymbolKind::EVENT,
+                Vec::new(),
+            )
         })
         .collect()
 }
@@ -63,6 +84,7 @@ fn gates(index: &LineIndex<'_>, node: &Node) -> Vec<DocumentSymbol> {
 fn symbol(
     index: &LineIndex<'_>,
     node: &Node,
+    selection: &std::ops::Range<usize>,
     name: String,
     detail: String,
     kind: SymbolKind,
@@ -77,7 +99,7 @@ fn symbol(
         tags: None,
         deprecated: None,
         range: index.range(node.span.start, node.span.end),
-        selection_range: index.range(node.name.span.start, node.name.span.end),
+        selection_range: index.range(selection.start, selection.end),
         children: (!children.is_empty()).then_some(children),
     }
 }

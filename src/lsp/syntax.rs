@@ -61,14 +61,6 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// Where the entry starts.
-    pub(crate) fn start(&self) -> usize {
-        self.key
-            .as_ref()
-            .or(self.value.as_ref())
-            .map_or(0, |w| w.span.start)
-    }
-
     /// Where the entry ends (after the `=` of a property without a value).
     pub(crate) fn end(&self) -> usize {
         match (&self.value, &self.key) {
@@ -170,12 +162,6 @@ struct Parser<'s> {
 impl Parser<'_> {
     fn peek(&self) -> Option<Token> {
         self.tokens.get(self.pos).copied()
-    }
-
-    fn bump(&mut self) -> Option<Token> {
-        let token = self.peek();
-        self.pos += 1;
-        token
     }
 
     /// Nodes up to the `}` that closes the block (when `in_block`) or the end.
@@ -500,8 +486,6 @@ pub(crate) struct Hit<'t> {
     pub(crate) node: &'t Node,
     /// The context the node appears in.
     pub(crate) context: Option<Context>,
-    /// The nodes enclosing it, outermost first.
-    pub(crate) ancestors: Vec<&'t Node>,
     /// The part of the node.
     pub(crate) part: Part<'t>,
     /// The token's bytes.
@@ -544,7 +528,6 @@ pub(crate) fn hit(tree: &Tree, offset: usize) -> Option<Hit<'_>> {
     Some(Hit {
         node,
         context: found.context,
-        ancestors: found.ancestors,
         part,
         span,
     })
@@ -560,7 +543,7 @@ mod tests {
 
     #[test]
     fn reads_nodes_entries_and_blocks() {
-        let src = "phase \"a\" use=\"t\" module=x {\n  depends-on b \"c\"; retries 2\n  gates { syntax }\n}\nagent r#\"q\"#";
+        let src = "phase \"a\" use=\"t\" module=x {\n  depends-on b \"c\"; retries 2\n  gates { syntax }\n}\nagent #\"q\"#";
         let tree = parse(src);
         assert_eq!(names(&tree.nodes), ["phase", "agent"]);
         let phase = &tree.nodes[0];
@@ -618,7 +601,8 @@ mod tests {
         let tree = parse(src);
         let in_gates = enclosing(&tree, src.find("    \n").unwrap() + 2);
         assert_eq!(in_gates.context, Some(Context::Gates));
-        assert_eq!(names(&in_gates.ancestors), ["phase", "gates"]);
+        let ancestors: Vec<&str> = in_gates.ancestors.iter().map(|n| n.name()).collect();
+        assert_eq!(ancestors, ["phase", "gates"]);
         let in_phase = enclosing(&tree, src.rfind("  \n}").unwrap() + 1);
         assert_eq!(in_phase.context, Some(Context::Phase));
         let top = enclosing(&tree, src.len());

@@ -14,9 +14,9 @@ use std::rc::Rc;
 
 use super::documents::{Documents, Overlay};
 use super::syntax::{self, Node, Tree, Word};
+use crate::language::Loader;
 use crate::language::loader::normalize;
 use crate::language::schema::Context;
-use crate::language::Loader;
 
 /// What a name stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -78,7 +78,9 @@ pub(crate) fn occurrences(tree: &Tree) -> Vec<Occurrence> {
         });
     };
     for node in &tree.nodes {
-        let name = node.first_arg().and_then(|w| Some((w, w.text()?.to_owned())));
+        let name = node
+            .first_arg()
+            .and_then(|w| Some((w, w.text()?.to_owned())));
         match (node.name(), name) {
             ("phase", name) => {
                 if let Some((word, name)) = name {
@@ -150,7 +152,11 @@ fn references(nodes: &[Node], context: Option<Context>, add: &mut impl FnMut(Sym
             }
             _ => {}
         }
-        references(node.child_nodes(), syntax::child_context(context, node), add);
+        references(
+            node.child_nodes(),
+            syntax::child_context(context, node),
+            add,
+        );
     }
 }
 
@@ -277,12 +283,10 @@ impl Workspace {
 
     /// The top-level node whose name (first argument) is the definition `found`.
     pub(crate) fn defining_node<'w>(&self, found: &Found<'w>) -> Option<&'w Node> {
-        found
-            .file
-            .tree
-            .nodes
-            .iter()
-            .find(|n| n.first_arg().is_some_and(|w| w.span == found.occurrence.span))
+        found.file.tree.nodes.iter().find(|n| {
+            n.first_arg()
+                .is_some_and(|w| w.span == found.occurrence.span)
+        })
     }
 }
 
@@ -295,7 +299,11 @@ pub(crate) fn symbol_at(tree: &Tree, offset: usize) -> Option<Occurrence> {
 
 /// Where an import points: relative to the importing file's folder, else on the search path (the
 /// same order as the compiler's).
-pub(crate) fn resolve_import(loader: &dyn Loader, folder: &Path, relative: &str) -> Option<PathBuf> {
+pub(crate) fn resolve_import(
+    loader: &dyn Loader,
+    folder: &Path,
+    relative: &str,
+) -> Option<PathBuf> {
     std::iter::once(folder.to_owned())
         .chain(loader.search_path())
         .map(|dir| normalize(&dir, Path::new(relative)))
@@ -362,8 +370,11 @@ phase "lexer" use="mod" module="x" { depends-on "base" "lexer" }
         std::fs::create_dir(root.join("lib")).unwrap();
         std::fs::write(root.join("lib/a.kdl"), "import \"b.kdl\"\nagent \"a\"").unwrap();
         std::fs::write(root.join("lib/b.kdl"), "agent \"b\"\nimport \"a.kdl\"").unwrap();
-        std::fs::write(root.join("p.kdl"), "import \"lib/a.kdl\"\nphase \"x\" { agent \"b\" }")
-            .unwrap();
+        std::fs::write(
+            root.join("p.kdl"),
+            "import \"lib/a.kdl\"\nphase \"x\" { agent \"b\" }",
+        )
+        .unwrap();
         let mut documents = Documents::default();
         for name in ["p.kdl", "lib/b.kdl"] {
             let path = root.join(name);
@@ -374,14 +385,26 @@ phase "lexer" use="mod" module="x" { depends-on "base" "lexer" }
         let overlay = documents.overlay(&[]);
         let from_pipeline = Workspace::of(&root.join("p.kdl"), &documents, &overlay);
         let paths: Vec<_> = from_pipeline.files.iter().map(|f| f.path.clone()).collect();
-        assert_eq!(paths, [root.join("p.kdl"), root.join("lib/a.kdl"), root.join("lib/b.kdl")]);
+        assert_eq!(
+            paths,
+            [
+                root.join("p.kdl"),
+                root.join("lib/a.kdl"),
+                root.join("lib/b.kdl")
+            ]
+        );
         let definitions = from_pipeline.definitions(&Symbol::Agent("b".into()));
         assert_eq!(definitions.len(), 1);
         assert_eq!(definitions[0].file.path, root.join("lib/b.kdl"));
 
         // From the library, the pipeline that imports it is part of the workspace.
         let from_library = Workspace::of(&root.join("lib/b.kdl"), &documents, &overlay);
-        assert!(from_library.files.iter().any(|f| f.path == root.join("p.kdl")));
+        assert!(
+            from_library
+                .files
+                .iter()
+                .any(|f| f.path == root.join("p.kdl"))
+        );
         let agents = from_library.defined("agent");
         assert_eq!(agents, ["b", "a"]);
     }

@@ -30,8 +30,9 @@
 //! be set back, a same-size change whose modification time was put back is still seen; only a
 //! change made while the system clock was stepped back could slip through.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -67,9 +68,9 @@ pub struct FileState {
 /// Files of a workspace by relative path (forward slashes), honouring .gitignore.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Sorted by path: binary search takes half the comparisons of a `BTreeMap` lookup, and
-    /// building it from the walkers' sorted runs is a merge.
-    files: Vec<(String, Entry)>,
+    /// Sorted by path. The paths are shared with the snapshots taken after this one: a file that is
+    /// still there costs them no allocation.
+    files: Vec<(Arc<str>, Entry)>,
     /// Every folder walked (relative, forward slashes), so `restore` knows which ones are new.
     dirs: BTreeSet<String>,
     /// Real relative paths of files whose names are not UTF-8 (their keys are lossy).
@@ -212,7 +213,7 @@ impl Snapshot {
     pub fn files(&self) -> impl Iterator<Item = (&str, &FileState)> {
         self.files
             .iter()
-            .map(|(path, entry)| (path.as_str(), &entry.state))
+            .map(|(path, entry)| (&**path, &entry.state))
     }
 
     /// The file at this relative path (forward slashes).
@@ -223,7 +224,7 @@ impl Snapshot {
     fn entry(&self, path: &str) -> Option<&Entry> {
         let index = self
             .files
-            .binary_search_by(|(key, _)| key.as_str().cmp(path))
+            .binary_search_by(|(key, _)| (**key).cmp(path))
             .ok()?;
         Some(&self.files[index].1)
     }
@@ -253,26 +254,26 @@ impl Snapshot {
             match (before, later) {
                 (None, None) => break,
                 (Some((path, _)), None) => {
-                    changes.deleted.push(path.clone());
+                    changes.deleted.push(path.to_string());
                     before = before_files.next();
                 }
                 (None, Some((path, _))) => {
-                    changes.created.push(path.clone());
+                    changes.created.push(path.to_string());
                     later = after_files.next();
                 }
                 (Some((before_path, old)), Some((after_path, new))) => {
                     match before_path.cmp(after_path) {
                         Ordering::Less => {
-                            changes.deleted.push(before_path.clone());
+                            changes.deleted.push(before_path.to_string());
                             before = before_files.next();
                         }
                         Ordering::Greater => {
-                            changes.created.push(after_path.clone());
+                            changes.created.push(after_path.to_string());
                             later = after_files.next();
                         }
                         Ordering::Equal => {
                             if old.differs_from(new) {
-                                changes.modified.push(before_path.clone());
+                                changes.modified.push(before_path.to_string());
                             }
                             before = before_files.next();
                             later = after_files.next();
@@ -338,7 +339,7 @@ impl Snapshot {
         let mut folder = rel.parent();
         while let Some(dir) = folder
             && !dir.as_os_str().is_empty()
-            && !self.dirs.contains(&key_of(dir))
+            && !self.dirs.contains(&*key_of(dir))
         {
             match fs::remove_dir(workspace.join(dir)) {
                 Ok(()) => {}
@@ -453,17 +454,17 @@ const NEW: usize = usize::MAX;
 /// had goes to its index there, and a new file right before the first path there that sorts after
 /// it, so only new files are compared by path (with one binary search each).
 fn in_path_order(
-    found: impl Iterator<Item = (String, Entry)>,
+    found: impl Iterator<Item = (Arc<str>, Entry)>,
     total: usize,
-    previous: &[(String, Entry)],
-) -> Vec<(String, Entry)> {
-    let mut known: Vec<Option<(String, Entry)>> = (0..previous.len()).map(|_| None).collect();
+    previous: &[(Arc<str>, Entry)],
+) -> Vec<(Arc<str>, Entry)> {
+    let mut known: Vec<Option<(Arc<str>, Entry)>> = (0..previous.len()).map(|_| None).collect();
     let mut new = Vec::new();
     for (path, entry) in found {
         match known.get_mut(entry.order) {
             Some(slot) => *slot = Some((path, entry)),
             None => {
-                let before = previous.partition_point(|(old, _)| old.as_str() < path.as_str());
+                let before = previous.partition_point(|(old, _)| *old < path);
                 new.push((before, path, entry));
             }
         }
@@ -540,7 +541,7 @@ impl Shared<'_> {
 /// One thread's findings.
 #[derive(Default)]
 struct Part {
-    files: Vec<(String, Entry)>,
+    files: Vec<(Arc<str>, Entry)>,
     dirs: Vec<String>,
     raw_names: Vec<(String, PathBuf)>,
     hashed: usize,
@@ -564,8 +565,7 @@ impl<'s> ParallelVisitorBuilder<'s> for Collectors<'s> {
             },
             buffer: Vec::new(),
             folder: Folder::default(),
-            nearby_folder: None,
-            nearby: 0..0,
+            nearby: Nearby::default(),
         })
     }
 }
@@ -577,9 +577,53 @@ struct Collector<'s> {
     part: Part,
     buffer: Vec<u8>,
     folder: Folder,
-    /// The folder (with its trailing slash) whose run in the previous snapshot is `nearby`.
-    nearby_folder: Option<String>,
-    nearby: std::ops::Range<usize>,
+    nearby: Nearby<'s>,
+}
+
+/// The previous snapshot's files in the folder of the last file looked up. A walker thread visits
+/// a folder's files one after another, and the previous snapshot holds them (with the files of
+/// its subfolders) in one run: finding the run once per folder and indexing it by name makes each
+/// lookup one hash instead of a binary search over every path.
+#[derive(Default)]
+struct Nearby<'s> {
+    /// The folder, with its trailing slash (empty for the workspace itself).
+    folder: Option<String>,
+    run: std::ops::Range<usize>,
+    /// Index of each file directly in the folder, by name, when the run is small enough to be
+    /// worth indexing; otherwise the run is binary searched.
+    by_name: HashMap<&'s str, usize>,
+}
+
+/// Runs longer than this (a folder above many others) are binary searched, not indexed.
+const NEARBY_INDEX_LIMIT: usize = 1024;
+
+impl<'s> Nearby<'s> {
+    /// The index in `files` of `folder` + `name`.
+    fn find(&mut self, files: &'s [(Arc<str>, Entry)], folder: &str, name: &str) -> Option<usize> {
+        if self.folder.as_deref() != Some(folder) {
+            let start = files.partition_point(|(path, _)| &**path < folder);
+            let len = files[start..].partition_point(|(path, _)| path.starts_with(folder));
+            self.run = start..start + len;
+            self.folder = Some(folder.to_owned());
+            self.by_name.clear();
+            if len <= NEARBY_INDEX_LIMIT {
+                for (index, (path, _)) in files[self.run.clone()].iter().enumerate() {
+                    let file = &path[folder.len()..];
+                    if !file.contains('/') {
+                        self.by_name.insert(file, start + index);
+                    }
+                }
+            }
+        }
+        if self.run.len() <= NEARBY_INDEX_LIMIT {
+            return self.by_name.get(name).copied();
+        }
+        let run = &files[self.run.clone()];
+        let index = run
+            .binary_search_by(|(path, _)| path.as_bytes()[folder.len()..].cmp(name.as_bytes()))
+            .ok()?;
+        Some(self.run.start + index)
+    }
 }
 
 /// What reading a file gave.
@@ -610,7 +654,7 @@ impl ParallelVisitor for Collector<'_> {
         };
         let key = key_of(rel);
         if file_type.is_dir() {
-            self.part.dirs.push(key);
+            self.part.dirs.push(key.into_owned());
             return WalkState::Continue;
         }
         if !file_type.is_file() && !file_type.is_symlink() {
@@ -619,9 +663,11 @@ impl ParallelVisitor for Collector<'_> {
         match self.record(entry.path(), &key) {
             Ok(Some(recorded)) => {
                 if rel.to_str().is_none() {
-                    self.part.raw_names.push((key.clone(), rel.to_path_buf()));
+                    self.part
+                        .raw_names
+                        .push((key.into_owned(), rel.to_path_buf()));
                 }
-                self.part.files.push((key, recorded));
+                self.part.files.push(recorded);
                 WalkState::Continue
             }
             Ok(None) => WalkState::Continue,
@@ -658,8 +704,8 @@ impl<'s> Collector<'s> {
         }
     }
 
-    /// The entry for the file at `path`; `None` when it vanished or is not a file or symlink.
-    fn record(&mut self, path: &Path, key: &str) -> io::Result<Option<Entry>> {
+    /// The file at `path` with its key; `None` when it vanished or is not a file or symlink.
+    fn record(&mut self, path: &Path, key: &str) -> io::Result<Option<(Arc<str>, Entry)>> {
         let stat = match self.folder.stat(path) {
             Ok(stat) => stat,
             Err(err) if skippable(&err) => return Ok(None),
@@ -689,10 +735,14 @@ impl<'s> Collector<'s> {
             order: NEW,
         };
         let old = self.previous_entry(key);
-        if let Some((index, _)) = old {
-            entry.order = index;
-        }
-        if let Some((_, previous)) = old
+        let key = match old {
+            Some((index, (old_key, _))) => {
+                entry.order = index;
+                Arc::clone(old_key)
+            }
+            None => Arc::from(key),
+        };
+        if let Some((_, (_, previous))) = old
             && self.reusable(previous, &entry)
             && (!keep || previous.contents.is_some())
         {
@@ -702,7 +752,7 @@ impl<'s> Collector<'s> {
             } else {
                 None
             };
-            return Ok(Some(entry));
+            return Ok(Some((key, entry)));
         }
         let contents = match kind {
             Kind::Symlink => read_link(path, keep)?,
@@ -720,28 +770,15 @@ impl<'s> Collector<'s> {
             }
             Contents::Gone => return Ok(None),
         }
-        Ok(Some(entry))
+        Ok(Some((key, entry)))
     }
 
-    /// The previous snapshot's entry for `key`, with its index.
-    fn previous_entry(&mut self, key: &str) -> Option<(usize, &'s Entry)> {
+    /// The previous snapshot's file at `key`, with its index there.
+    fn previous_entry(&mut self, key: &str) -> Option<(usize, &'s (Arc<str>, Entry))> {
         let files = &self.shared.previous?.files;
-        // A folder's files come one after another, and the previous snapshot holds them (and the
-        // files of its subfolders) in one run: find the run once per folder, then search only it,
-        // comparing only what follows the folder's path.
         let folder = &key[..key.rfind('/').map_or(0, |slash| slash + 1)];
-        if self.nearby_folder.as_deref() != Some(folder) {
-            let start = files.partition_point(|(path, _)| path.as_str() < folder);
-            let len = files[start..].partition_point(|(path, _)| path.starts_with(folder));
-            self.nearby = start..start + len;
-            self.nearby_folder = Some(folder.to_owned());
-        }
-        let name = &key.as_bytes()[folder.len()..];
-        let run = &files[self.nearby.clone()];
-        let index = run
-            .binary_search_by(|(path, _)| path.as_bytes()[folder.len()..].cmp(name))
-            .ok()?;
-        Some((self.nearby.start + index, &run[index].1))
+        let index = self.nearby.find(files, folder, &key[folder.len()..])?;
+        Some((index, &files[index]))
     }
 
     /// Whether the previous snapshot's entry `old` may lend its hash to `entry`.
@@ -951,16 +988,16 @@ fn below<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
 }
 
 /// A relative path as snapshots write it: forward slashes, lossy where not UTF-8.
-fn key_of(rel: &Path) -> String {
+fn key_of(rel: &Path) -> Cow<'_, str> {
     // `to_str` first: `to_string_lossy` takes a slower path even for valid UTF-8.
     let text = match rel.to_str() {
-        Some(text) => std::borrow::Cow::Borrowed(text),
+        Some(text) => Cow::Borrowed(text),
         None => rel.to_string_lossy(),
     };
     if std::path::MAIN_SEPARATOR == '/' {
-        text.into_owned()
+        text
     } else {
-        text.replace('\\', "/")
+        Cow::Owned(text.replace('\\', "/"))
     }
 }
 

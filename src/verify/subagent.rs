@@ -43,7 +43,7 @@ use crate::engine::event::{ChildExit, GateReport, GateStatus, TimeoutKind};
 use crate::engine::process::{self, Cancel, ChildSpec};
 use crate::engine::prompt::{describe_output, render_argv};
 use crate::engine::response;
-use crate::model::{Agent, Phase};
+use crate::model::{Agent, Millis, Phase};
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
 use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
@@ -66,6 +66,9 @@ pub const DIFF_LIMIT: usize = 64 * 1024;
 pub const FILE_DIFF_LIMIT: usize = 16 * 1024;
 /// How much of the end of a response is searched for the verdict.
 pub const VERDICT_WINDOW: usize = 1024 * 1024;
+
+/// Numbers scratch folders apart within this process.
+static NEXT_SCRATCH: AtomicU64 = AtomicU64::new(0);
 
 /// Files larger than this (before or after) are named, not diffed: diffing costs time and memory
 /// that a part of at most [`FILE_DIFF_LIMIT`] bytes does not repay.
@@ -92,6 +95,7 @@ const MAX_ITEM_CHARS: usize = 2000;
 const MAX_FEEDBACK_CHARS: usize = 16_000;
 
 /// Everything the sub-agent verification of one attempt needs.
+#[derive(Debug)]
 pub struct SubAgentCheck<'a> {
     /// The workspace root: the verifier's working directory, snapshotted around the review.
     pub workspace: &'a Path,
@@ -172,6 +176,59 @@ pub enum SubAgentOutcome {
     },
     /// The run was cancelled; whatever the verifier changed was undone as far as possible.
     Cancelled,
+}
+
+impl SubAgentOutcome {
+    /// The verifier's part of the next attempt's feedback (Markdown): a failing verdict's errors,
+    /// feedback and passed checks, or why the review was void. `None` for a passing verdict and
+    /// for a cancelled review.
+    #[must_use]
+    pub fn feedback(&self) -> Option<String> {
+        let mut out = String::new();
+        match self {
+            SubAgentOutcome::Verdict(verdict) if verdict.success => return None,
+            SubAgentOutcome::Cancelled => return None,
+            SubAgentOutcome::Verdict(verdict) => {
+                out.push_str("## The reviewer rejected the work\n\n");
+                out.push_str(
+                    "A separate reviewer checked your work against the task and found it not \
+                     done. Fix every problem it names:\n\n",
+                );
+                if verdict.errors.is_empty() {
+                    out.push_str("- (the reviewer named no specific problem)\n");
+                }
+                for error in &verdict.errors {
+                    list_item(&mut out, error);
+                }
+                out.push('\n');
+                if !verdict.feedback.trim().is_empty() {
+                    out.push_str("The reviewer's advice:\n\n");
+                    fenced(&mut out, "text", verdict.feedback.trim());
+                    out.push('\n');
+                }
+                if !verdict.checks_passed.is_empty() {
+                    out.push_str("What the reviewer found right (keep it so):\n\n");
+                    for check in &verdict.checks_passed {
+                        list_item(&mut out, check);
+                    }
+                    out.push('\n');
+                }
+            }
+            SubAgentOutcome::Void { reason, .. } => {
+                out.push_str("## The review of the work was void\n\n");
+                let _ = writeln!(
+                    out,
+                    "The independent review of this attempt could not be trusted, so the attempt \
+                     counts as failed: {reason}. Make sure the work is complete and correct; it \
+                     will be reviewed again.\n"
+                );
+            }
+        }
+        while out.ends_with("\n\n") {
+            out.pop();
+        }
+        Some(out)
+    }
 }
 
 /// What `verdict.json` holds.
@@ -275,13 +332,12 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
 
     let mut verdict = None;
     if let Some(exit) = &exit {
-        match exit_problem(c.verifier, exit) {
-            Some(problem) => reasons.push(problem),
-            None => {
-                let (given, problems) = judge_response(c);
-                verdict = given.map(|v| bounded(redacted(v, &c.redactor)));
-                reasons.extend(problems);
-            }
+        if let Some(problem) = exit_problem(c.verifier, exit) {
+            reasons.push(problem);
+        } else {
+            let (given, problems) = judge_response(c);
+            verdict = given.map(|v| bounded(redacted(&v, &c.redactor)));
+            reasons.extend(problems);
         }
     }
 
@@ -311,6 +367,7 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
 /// The built-in verification prompt: the phase's task, the expected outputs, the gate results so
 /// far, the files this attempt changed with `diff` (see [`diff_of_changes`]), the phase's
 /// `verifier-prompt`, and the verdict format.
+#[must_use]
 pub fn verification_prompt(c: &SubAgentCheck<'_>, diff: &str) -> String {
     let phase = c.phase;
     let mut out = String::new();
@@ -444,6 +501,7 @@ pub fn parse_verdict(response: &str) -> Result<Verdict, VerdictError> {
 /// what changed instead. At most [`DIFF_LIMIT`] bytes in all and [`FILE_DIFF_LIMIT`] per file; a
 /// cut part ends with a note of how many lines were left out, and the files that did not fit are
 /// named in a closing note.
+#[must_use]
 pub fn diff_of_changes(workspace: &Path, before: &Snapshot, changes: &Changes) -> String {
     let mut entries: Vec<(&str, ChangeKind)> = changes
         .created
@@ -714,13 +772,12 @@ impl Scratch {
         if let Some(dir) = &self.dir {
             return Ok(dir.clone());
         }
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         let base = std::env::temp_dir();
         for _ in 0..100 {
             let dir = base.join(format!(
                 "helixflow-diff-{}-{}",
                 std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
+                NEXT_SCRATCH.fetch_add(1, Ordering::Relaxed)
             ));
             match create_private_dir(&dir) {
                 Ok(()) => {
@@ -787,16 +844,15 @@ fn fit(part: String, room: usize) -> String {
         return part;
     }
     let keep = room.saturating_sub(CUT_NOTE_RESERVE);
-    let cut = match part.as_bytes()[..keep].iter().rposition(|&b| b == b'\n') {
-        Some(newline) => newline + 1,
-        None => {
-            // One line longer than the room (minified code): cut inside it.
-            let mut at = keep;
-            while !part.is_char_boundary(at) {
-                at -= 1;
-            }
-            at
+    let cut = if let Some(newline) = part.as_bytes()[..keep].iter().rposition(|&b| b == b'\n') {
+        newline + 1
+    } else {
+        // One line longer than the room (minified code): cut inside it.
+        let mut at = keep;
+        while !part.is_char_boundary(at) {
+            at -= 1;
         }
+        at
     };
     let left_out = part[cut..].lines().count();
     let mut out = part[..cut].to_owned();
@@ -865,8 +921,8 @@ fn verifier_spec(c: &SubAgentCheck<'_>, prompt: &str, prompt_file: &Path) -> io:
     if verifier.stdin {
         spec.stdin = Some(prompt.as_bytes().to_vec());
     }
-    spec.timeout = verifier.timeout.map(|t| t.duration());
-    spec.idle_timeout = verifier.idle_timeout.map(|t| t.duration());
+    spec.timeout = verifier.timeout.map(Millis::duration);
+    spec.idle_timeout = verifier.idle_timeout.map(Millis::duration);
     let mut env: Vec<(OsString, OsString)> = vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())];
     env.extend(c.env.iter().cloned());
     env.extend(
@@ -1112,7 +1168,7 @@ fn short_json(value: &Value) -> String {
     first_chars(&value.to_string(), 60)
 }
 
-fn redacted(verdict: Verdict, redactor: &Redactor) -> Verdict {
+fn redacted(verdict: &Verdict, redactor: &Redactor) -> Verdict {
     Verdict {
         success: verdict.success,
         errors: verdict.errors.iter().map(|e| redactor.redact(e)).collect(),
@@ -1183,6 +1239,15 @@ fn gate_item(out: &mut String, report: &GateReport) {
     }
 }
 
+/// A list item: the first line as the item, later lines indented under it.
+fn list_item(out: &mut String, text: &str) {
+    let mut lines = text.trim_end().lines();
+    let _ = writeln!(out, "- {}", lines.next().unwrap_or_default());
+    for line in lines {
+        let _ = writeln!(out, "  {line}");
+    }
+}
+
 /// The changed files, bounded, and the diff.
 fn changes_section(out: &mut String, changes: &Changes, diff: &str) {
     if changes.is_empty() {
@@ -1215,8 +1280,8 @@ fn changes_section(out: &mut String, changes: &Changes, diff: &str) {
         out.push_str("There is no text difference to show.\n\n");
     } else {
         out.push_str(
-            "The diff of these changes (text files in full; binary, very large and symlinked \
-             files only named):\n\n",
+            "The diff of these changes (binary files, very large files and symlinks are only \
+             named; long diffs are cut):\n\n",
         );
         fenced(out, "diff", diff);
         out.push('\n');
@@ -1290,7 +1355,10 @@ mod tests {
 
     #[test]
     fn a_cut_part_ends_at_a_line_with_a_note() {
-        let part: String = (0..100).map(|i| format!("+line {i}\n")).collect();
+        let part = (0..100).fold(String::new(), |mut part, i| {
+            let _ = writeln!(part, "+line {i}");
+            part
+        });
         let cut = fit(part, 400);
         assert!(cut.len() <= 400, "{} bytes", cut.len());
         assert!(cut.starts_with("+line 0\n"));

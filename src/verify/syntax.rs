@@ -340,7 +340,7 @@ fn language_findings(
         Language::Json => json_findings(tree, text, tree_errors),
         Language::Yaml => yaml_findings(utf8, tree_errors),
         Language::Toml if !tree.root_node().has_error() => toml_duplicates(tree.root_node(), text),
-        Language::Kdl => kdl_findings(utf8, tree_errors),
+        Language::Kdl => kdl_findings(utf8, tree, tree_errors),
         _ => tree_errors,
     }
 }
@@ -468,7 +468,7 @@ fn unexpected(node: Node, text: &[u8]) -> Finding {
 }
 
 fn unexpected_token(node: Node, text: &[u8]) -> Finding {
-    let target = first_error_leaf(node).unwrap_or(node);
+    let target = first_error_leaf(node).unwrap_or_else(|| first_incomplete_child(node));
     let start = target.start_byte();
     if start >= text.len() {
         return Finding::new(start, "unexpected end of file");
@@ -486,6 +486,24 @@ fn unexpected_token(node: Node, text: &[u8]) -> Finding {
         Some(snippet) => Finding::new(start, format!("unexpected `{snippet}`")),
         None => Finding::new(start, "invalid syntax"),
     }
+}
+
+/// Where an ERROR node stops making sense: tree-sitter often wraps the complete statements before
+/// a mistake into the ERROR node (a missing `:` after `def f()` swallows the whole module), so the
+/// first child that is not a complete definition or statement is the place to report.
+fn first_incomplete_child(node: Node) -> Node {
+    let mut cursor = node.walk();
+    let complete = |child: &Node| {
+        let kind = child.kind();
+        child.is_named()
+            && !child.has_error()
+            && (kind.ends_with("_definition")
+                || kind.ends_with("_statement")
+                || kind.ends_with("_declaration"))
+    };
+    node.children(&mut cursor)
+        .find(|child| !complete(child))
+        .unwrap_or(node)
 }
 
 /// The first error leaf under `node`, in document order. Iterative: a deeply nested file makes a
@@ -1072,7 +1090,9 @@ fn toml_duplicates(root: Node, text: &[u8]) -> Vec<Finding> {
         match node.kind() {
             "pair" => {
                 if let Some(table) = resolve(&mut document, &current) {
-                    toml_pair(table, node, text, &mut out);
+                    if let Some(value) = toml_pair(table, node, text, &mut out) {
+                        toml_values(value, text, &mut out);
+                    }
                 }
             }
             "table" | "table_array_element" => {
@@ -1095,7 +1115,9 @@ fn toml_duplicates(root: Node, text: &[u8]) -> Vec<Finding> {
                     .filter(|c| c.kind() == "pair")
                 {
                     if let Some(table) = resolve(&mut document, &current) {
-                        toml_pair(table, pair, text, &mut out);
+                        if let Some(value) = toml_pair(table, pair, text, &mut out) {
+                            toml_values(value, text, &mut out);
+                        }
                     }
                 }
             }
@@ -1221,15 +1243,16 @@ fn define_table(
     }
 }
 
-/// `a.b.c = value` inside `table`.
-fn toml_pair(table: &mut TomlTable, pair: Node, text: &[u8], out: &mut Vec<Finding>) {
-    let Some(key) = pair.named_child(0) else {
-        return;
-    };
+/// `a.b.c = value` inside `table`; returns the value, whose own checks are the caller's.
+fn toml_pair<'t>(
+    table: &mut TomlTable,
+    pair: Node<'t>,
+    text: &[u8],
+    out: &mut Vec<Finding>,
+) -> Option<Node<'t>> {
+    let key = pair.named_child(0)?;
     let parts = key_parts(key, text);
-    let Some((last, parents)) = parts.split_last() else {
-        return;
-    };
+    let (last, parents) = parts.split_last()?;
     let mut table = table;
     for (i, part) in parents.iter().enumerate() {
         let (entry, first) = table.entries.entry(part.name.clone()).or_insert_with(|| {
@@ -1259,7 +1282,7 @@ fn toml_pair(table: &mut TomlTable, pair: Node, text: &[u8], out: &mut Vec<Findi
                 dotted(&parts)
             ),
         ));
-        return;
+        return None;
     }
     if let Some((_, first)) = table.entries.get(&last.name) {
         out.push(Finding::new(
@@ -1270,37 +1293,132 @@ fn toml_pair(table: &mut TomlTable, pair: Node, text: &[u8], out: &mut Vec<Findi
                 first_on(text, *first)
             ),
         ));
-        return;
+        return None;
     }
     table
         .entries
         .insert(last.name.clone(), (TomlEntry::Value, last.byte));
-    if let Some(value) = pair.named_child(1) {
-        toml_value(value, text, out);
+    pair.named_child(1)
+}
+
+/// The checks inside a value: inline tables have their own keys, and may nest in arrays and in
+/// each other; escapes must name Unicode scalar values; dates and times must exist. Iterative, as
+/// arrays nest as deep as the file likes.
+fn toml_values(value: Node, text: &[u8], out: &mut Vec<Finding>) {
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value.kind() {
+            "inline_table" => {
+                let mut table = TomlTable::new(TableOrigin::Header);
+                let mut cursor = value.walk();
+                for pair in value
+                    .named_children(&mut cursor)
+                    .filter(|c| c.kind() == "pair")
+                {
+                    pending.extend(toml_pair(&mut table, pair, text, out));
+                }
+            }
+            "array" => {
+                let mut cursor = value.walk();
+                pending.extend(value.named_children(&mut cursor));
+            }
+            "string" => out.extend(toml_escape_problem(value, text)),
+            "offset_date_time" | "local_date_time" | "local_date" | "local_time" => {
+                if !toml_datetime_exists(&text[value.byte_range()]) {
+                    out.push(Finding::new(
+                        value.start_byte(),
+                        format!(
+                            "`{}` is not a valid date or time",
+                            String::from_utf8_lossy(&text[value.byte_range()])
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
     }
 }
 
-/// Inline tables have their own keys; they may nest in arrays and in each other.
-fn toml_value(value: Node, text: &[u8], out: &mut Vec<Finding>) {
-    match value.kind() {
-        "inline_table" => {
-            let mut table = TomlTable::new(TableOrigin::Header);
-            let mut cursor = value.walk();
-            for pair in value
-                .named_children(&mut cursor)
-                .filter(|c| c.kind() == "pair")
-            {
-                toml_pair(&mut table, pair, text, out);
-            }
+/// `"\uD800"`: the grammar accepts any hex digits, TOML only Unicode scalar values.
+fn toml_escape_problem(string: Node, text: &[u8]) -> Option<Finding> {
+    let mut cursor = string.walk();
+    string
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "escape_sequence")
+        .find_map(|escape| {
+            let written = String::from_utf8_lossy(&text[escape.byte_range()]);
+            let hex = written
+                .strip_prefix("\\u")
+                .or_else(|| written.strip_prefix("\\U"))?;
+            let valid = u32::from_str_radix(hex, 16)
+                .ok()
+                .and_then(char::from_u32)
+                .is_some();
+            (!valid).then(|| {
+                Finding::new(
+                    escape.start_byte(),
+                    format!("escape `{written}` is not a Unicode scalar value"),
+                )
+            })
+        })
+}
+
+/// Whether a date-time the grammar accepted names a real date and time: `1988-02-30` and `25:00`
+/// have the right shape but do not exist. A leap second (`:60`) is accepted, as RFC 3339 does.
+fn toml_datetime_exists(literal: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(literal);
+    let number = |s: &str| s.parse::<u32>().ok();
+    let (date, time) = if text.len() >= 10 && text.as_bytes().get(4) == Some(&b'-') {
+        let (date, rest) = text.split_at(10);
+        (Some(date), rest.get(1..).filter(|t| !t.is_empty()))
+    } else {
+        (None, Some(text.as_ref()))
+    };
+    if let Some(date) = date {
+        let mut parts = date.split('-');
+        let (Some(year), Some(month), Some(day)) = (
+            parts.next().and_then(number),
+            parts.next().and_then(number),
+            parts.next().and_then(number),
+        ) else {
+            return false;
+        };
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+        let days = match month {
+            1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+            4 | 6 | 9 | 11 => 30,
+            2 if leap => 29,
+            2 => 28,
+            _ => return false,
+        };
+        if day == 0 || day > days {
+            return false;
         }
-        "array" => {
-            let mut cursor = value.walk();
-            for element in value.named_children(&mut cursor) {
-                toml_value(element, text, out);
-            }
-        }
-        _ => {}
     }
+    let Some(time) = time else {
+        return true;
+    };
+    // HH:MM[:SS[.frac]] then an optional Z or ±HH:MM offset.
+    let offset_at = time[1..]
+        .find(['Z', 'z', '+', '-'])
+        .map_or(time.len(), |i| i + 1);
+    let (clock, offset) = time.split_at(offset_at);
+    let mut fields = clock.split(':');
+    let hour = fields.next().and_then(number);
+    let minute = fields.next().and_then(number);
+    let second = fields.next().map(|s| s.split('.').next().and_then(number));
+    let clock_ok = matches!(hour, Some(h) if h <= 23)
+        && matches!(minute, Some(m) if m <= 59)
+        && second.is_none_or(|s| matches!(s, Some(s) if s <= 60));
+    let offset_ok = match offset.get(1..) {
+        None | Some("") => true,
+        Some(hm) => {
+            let mut parts = hm.split(':');
+            matches!(parts.next().and_then(number), Some(h) if h <= 23)
+                && matches!(parts.next().and_then(number), Some(m) if m <= 59)
+        }
+    };
+    clock_ok && offset_ok
 }
 
 fn key_parts(key: Node, text: &[u8]) -> Vec<KeyPart> {
@@ -1424,14 +1542,19 @@ fn toml_unterminated_string(text: &[u8]) -> Option<Finding> {
 
 // ----- KDL ------------------------------------------------------------------------------------
 
+/// How deep the tree of a KDL file may be for helixflow's KDL v2 parser to see it. That parser
+/// recurses once per nested block and overflows a thread's stack (aborting the process) beyond
+/// about 60 levels in a debug build; pipelines nest a handful.
+const KDL_MAX_TREE_DEPTH: u32 = 64;
+
 /// helixflow's KDL v2 parser first (its messages name the exact place); tree-sitter-kdl, which
-/// also knows KDL v1, for files the v2 parser cannot judge (too large, too slow, not UTF-8) and
-/// for KDL v1 files.
-fn kdl_findings(utf8: Option<&str>, tree_errors: Vec<Finding>) -> Vec<Finding> {
+/// also knows KDL v1, for files the v2 parser cannot judge (too large, too deep, too slow, not
+/// UTF-8) and for KDL v1 files.
+fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> Vec<Finding> {
     let Some(text) = utf8 else {
         return tree_errors;
     };
-    if text.len() > kdl_parse::MAX_FILE_BYTES {
+    if text.len() > kdl_parse::MAX_FILE_BYTES || tree_depth_exceeds(tree, KDL_MAX_TREE_DEPTH) {
         return tree_errors;
     }
     let diagnostics = match kdl_parse::parse(text, FileId(0), kdl_parse::PARSE_BUDGET) {
@@ -1464,6 +1587,24 @@ fn kdl_findings(utf8: Option<&str>, tree_errors: Vec<Finding>) -> Vec<Finding> {
             Finding::new(offset, message)
         })
         .collect()
+}
+
+/// Whether any node of the tree lies deeper than `limit` levels below the root.
+fn tree_depth_exceeds(tree: &Tree, limit: u32) -> bool {
+    let mut cursor = tree.walk();
+    loop {
+        if cursor.depth() > limit {
+            return true;
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return false;
+            }
+        }
+    }
 }
 
 /// The version a `/- kdl-version N` line at the top of the document declares.
@@ -1811,6 +1952,30 @@ mod tests {
             Some(Finding::new(4, "unterminated multi-line string"))
         );
         assert_eq!(toml_unterminated_string(b"a = \"q\\\"\"\nb = ''\n"), None);
+    }
+
+    #[test]
+    fn toml_values_must_exist() {
+        assert_eq!(
+            messages(
+                Language::Toml,
+                "a = \"\\uD800\"\nb = [1988-02-30]\nc = {d = 1979-04-31}\ne = 2024-02-29T23:59:60Z\n"
+            ),
+            vec![
+                (
+                    1,
+                    6,
+                    "escape `\\uD800` is not a Unicode scalar value".to_owned()
+                ),
+                (2, 6, "`1988-02-30` is not a valid date or time".to_owned()),
+                (3, 10, "`1979-04-31` is not a valid date or time".to_owned()),
+            ]
+        );
+        assert!(toml_datetime_exists(b"1979-05-27T07:32:00.999-07:00"));
+        assert!(toml_datetime_exists(b"1979-05-27 07:32:00"));
+        assert!(!toml_datetime_exists(b"1979-05-27T07:32:00+24:00"));
+        assert!(!toml_datetime_exists(b"1900-02-29"));
+        assert!(toml_datetime_exists(b"2000-02-29"));
     }
 
     #[test]

@@ -1,0 +1,2 @@
+; helixflow pipelines are KDL: the kdl queries apply unchanged.
+; inherits: kdl
