@@ -5,12 +5,14 @@ The pipeline is meant to look like one a team would write, only longer: one `pip
 agents (a worker and a read-only reviewer), a template with parameters that about a third of the
 phases use, `defaults`, and phases with descriptions, prompts that use `{{ feedback }}`, outputs,
 scopes, protected files and gates (syntax, command with name= and timeout=, absent, sections), a
-third of them verified by a sub-agent. That is about 350 bytes a phase, so helixflow's 1 MiB file
-limit is reached near 3,000 phases; `--style templated` moves every phase body into one of three
-templates (about 80 bytes a phase) so that 10,000 phases fit. The phases form a layered DAG: each phase after the first layer
-depends on one or two phases of the layers just before it, so the graph is wide and has no cycle.
-Every phase owns its own folders (`src/pNNNNN/**`, ...), so phases that may run at once never have
-overlapping scopes, and the file lints clean (exit 0, no warnings).
+third of them verified by a sub-agent. The phases form a layered DAG: each phase after the first
+layer depends on one or two phases of the layers just before it, so the graph is wide and has no
+cycle. Every phase owns its own folders (`src/pNNNNN/**`, ...), so phases that may run at once
+never have overlapping scopes, and the file lints clean (exit 0, no warnings).
+
+That is about 350 bytes a phase, so helixflow's 1 MiB file limit is reached near 3,000 phases.
+`--style templated` moves every phase body into one of three templates (about 80 bytes a phase),
+so that 10,000 phases fit.
 
 With --justfile and --ninja it also writes a justfile and a build.ninja of the same shape (one
 recipe or build edge per phase, with the same dependencies), as reference points for how fast

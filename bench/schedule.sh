@@ -20,7 +20,8 @@
 # the script detects which and says so.
 #
 # Usage: bench/schedule.sh [DIR] [RUNS]
-#   DIR   where the DAGs go (default: a temporary folder, removed at the end)
+#   DIR   where the DAGs go (default: a temporary folder, removed at the end); the files of a
+#         reused DIR are rewritten but the tools' state is kept (nothing is deleted before timing)
 #   RUNS  timed runs of each command (default 10, after one warm-up run)
 # Environment: JOBS (default "2 8"), SIZES (default "100:10 1000:32", as STEPS:WIDTH),
 #   HELIXFLOW (a helixflow binary to use instead of building target/release/helixflow),
@@ -127,7 +128,6 @@ command_for() {
 validate() {
     local steps=$1 width=$2 jobs=$3
     local check="$dir/check-$steps"
-    rm -rf "$check"
     python3 bench/gen_dag.py "$steps" "$check" --width "$width" $just_flag \
         --command "echo {name} >> $check/ran.log" 2>/dev/null
     local tool
@@ -149,7 +149,7 @@ validate() {
     note "checked: every tool ran all $steps steps once per run, in dependency order"
 }
 
-# Times each tool on one DAG; writes hyperfine's JSON to $4.
+# Times each tool on one DAG with $2 jobs; writes hyperfine's JSON to $3.
 measure() {
     local dag=$1 jobs=$2 json=$3
     local commands=() tool
@@ -157,7 +157,8 @@ measure() {
         commands+=("$(command_for "$dag" "$tool" "$jobs")")
     done
     if command -v hyperfine >/dev/null; then
-        hyperfine --shell=none --warmup 1 --runs "$runs" --export-json "$json" --style basic "${commands[@]}" >&2
+        hyperfine --shell=none --warmup 1 --runs "$runs" --export-json "$json" --style basic \
+            "${commands[@]}" >&2
     else
         # The same statistics hyperfine reports, from a plain loop.
         local cmd i start end
@@ -169,7 +170,9 @@ measure() {
                 $cmd >/dev/null 2>&1
                 end=$(date +%s%N)
                 # Run 0 is the warm-up.
-                [ "$i" -gt 0 ] && printf '%s\t%s\n' "$cmd" "$(((end - start) / 1000))" >>"$json.times"
+                if [ "$i" -gt 0 ]; then
+                    printf '%s\t%s\n' "$cmd" "$(((end - start) / 1000))" >>"$json.times"
+                fi
             done
         done
         python3 - "$json.times" "$json" <<'PY'
@@ -179,8 +182,14 @@ for line in open(sys.argv[1]):
     cmd, micros = line.rstrip("\n").split("\t")
     times.setdefault(cmd, []).append(int(micros) / 1e6)
 results = [
-    {"command": c, "mean": statistics.mean(t), "stddev": statistics.stdev(t) if len(t) > 1 else 0.0,
-     "min": min(t), "max": max(t), "times": t}
+    {
+        "command": c,
+        "mean": statistics.mean(t),
+        "stddev": statistics.stdev(t) if len(t) > 1 else 0.0,
+        "min": min(t),
+        "max": max(t),
+        "times": t,
+    }
     for c, t in times.items()
 ]
 json.dump({"results": results}, open(sys.argv[2], "w"), indent=1)
@@ -210,13 +219,16 @@ verdicts = []
 if "ninja" in by_tool:
     ninja = by_tool["ninja"]["mean"]
     ok = hf <= 1.5 * ninja
-    verdicts.append(f"helixflow/ninja {hf / ninja:.2f} (target ≤ 1.5: {'met' if ok else 'MISSED'})")
-    verdicts.append(f"helixflow costs {(hf - ninja) / steps * 1e3:.2f} ms more per step than ninja")
+    verdict = "met" if ok else "MISSED"
+    verdicts.append(f"helixflow/ninja {hf / ninja:.2f} (target ≤ 1.5: {verdict})")
+    extra = (hf - ninja) / steps * 1e3
+    verdicts.append(f"helixflow costs {extra:.2f} ms more per step than ninja")
 for peer in ("make", "just"):
     if peer in by_tool:
         other = by_tool[peer]["mean"]
         ok = hf < other
-        verdicts.append(f"helixflow/{peer} {hf / other:.2f} (target < 1: {'met' if ok else 'MISSED'})")
+        verdict = "met" if ok else "MISSED"
+        verdicts.append(f"helixflow/{peer} {hf / other:.2f} (target < 1: {verdict})")
 for v in verdicts:
     print(f"- {v}")
 PY
@@ -240,21 +252,26 @@ end = next(e for e in events if e["event"] == "run-finished")
 started = next(e for e in events if e["event"] == "run-started")
 engine = end["duration_ms"]
 print(f"\nhelixflow, {steps} phases, {jobs} jobs (events from --events; times in ms)")
+wait = end["elapsed_ms"] - started["elapsed_ms"] - engine
 print(f"  engine: first phase started to last phase finished   {engine:7d} ms")
-print(f"  the run waited for the event dispatcher after that     {end['elapsed_ms'] - started['elapsed_ms'] - engine:7d} ms"
+print(f"  the run waited for the event dispatcher after that     {wait:7d} ms"
       "  (journal, run.json rewrites, reporters)")
 def line(label, xs):
     print(f"  {label:<53}{statistics.mean(xs):7.2f} ms per phase (sum {sum(xs)} ms)")
 line("child: spawn, `sh -c true`, reaped", child)
 line("attempt: snapshots, attempt folder, child, artifacts", attempt)
 line("attempt minus child", [a - c for a, c in zip(attempt, child)])
-print(f"  ideal engine time at {jobs} jobs from the attempts alone   {sum(attempt) / jobs:7.0f} ms")
+ideal = sum(attempt) / jobs
+print(f"  ideal engine time at {jobs} jobs from the attempts alone   {ideal:7.0f} ms")
 PY
     if command -v strace >/dev/null; then
         # shellcheck disable=SC2046 # the command line is meant to be split into words
-        strace -f -qq -c -o "$out/strace.txt" $(command_for "$dag" helixflow "$jobs") >/dev/null 2>&1 || true
+        strace -f -qq -c -o "$out/strace.txt" $(command_for "$dag" helixflow "$jobs") \
+            >/dev/null 2>&1 || true
         echo "  system calls per phase (strace -c -f, helixflow and its children):"
-        awk -v n="$steps" '$4 ~ /^[0-9]+$/ && $NF ~ /^(total|clone3|clone|execve|fdatasync|fsync|rename|mkdir|openat|statx|write|clock_nanosleep|sched_getaffinity)$/ {
+        local wanted="total|clone3|clone|execve|fdatasync|fsync|rename|mkdir|openat|statx|write"
+        wanted="$wanted|clock_nanosleep|sched_getaffinity"
+        awk -v n="$steps" -v wanted="^($wanted)\$" '$4 ~ /^[0-9]+$/ && $NF ~ wanted {
                 errors = NF == 6 ? $5 : 0
                 printf "    %-18s %8.2f calls %8.2f failed\n", $NF, $4 / n, errors / n
             }' "$out/strace.txt"
@@ -267,7 +284,14 @@ if [ -n "${HELIXFLOW:-}" ]; then
 else
     note "building target/release/helixflow"
     cargo build --release --quiet >&2
-    helixflow="$repo/target/release/helixflow"
+    # A private copy: another build into the shared target folder must not swap the binary
+    # between timed runs.
+    cp "$repo/target/release/helixflow" "$dir/helixflow"
+    helixflow="$dir/helixflow"
+    "$helixflow" run --help >/dev/null || {
+        note "$repo/target/release/helixflow has no run command"
+        exit 1
+    }
 fi
 
 tools=(helixflow)
@@ -283,21 +307,29 @@ else
 fi
 
 echo "machine: $(nproc) cores, $(uname -sr); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "helixflow: $($helixflow --version) ($helixflow)"
+commit=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo "unknown commit")
+echo "helixflow: $($helixflow --version) ($helixflow, built from $commit)"
 for tool in ninja make just hyperfine; do
     echo "$tool: $(version_of "$tool")"
 done
 case $just_parallel in
 yes) echo "just: recipes marked [parallel], run with --jobs N" ;;
-no) command -v just >/dev/null && echo "just: no [parallel] support: dependencies run one at a time" ;;
+no)
+    if command -v just >/dev/null; then
+        echo "just: no [parallel] support: dependencies run one at a time"
+    fi
+    ;;
 esac
-echo "DAGs in $dir; $runs timed runs each after one warm-up"
+if $profile; then
+    echo "DAGs in $dir; profiling helixflow at ${jobs_list##* } jobs"
+else
+    echo "DAGs in $dir; $runs timed runs each after one warm-up"
+fi
 
 for size in $sizes; do
     steps=${size%%:*}
     width=${size##*:}
     dag="$dir/dag-$steps"
-    rm -rf "$dag"
     python3 bench/gen_dag.py "$steps" "$dag" --width "$width" $just_flag 2>/dev/null
     if $profile; then
         profile_helixflow "$dag" "$steps" "${jobs_list##* }"

@@ -7,7 +7,7 @@ threads), then prints both throughputs, their ratio, and every file on which the
 Then compares the TOML verdicts with `tomllib` on the stdlib's own TOML test data (valid and
 invalid documents), when that folder exists.
 
-Usage: bench/syntax_bench.py [--repeat N] [--threads N] [--json OUT] [--keep DIR]
+Usage: bench/syntax_bench.py [--repeat N] [--threads N] [--json OUT] [--keep DIR] [--root DIR]
 """
 
 import argparse
@@ -25,13 +25,12 @@ import warnings
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def stdlib_files():
-    root = sysconfig.get_paths()["stdlib"]
+def python_files(root):
     files = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "site-packages")
         files.extend(os.path.join(folder, n) for n in sorted(names) if n.endswith(".py"))
-    return root, files
+    return files
 
 
 def cpython_pass(files):
@@ -113,9 +112,11 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="helixflow's checker threads")
     parser.add_argument("--json", help="also write the figures and disagreements here")
     parser.add_argument("--keep", help="keep the file list and verdicts in this folder")
+    parser.add_argument("--root", help="compare on the .py files under this folder instead of the stdlib")
     args = parser.parse_args()
 
-    root, files = stdlib_files()
+    root = os.path.abspath(args.root) if args.root else sysconfig.get_paths()["stdlib"]
+    files = python_files(root)
     total_bytes = sum(os.path.getsize(p) for p in files)
     work = args.keep or tempfile.mkdtemp(prefix="helixflow-syntax-bench-")
     os.makedirs(work, exist_ok=True)
@@ -123,7 +124,7 @@ def main():
     with open(list_path, "w", encoding="utf-8") as f:
         f.write("".join(p + "\n" for p in files))
     mb = total_bytes / 1e6
-    print(f"{sys.implementation.name} {sys.version.split()[0]} stdlib: {root}")
+    print(f"{sys.implementation.name} {sys.version.split()[0]}, files under: {root}")
     print(f"{len(files)} files, {mb:.1f} MB (site-packages excluded)")
 
     # Read every file once so neither side pays for a cold page cache.

@@ -360,6 +360,24 @@ fn unmutated_corpus_compiles_cleanly() {
     }
 }
 
+/// Found by the property test above (one case in about 5,000): minijinja reports the error at the
+/// `é`, and the diagnostic's span, widened to one byte, ends inside the character. Renderers cope,
+/// but anything that slices the text with the span (an editor applying a fix, the language server
+/// converting to UTF-16) does not.
+#[test]
+fn prompt_template_error_spans_stay_on_character_boundaries() {
+    let text = "pipeline \"p\"\nagent \"a\" { command \"a\"; }\n\
+                phase \"x\" { agent \"a\"; prompt \"{{é feedback }}\"; }\n";
+    let compilation = language::compile(
+        Path::new("pipeline.kdl"),
+        text,
+        &MemoryLoader::default(),
+        options(),
+    );
+    assert!(compilation.diagnostics.iter().any(|d| d.code() == "HF304"));
+    check(&compilation).unwrap();
+}
+
 /// Inputs on which the KDL parser's error recovery is exponential; the brace screening must catch
 /// them before the parser runs. A regression makes these run into the parse budget (HF003) instead.
 #[test]

@@ -97,7 +97,7 @@ rules! {
     /// A generated file of several megabytes passed to `helixflow lint`.
     PARSE_BUDGET = "HF003" "parse-budget" Error,
         summary: "The file is too large or too complex to parse within the budget.",
-        help: "Split the file with `import`, or check that this is the pipeline you meant.";
+        help: "Move agents and templates into imported files and build phases from templates, or check that this is the pipeline you meant.";
 
     /// ## What it catches
     /// A node name that the pipeline language does not define at all.

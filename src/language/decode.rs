@@ -257,11 +257,14 @@ impl Decoder<'_> {
         let env = minijinja::Environment::new();
         if let Err(e) = env.template_from_str(text) {
             let precise = match (inner, e.range()) {
-                (Some(start), Some(range)) if range.end <= text.len() => Span::new(
-                    span.file,
-                    span.offset + start + range.start,
-                    range.len().max(1),
-                ),
+                (Some(start), Some(range)) if range.end <= text.len() => {
+                    // An empty range still marks one character, a whole one.
+                    let mut end = range.end.max(range.start + 1).min(text.len());
+                    while !text.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    Span::new(span.file, span.offset + start + range.start, end - range.start)
+                }
                 _ => span,
             };
             let message = e

@@ -12,7 +12,9 @@ use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 pub const MAX_FILE_BYTES: usize = 1 << 20;
 
 /// How long the KDL parser may take before the file is reported instead of parsed.
-pub const PARSE_BUDGET: Duration = Duration::from_secs(5);
+/// Measured in wall time, so it is generous: a valid 1 MiB file parses in about a second of CPU,
+/// and a busy machine may stretch that several times.
+pub const PARSE_BUDGET: Duration = Duration::from_secs(15);
 
 /// How many syntax errors are reported per file; beyond that they are noise.
 const MAX_SYNTAX_ERRORS: usize = 50;

@@ -133,10 +133,7 @@ fn definition_text(workspace: &Workspace, symbol: &Symbol) -> Option<String> {
         }
         _ => {
             let _ = write!(out, "{} {}\n```", symbol.kind(), quote(symbol.name()));
-            if let Some(description) = workspace
-                .defining_node(found)
-                .and_then(|node| description(node))
-            {
+            if let Some(description) = workspace.defining_node(found).and_then(description) {
                 let _ = write!(out, "\n\n{description}");
             }
         }

@@ -3,8 +3,9 @@
 //!
 //! Checks (diagnostics) run on threads of their own. A document is checked at once when it is
 //! opened and when it changes after a quiet spell; changes in quick succession (typing) wait until
-//! the typing pauses for [`DEBOUNCE`]. A check that outlives [`CHECK_BUDGET`] is abandoned and
-//! reported as such; a result for a version that is no longer current is dropped. Findings in
+//! the typing pauses for [`DEBOUNCE`]. A check that outlives [`CHECK_BUDGET`] is reported as over
+//! budget and no longer waited for (its findings still count if it finishes before the document
+//! changes); a result for a version that is no longer current is dropped. Findings in
 //! imported files are published under those files' URIs, merged with what the checks of other
 //! open documents found there.
 
@@ -102,6 +103,8 @@ pub(crate) struct Server {
     /// Check threads still computing.
     live: Arc<AtomicUsize>,
     finished: (Sender<Finished>, Receiver<Finished>),
+    /// The generation of each document's last published check.
+    accepted: HashMap<Uri, u64>,
     /// The files each document's last check read, to check it again when one of them changes.
     reads: HashMap<Uri, Vec<PathBuf>>,
     /// Findings by the file they are in, then by the document whose check found them.
@@ -125,6 +128,7 @@ impl Server {
             generation: 0,
             live: Arc::new(AtomicUsize::new(0)),
             finished: crossbeam_channel::unbounded(),
+            accepted: HashMap::new(),
             reads: HashMap::new(),
             findings: HashMap::new(),
             targets: HashMap::new(),
@@ -463,6 +467,7 @@ impl Server {
                 self.pending.remove(&uri);
                 self.running.remove(&uri);
                 self.last_change.remove(&uri);
+                self.accepted.remove(&uri);
                 self.reads.remove(&uri);
                 self.contribute(&uri, Vec::new())?;
                 // Documents that import it read the file from disk again.
@@ -593,15 +598,23 @@ impl Server {
     }
 
     fn check_finished(&mut self, done: Finished) -> Result<(), Closed> {
-        let current = self
-            .running
-            .get(&done.uri)
-            .is_some_and(|r| r.generation == done.generation);
-        if !current {
-            // Abandoned over budget, or the document was closed.
-            return Ok(());
+        match self.running.get(&done.uri).map(|r| r.generation) {
+            Some(generation) if generation == done.generation => {
+                self.running.remove(&done.uri);
+            }
+            // A newer check of the document is computing; it reads newer text.
+            Some(_) => return Ok(()),
+            // A check abandoned over budget that finished after all still counts, unless a later
+            // one was published meanwhile.
+            None if self
+                .accepted
+                .get(&done.uri)
+                .is_some_and(|&g| g > done.generation) =>
+            {
+                return Ok(());
+            }
+            None => {}
         }
-        self.running.remove(&done.uri);
         let Some(outcome) = done.outcome else {
             eprintln!(
                 "helixflow lsp: checking {} failed unexpectedly",
@@ -610,12 +623,14 @@ impl Server {
             return Ok(());
         };
         let Some(document) = self.documents.get(&outcome.uri) else {
+            // Closed meanwhile.
             return Ok(());
         };
         if document.version != outcome.version {
             // A newer version is waiting for its own check.
             return Ok(());
         }
+        self.accepted.insert(outcome.uri.clone(), done.generation);
         self.reads.insert(outcome.uri.clone(), outcome.read);
         self.contribute(&outcome.uri, outcome.files)
     }

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::documents::{Documents, Overlay};
 use super::syntax::{self, Node, Tree, Word};
@@ -166,7 +167,7 @@ pub(crate) struct File {
     /// Its path.
     pub(crate) path: PathBuf,
     /// Its text.
-    pub(crate) text: Rc<str>,
+    pub(crate) text: Arc<str>,
     /// Its tolerant view.
     pub(crate) tree: Rc<Tree>,
 }
@@ -224,12 +225,12 @@ impl Workspace {
         if !seen.insert(path.to_owned()) {
             return;
         }
-        let (text, tree): (Rc<str>, Rc<Tree>) = match documents.by_path(path) {
-            Some(document) => (Rc::from(&*document.text), document.tree()),
+        let (text, tree): (Arc<str>, Rc<Tree>) = match documents.by_path(path) {
+            Some(document) => (Arc::clone(&document.text), document.tree()),
             None => match overlay.read(path) {
                 Ok(text) => {
                     let tree = Rc::new(syntax::parse(&text));
-                    (Rc::from(text), tree)
+                    (Arc::from(text), tree)
                 }
                 Err(_) => return,
             },

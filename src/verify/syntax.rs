@@ -209,11 +209,16 @@ pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
     };
     let utf8 = std::str::from_utf8(text);
     let encoding_error = encoding_problem(language, text, had_bom, utf8.as_ref().err());
-    let mut findings = match parse(language, text) {
+    let parsed = if language == Language::Json {
+        json_exponent_signs(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    let mut findings = match parse(language, &parsed) {
         Ok(tree) if language == Language::Python && tree.root_node().has_error() => {
             python_findings_joined(text, &tree)
         }
-        Ok(tree) => language_findings(language, text, utf8.ok(), &tree),
+        Ok(tree) => language_findings(language, &parsed, utf8.ok(), &tree),
         Err(message) => vec![Finding::new(0, message)],
     };
     findings.sort_by_key(|f| f.byte);
@@ -307,6 +312,47 @@ fn parse(language: Language, text: &[u8]) -> Result<Tree, String> {
 /// A language's check of one node, for what its grammar accepts but the language does not.
 type ExtraCheck = fn(Node, &[u8]) -> Option<Finding>;
 
+/// The node kinds each language's [`ExtraCheck`] looks at.
+fn extra_kinds(language: Language) -> &'static [&'static str] {
+    match language {
+        Language::Python => &[
+            "print_statement",
+            "except_clause",
+            "exec_statement",
+            "<>",
+            "integer",
+            "string_start",
+            "raise_statement",
+            "parameters",
+            "lambda_parameters",
+        ],
+        Language::JavaScript | Language::TypeScript | Language::Tsx => {
+            &["jsx_element", "object", "object_pattern"]
+        }
+        _ => &[],
+    }
+}
+
+/// Per language, by kind id, whether [`extra_kinds`] names the kind: every node of a file passes
+/// the test, and comparing ids is much cheaper than comparing kind names.
+static EXTRA_KIND_IDS: LazyLock<Vec<Vec<bool>>> = LazyLock::new(|| {
+    ALL_LANGUAGES
+        .iter()
+        .map(|&language| {
+            let kinds = extra_kinds(language);
+            let grammar = language.grammar();
+            (0..grammar.node_kind_count())
+                .map(|id| {
+                    u16::try_from(id)
+                        .ok()
+                        .and_then(|id| grammar.node_kind_for_id(id))
+                        .is_some_and(|kind| kinds.contains(&kind))
+                })
+                .collect()
+        })
+        .collect()
+});
+
 /// Every finding for one parsed file: the tree's own errors, then the language's extra checks.
 fn language_findings(
     language: Language,
@@ -321,7 +367,7 @@ fn language_findings(
         }
         _ => None,
     };
-    let mut tree_errors = tree_findings(tree, text, extra);
+    let mut tree_errors = tree_findings(tree, text, extra.map(|e| (e, language)));
     if tree_errors.iter().any(|f| f.error_end.is_some()) {
         let precise = match language {
             Language::Toml => toml_unterminated_string(text),
@@ -418,8 +464,9 @@ fn bracket_problem(language: Language, tree: &Tree) -> Option<Finding> {
 /// ERROR and MISSING nodes in document order, plus whatever `extra` rejects. Without `extra`, only
 /// subtrees that contain an error are entered; with it, every node is visited. An ERROR node's
 /// descendants are not reported: they are one error.
-fn tree_findings(tree: &Tree, text: &[u8], extra: Option<ExtraCheck>) -> Vec<Finding> {
+fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>) -> Vec<Finding> {
     let walk_all = extra.is_some();
+    let checked: &[bool] = extra.map_or(&[], |(_, language)| &EXTRA_KIND_IDS[language.index()]);
     let mut out = Vec::new();
     let mut cursor = tree.walk();
     loop {
@@ -431,7 +478,13 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<ExtraCheck>) -> Vec<Fin
         } else if node.is_missing() {
             out.push(Finding::new(node.start_byte(), missing_message(node)));
             descend = false;
-        } else if let Some(finding) = extra.and_then(|extra| extra(node, text)) {
+        } else if let Some((check, _)) = extra
+            && checked
+                .get(usize::from(node.kind_id()))
+                .copied()
+                .unwrap_or(false)
+            && let Some(finding) = check(node, text)
+        {
             out.push(finding);
             descend = false;
         }
@@ -678,40 +731,8 @@ fn python_findings_joined(text: &[u8], tree: &Tree) -> Vec<Finding> {
     language_findings(Language::Python, text, None, tree)
 }
 
-/// The node kinds [`python3_rejects`] looks at, by kind id: every node of every Python file
-/// passes through it, and comparing ids is much cheaper than comparing kind names.
-static PYTHON_CHECKED_KINDS: LazyLock<Vec<bool>> = LazyLock::new(|| {
-    const KINDS: [&str; 9] = [
-        "print_statement",
-        "except_clause",
-        "exec_statement",
-        "<>",
-        "integer",
-        "string_start",
-        "raise_statement",
-        "parameters",
-        "lambda_parameters",
-    ];
-    let grammar = Language::Python.grammar();
-    (0..grammar.node_kind_count())
-        .map(|id| {
-            u16::try_from(id)
-                .ok()
-                .and_then(|id| grammar.node_kind_for_id(id))
-                .is_some_and(|kind| KINDS.contains(&kind))
-        })
-        .collect()
-});
-
 /// What tree-sitter-python accepts (its grammar keeps Python 2) but Python 3 rejects.
 fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
-    if !PYTHON_CHECKED_KINDS
-        .get(usize::from(node.kind_id()))
-        .copied()
-        .unwrap_or(false)
-    {
-        return None;
-    }
     let at = |n: Node, message: &str| Some(Finding::new(n.start_byte(), message));
     match node.kind() {
         // `print >>f, x` is also a valid Python 3 expression (a tuple holding `print >> f`).
@@ -901,12 +922,34 @@ fn json_findings(tree: &Tree, text: &[u8], tree_errors: Vec<Finding>) -> Vec<Fin
         Some((head, _)) => head.to_owned(),
         None => message,
     };
-    let byte = if error.line() == 0 {
+    let byte = if error.is_eof() {
         text.len()
     } else {
-        line_start(text, error.line()) + error.column().saturating_sub(1)
+        // serde_json's column is 1-based and counts bytes; 0 means the line break before the line.
+        (line_start(text, error.line()) + error.column().saturating_sub(1)).min(text.len())
     };
-    vec![Finding::new(byte.min(text.len()), message)]
+    vec![Finding::new(byte, message)]
+}
+
+/// tree-sitter-json has no `+` in exponents (`1e+5`, which Python's `json.dumps` writes). The
+/// `+` becomes a `0` before parsing (`1e05`), which keeps every byte's offset and changes no
+/// verdict: inside strings and comments the content does not matter.
+fn json_exponent_signs(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let sign_at = |i: usize| {
+        text[i] == b'+'
+            && i >= 2
+            && matches!(text[i - 1], b'e' | b'E')
+            && text[i - 2].is_ascii_digit()
+            && text.get(i + 1).is_some_and(u8::is_ascii_digit)
+    };
+    if !(0..text.len()).any(sign_at) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        (0..text.len())
+            .map(|i| if sign_at(i) { b'0' } else { text[i] })
+            .collect(),
+    )
 }
 
 /// Whether the tree holds a comment; iterative, as deep JSON makes a deep tree.
@@ -1089,10 +1132,10 @@ fn toml_duplicates(root: Node, text: &[u8]) -> Vec<Finding> {
     for node in root.named_children(&mut cursor) {
         match node.kind() {
             "pair" => {
-                if let Some(table) = resolve(&mut document, &current) {
-                    if let Some(value) = toml_pair(table, node, text, &mut out) {
-                        toml_values(value, text, &mut out);
-                    }
+                if let Some(table) = resolve(&mut document, &current)
+                    && let Some(value) = toml_pair(table, node, text, &mut out)
+                {
+                    toml_values(value, text, &mut out);
                 }
             }
             "table" | "table_array_element" => {
@@ -1114,10 +1157,10 @@ fn toml_duplicates(root: Node, text: &[u8]) -> Vec<Finding> {
                     .named_children(&mut pairs)
                     .filter(|c| c.kind() == "pair")
                 {
-                    if let Some(table) = resolve(&mut document, &current) {
-                        if let Some(value) = toml_pair(table, pair, text, &mut out) {
-                            toml_values(value, text, &mut out);
-                        }
+                    if let Some(table) = resolve(&mut document, &current)
+                        && let Some(value) = toml_pair(table, pair, text, &mut out)
+                    {
+                        toml_values(value, text, &mut out);
                     }
                 }
             }
@@ -1323,16 +1366,16 @@ fn toml_values(value: Node, text: &[u8], out: &mut Vec<Finding>) {
                 pending.extend(value.named_children(&mut cursor));
             }
             "string" => out.extend(toml_escape_problem(value, text)),
-            "offset_date_time" | "local_date_time" | "local_date" | "local_time" => {
-                if !toml_datetime_exists(&text[value.byte_range()]) {
-                    out.push(Finding::new(
-                        value.start_byte(),
-                        format!(
-                            "`{}` is not a valid date or time",
-                            String::from_utf8_lossy(&text[value.byte_range()])
-                        ),
-                    ));
-                }
+            "offset_date_time" | "local_date_time" | "local_date" | "local_time"
+                if !toml_datetime_exists(&text[value.byte_range()]) =>
+            {
+                out.push(Finding::new(
+                    value.start_byte(),
+                    format!(
+                        "`{}` is not a valid date or time",
+                        String::from_utf8_lossy(&text[value.byte_range()])
+                    ),
+                ));
             }
             _ => {}
         }
@@ -2017,6 +2060,14 @@ mod tests {
         assert_eq!(
             messages(Language::Json, "// editor settings\n{\"a\": 1}\n"),
             vec![]
+        );
+        assert_eq!(
+            messages(Language::Json, "[1e+5, 2E+10, 0.5e-3, \"e+1\"] // 3e+4\n"),
+            vec![]
+        );
+        assert_eq!(
+            messages(Language::Json, "[1e+]"),
+            vec![(1, 3, "unexpected `e+`".to_owned())]
         );
         assert_eq!(messages(Language::Json, "[1e999]"), vec![]);
     }
