@@ -343,8 +343,12 @@ else:
 "#;
 
 fn sub_agent_pipeline(worker: &str, markers: &Path) -> Test {
-    Test::new().env("MARKER_DIR", markers.to_str().unwrap()).file("verifier.py", VERIFIER).file("worker.sh", worker).pipeline(
-        r#"pipeline "p"
+    Test::new()
+        .env("MARKER_DIR", markers.to_str().unwrap())
+        .file("verifier.py", VERIFIER)
+        .file("worker.sh", worker)
+        .pipeline(
+            r#"pipeline "p"
 agent "bot" {
     command "sh" "worker.sh" "{{ prompt }}"
 }
@@ -362,7 +366,7 @@ phase "a" {
     }
 }
 "#,
-    )
+        )
 }
 
 #[test]
@@ -372,11 +376,21 @@ fn a_verifier_rejection_reaches_the_next_prompt_and_a_pass_ends_the_phase() {
     test.with_args(&["run", "--no-progress"]).run().code(0);
     let run = latest_run(test.path());
     let prompt2 = std::fs::read_to_string(run.join("phases/a/attempt-2/prompt.md")).unwrap();
-    assert!(prompt2.contains("the docs never mention mul") && prompt2.contains("Document mul too."), "{prompt2}");
+    assert!(
+        prompt2.contains("the docs never mention mul") && prompt2.contains("Document mul too."),
+        "{prompt2}"
+    );
     assert!(run.join("phases/a/attempt-1/verdict.json").is_file());
-    let verifier_prompt = std::fs::read_to_string(run.join("phases/a/attempt-1/verifier-prompt.md")).unwrap();
-    assert!(verifier_prompt.contains("Document add.") && verifier_prompt.contains("doc.md"), "{verifier_prompt}");
-    assert_eq!(std::fs::read_to_string(markers.path().join("verifier-ran")).unwrap(), "1\n2\n");
+    let verifier_prompt =
+        std::fs::read_to_string(run.join("phases/a/attempt-1/verifier-prompt.md")).unwrap();
+    assert!(
+        verifier_prompt.contains("Document add.") && verifier_prompt.contains("doc.md"),
+        "{verifier_prompt}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(markers.path().join("verifier-ran")).unwrap(),
+        "1\n2\n"
+    );
 }
 
 #[test]
@@ -388,9 +402,20 @@ fn a_verifier_that_writes_into_the_workspace_is_void_and_undone() {
             "pipeline \"p\"\nagent \"reviewer\" {\n    command \"python3\" \"verifier.py\"\n}\nphase \"a\" {\n    run \"echo changed > doc.md\"\n    verify \"sub-agent\"\n    verifier \"reviewer\"\n    retries 0\n}\n",
         );
     test.with_args(&["run", "--no-progress"]).run().code(1);
-    assert!(!test.path().join("scratch.txt").exists(), "the verifier's file was removed");
-    assert_eq!(std::fs::read_to_string(test.path().join("doc.md")).unwrap(), "changed\n", "the attempt's own work stays");
-    assert!(feedback(test.path(), 1).contains("scratch.txt"), "{}", feedback(test.path(), 1));
+    assert!(
+        !test.path().join("scratch.txt").exists(),
+        "the verifier's file was removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(test.path().join("doc.md")).unwrap(),
+        "changed\n",
+        "the attempt's own work stays"
+    );
+    assert!(
+        feedback(test.path(), 1).contains("scratch.txt"),
+        "{}",
+        feedback(test.path(), 1)
+    );
 }
 
 #[test]
@@ -398,7 +423,10 @@ fn the_verifier_is_never_started_after_external_verification_failed() {
     let markers = tempfile::tempdir().unwrap();
     let test = sub_agent_pipeline("echo 'no doc written'\n", markers.path());
     test.with_args(&["run", "--no-progress"]).run().code(1);
-    assert!(!markers.path().join("verifier-ran").exists(), "the verifier ran although the outputs gate failed");
+    assert!(
+        !markers.path().join("verifier-ran").exists(),
+        "the verifier ran although the outputs gate failed"
+    );
     let kinds: Vec<String> = events(test.path())
         .into_iter()
         .filter(|e| e["event"] == "gate-finished")

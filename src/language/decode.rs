@@ -263,7 +263,11 @@ impl Decoder<'_> {
                     while !text.is_char_boundary(end) {
                         end += 1;
                     }
-                    Span::new(span.file, span.offset + start + range.start, end - range.start)
+                    Span::new(
+                        span.file,
+                        span.offset + start + range.start,
+                        end - range.start,
+                    )
                 }
                 _ => span,
             };
