@@ -15,7 +15,7 @@ use tokio::net::{UnixListener, UnixStream};
 use super::event::{GateReport, GateStatus};
 use super::run::Shared;
 use crate::model::GateKind;
-use crate::verify::gates::{GateContext, run_gates};
+use crate::verify::gates::{GateContext, resolve_outputs, run_gates};
 use crate::verify::snapshot::Snapshot;
 
 /// The environment variable that names the socket.
@@ -169,7 +169,15 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
     };
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
-    write_receipt(&live.dir, number, success, &gates, &after, shared);
+    let mut paths = resolve_outputs(
+        &shared.pipeline.workspace,
+        phase,
+        std::slice::from_ref(&shared.pipeline.state_dir),
+    );
+    paths.extend(changes.all().map(str::to_owned));
+    paths.sort();
+    paths.dedup();
+    write_receipt(&live.dir, number, success, &gates, &after, &paths, shared);
     if let Ok(mut receipts) = live.receipts.lock() {
         receipts.push(Receipt {
             success,
@@ -203,22 +211,29 @@ fn without_response_gates(
     gates
 }
 
-/// The receipt as a file: the result and the fingerprints (BLAKE3) of the files it saw.
+/// The receipt as a file: the result and the fingerprints (BLAKE3) of the phase's outputs and of
+/// every file the attempt changed, as they were when it was written.
 fn write_receipt(
     dir: &Path,
     number: usize,
     success: bool,
     gates: &[GateReport],
     snapshot: &Snapshot,
+    paths: &[String],
     shared: &Shared,
 ) {
-    let fingerprints: BTreeMap<&str, String> = snapshot
-        .files()
-        .map(|(path, state)| {
-            (
-                path,
-                state.hash.iter().map(|b| format!("{b:02x}")).collect(),
-            )
+    let fingerprints: BTreeMap<&str, String> = paths
+        .iter()
+        .map(|path| {
+            let hash = match snapshot.get(path) {
+                Some(state) => blake3::Hash::from(state.hash).to_hex().to_string(),
+                // An output the snapshot does not list (a gitignored folder) is hashed directly.
+                None => std::fs::read(shared.pipeline.workspace.join(path)).map_or_else(
+                    |_| "missing".to_owned(),
+                    |bytes| blake3::hash(&bytes).to_hex().to_string(),
+                ),
+            };
+            (path.as_str(), hash)
         })
         .collect();
     let receipt = serde_json::json!({
