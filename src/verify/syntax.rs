@@ -325,6 +325,11 @@ fn extra_kinds(language: Language) -> &'static [&'static str] {
             "raise_statement",
             "parameters",
             "lambda_parameters",
+            "argument_list",
+            "float",
+            "try_statement",
+            "expression_statement",
+            "for_in_clause",
         ],
         Language::JavaScript | Language::TypeScript | Language::Tsx => {
             &["jsx_element", "object", "object_pattern"]
@@ -762,29 +767,137 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
                 .find(|c| c.kind() == "expression_list")?;
             at(list, "Python 2 `raise E, V`; Python 3 needs `raise E(V)`")
         }
-        "parameters" | "lambda_parameters" => {
+        "parameters" | "lambda_parameters" => python_parameters(node),
+        "argument_list" => python_arguments(node),
+        "float" if text[node.byte_range()].last() == Some(&b'_') => at(node, TRAILING_UNDERSCORE),
+        "try_statement" => {
             let mut cursor = node.walk();
-            let tuple = node
+            let handled = node
                 .named_children(&mut cursor)
-                .find_map(|c| match c.kind() {
-                    "tuple_pattern" => Some(c),
-                    "default_parameter" => c
-                        .child_by_field_name("name")
-                        .filter(|n| n.kind() == "tuple_pattern"),
-                    _ => None,
-                })?;
+                .any(|c| matches!(c.kind(), "except_clause" | "finally_clause"));
+            if handled {
+                None
+            } else {
+                at(node, "`try` needs an `except` or `finally` block")
+            }
+        }
+        "expression_statement"
+            if node.named_child_count() == 1
+                && node
+                    .named_child(0)
+                    .is_some_and(|c| c.kind() == "named_expression") =>
+        {
             at(
-                tuple,
-                "Python 2 tuple parameter; Python 3 parameters cannot unpack",
+                node,
+                "`:=` cannot be a statement without parentheses; write `=` or `(x := …)`",
+            )
+        }
+        "for_in_clause" => {
+            let mut cursor = node.walk();
+            let second = node.children_by_field_name("right", &mut cursor).nth(1)?;
+            at(
+                second,
+                "the tuple after `in` in a comprehension needs parentheses in Python 3",
             )
         }
         _ => None,
     }
 }
 
+/// Parameter lists: Python 2 tuple parameters, a parameter without a default after one with a
+/// default, a bare `*` with no named parameter after it. tree-sitter-python accepts all three.
+fn python_parameters(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut positional_default = false;
+    // After `*args` or a bare `*`, parameters are keyword-only and may go without defaults.
+    let mut keyword_only = false;
+    // A bare `*` still waiting for its first named parameter.
+    let mut bare_star: Option<Node> = None;
+    for parameter in node.named_children(&mut cursor) {
+        if parameter.kind() == "tuple_pattern"
+            || parameter
+                .child_by_field_name("name")
+                .is_some_and(|n| n.kind() == "tuple_pattern")
+        {
+            return Some(Finding::new(
+                parameter.start_byte(),
+                "Python 2 tuple parameter; Python 3 parameters cannot unpack",
+            ));
+        }
+        // `*args: T` and `**kwargs: T` are typed parameters around the splat.
+        let kind = match parameter.kind() {
+            "typed_parameter" => {
+                parameter
+                    .named_child(0)
+                    .map_or("typed_parameter", |inner| match inner.kind() {
+                        splat @ ("list_splat_pattern" | "dictionary_splat_pattern") => splat,
+                        _ => "typed_parameter",
+                    })
+            }
+            kind => kind,
+        };
+        match kind {
+            "default_parameter" | "typed_default_parameter" => {
+                positional_default |= !keyword_only;
+                bare_star = None;
+            }
+            "identifier" | "typed_parameter" => {
+                if positional_default && !keyword_only {
+                    return Some(Finding::new(
+                        parameter.start_byte(),
+                        "parameter without a default follows parameter with a default",
+                    ));
+                }
+                bare_star = None;
+            }
+            "keyword_separator" => {
+                keyword_only = true;
+                bare_star = Some(parameter);
+            }
+            "list_splat_pattern" => keyword_only = true,
+            "dictionary_splat_pattern" if bare_star.is_some() => break,
+            _ => {}
+        }
+    }
+    bare_star.map(|star| Finding::new(star.start_byte(), "named parameters must follow a bare `*`"))
+}
+
+/// Call arguments: positional after keyword arguments, `*iterable` after `**mapping`.
+fn python_arguments(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut keyword = false;
+    let mut mapping_unpacked = false;
+    for argument in node.named_children(&mut cursor) {
+        match argument.kind() {
+            "keyword_argument" => keyword = true,
+            "dictionary_splat" => mapping_unpacked = true,
+            "list_splat" if mapping_unpacked => {
+                return Some(Finding::new(
+                    argument.start_byte(),
+                    "iterable argument unpacking follows keyword argument unpacking",
+                ));
+            }
+            "list_splat" | "comment" => {}
+            _ if keyword || mapping_unpacked => {
+                return Some(Finding::new(
+                    argument.start_byte(),
+                    "positional argument follows keyword argument",
+                ));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+const TRAILING_UNDERSCORE: &str = "invalid number: `_` must separate digits, not end the literal";
+
 fn python_integer(node: Node, text: &[u8]) -> Option<Finding> {
     let literal = &text[node.byte_range()];
     let shown = String::from_utf8_lossy(literal);
+    if literal.last() == Some(&b'_') {
+        return Some(Finding::new(node.start_byte(), TRAILING_UNDERSCORE));
+    }
     if matches!(literal.last(), Some(b'l' | b'L')) {
         return Some(Finding::new(
             node.start_byte(),
@@ -2019,6 +2132,81 @@ mod tests {
         assert!(!toml_datetime_exists(b"1979-05-27T07:32:00+24:00"));
         assert!(!toml_datetime_exists(b"1900-02-29"));
         assert!(toml_datetime_exists(b"2000-02-29"));
+    }
+
+    #[test]
+    fn python3_parser_rules_tree_sitter_lacks() {
+        let cases = [
+            (
+                "f(a=1, b)\n",
+                (1, 8),
+                "positional argument follows keyword argument",
+            ),
+            (
+                "f(**a, b)\n",
+                (1, 8),
+                "positional argument follows keyword argument",
+            ),
+            (
+                "f(**a, *b)\n",
+                (1, 8),
+                "iterable argument unpacking follows keyword argument unpacking",
+            ),
+            (
+                "def f(a=1, b): pass\n",
+                (1, 12),
+                "parameter without a default follows parameter with a default",
+            ),
+            (
+                "g = lambda a=1, b: 0\n",
+                (1, 17),
+                "parameter without a default follows parameter with a default",
+            ),
+            (
+                "def f(*): pass\n",
+                (1, 7),
+                "named parameters must follow a bare `*`",
+            ),
+            (
+                "def f(a, *, **k): pass\n",
+                (1, 10),
+                "named parameters must follow a bare `*`",
+            ),
+            (
+                "try:\n    pass\nx = 1\n",
+                (1, 1),
+                "`try` needs an `except` or `finally` block",
+            ),
+            (
+                "x := 1\n",
+                (1, 1),
+                "`:=` cannot be a statement without parentheses; write `=` or `(x := …)`",
+            ),
+            (
+                "x = 1_\n",
+                (1, 5),
+                "invalid number: `_` must separate digits, not end the literal",
+            ),
+            (
+                "f(x for x in y, 1)\n",
+                (1, 15),
+                "the tuple after `in` in a comprehension needs parentheses in Python 3",
+            ),
+        ];
+        for (source, (line, column), message) in cases {
+            assert_eq!(
+                messages(Language::Python, source),
+                vec![(line, column, message.to_owned())],
+                "{source:?}"
+            );
+        }
+        let valid = "f(*a, b=1, *c, **d, e=2)\nf(x for x in y)\nf(a, *b, c=1)\n\
+                     def g(a, b=1, /, c=2, *d, e, f=3, **g): pass\n\
+                     def h(a=1, *, b, c=2): pass\ndef i(*a: int, b: int, **k: str): pass\n\
+                     def j(a: int = 1, *args: int, b: int): pass\n\
+                     try:\n    pass\nfinally:\n    pass\n(y := 1)\nz = [v for v in (1, 2)]\n\
+                     n = 1_000 + 1_0.5\n";
+        assert_eq!(messages(Language::Python, valid), vec![]);
     }
 
     #[test]
