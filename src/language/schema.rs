@@ -345,6 +345,15 @@ const ENV_ARGS: &[Arg] = &[
     arg("VALUE", ValueType::String, "Its value."),
 ];
 const STRING_ARG: &[Arg] = &[arg("STRING", ValueType::String, "The text.")];
+/// The arguments of `matches` and `absent`.
+const TARGET_AND_PATTERN: &[Arg] = &[
+    arg(
+        "TARGET",
+        ValueType::String,
+        "`\"response\"` (the agent's final response) or a path or glob.",
+    ),
+    arg("PATTERN", ValueType::Regex, "A regular expression."),
+];
 const GATE_NAME: Prop = prop(
     "name",
     ValueType::String,
@@ -901,14 +910,7 @@ pub static NODES: &[NodeSchema] = &[
     NodeSchema {
         name: "matches",
         contexts: &[Context::Gates],
-        args: &[
-            arg(
-                "TARGET",
-                ValueType::String,
-                "`\"response\"` (the agent's final response) or a path or glob.",
-            ),
-            arg("PATTERN", ValueType::Regex, "A regular expression."),
-        ],
+        args: TARGET_AND_PATTERN,
         min_args: 2,
         props: &[GATE_NAME],
         repeatable: true,
@@ -918,14 +920,7 @@ pub static NODES: &[NodeSchema] = &[
     NodeSchema {
         name: "absent",
         contexts: &[Context::Gates],
-        args: &[
-            arg(
-                "TARGET",
-                ValueType::String,
-                "`\"response\"` (the agent's final response) or a path or glob.",
-            ),
-            arg("PATTERN", ValueType::Regex, "A regular expression."),
-        ],
+        args: TARGET_AND_PATTERN,
         min_args: 2,
         props: &[GATE_NAME],
         repeatable: true,
