@@ -703,6 +703,9 @@ pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> Snapshot
     }
 }
 
+/// Takes a snapshot, reusing file hashes from `previous` or else from the run's latest snapshot
+/// (any earlier snapshot serves: a hash is reused only for a file whose size, times and inode are
+/// unchanged), so only files that changed are read again.
 async fn take_snapshot(
     shared: &Shared,
     previous: Option<&Snapshot>,
@@ -710,10 +713,23 @@ async fn take_snapshot(
 ) -> std::io::Result<Snapshot> {
     let workspace = shared.pipeline.workspace.clone();
     let options = snapshot_options(shared, keep_contents);
-    let previous = previous.cloned();
-    tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, previous.as_ref()))
-        .await
-        .map_err(std::io::Error::other)?
+    let previous = match previous {
+        Some(previous) => Some(previous.clone()),
+        None => shared
+            .latest_snapshot
+            .lock()
+            .ok()
+            .and_then(|latest| latest.clone()),
+    };
+    let snapshot = tokio::task::spawn_blocking(move || {
+        Snapshot::take(&workspace, &options, previous.as_ref())
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    if let Ok(mut latest) = shared.latest_snapshot.lock() {
+        *latest = Some(snapshot.clone());
+    }
+    Ok(snapshot)
 }
 
 /// Runs the phase's `escalate` command after its final failure.

@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     pub live: LiveAttempts,
     /// The control socket's path, when it could be opened.
     pub socket: Option<std::path::PathBuf>,
+    /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
+    pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
 }
 
 impl Shared {
@@ -195,6 +197,7 @@ pub async fn execute(
         cancel_reason: Mutex::new(String::new()),
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
+        latest_snapshot: Mutex::new(None),
     });
     let server = listener.map(|listener| tokio::spawn(control::serve(listener, shared.clone())));
     shared.emit(Event::RunStarted {

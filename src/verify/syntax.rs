@@ -867,7 +867,8 @@ fn python_arguments(node: Node) -> Option<Finding> {
     let mut cursor = node.walk();
     let mut keyword = false;
     let mut mapping_unpacked = false;
-    for argument in node.named_children(&mut cursor) {
+    // Comments and `\` line continuations are extras: they sit among the arguments.
+    for argument in node.named_children(&mut cursor).filter(|a| !a.is_extra()) {
         match argument.kind() {
             "keyword_argument" => keyword = true,
             "dictionary_splat" => mapping_unpacked = true,
@@ -877,7 +878,7 @@ fn python_arguments(node: Node) -> Option<Finding> {
                     "iterable argument unpacking follows keyword argument unpacking",
                 ));
             }
-            "list_splat" | "comment" => {}
+            "list_splat" => {}
             _ if keyword || mapping_unpacked => {
                 return Some(Finding::new(
                     argument.start_byte(),
@@ -2201,6 +2202,7 @@ mod tests {
             );
         }
         let valid = "f(*a, b=1, *c, **d, e=2)\nf(x for x in y)\nf(a, *b, c=1)\n\
+                     f(a=1, \\\n  b=2, # two\n  c=3)\n\
                      def g(a, b=1, /, c=2, *d, e, f=3, **g): pass\n\
                      def h(a=1, *, b, c=2): pass\ndef i(*a: int, b: int, **k: str): pass\n\
                      def j(a: int = 1, *args: int, b: int): pass\n\
