@@ -100,7 +100,10 @@ fn main() -> ExitCode {
     let mut invalid: Vec<(usize, String)> = shares.into_iter().flat_map(|s| s.invalid).collect();
     invalid.sort();
     let megabytes = bytes as f64 / 1_000_000.0;
-    println!(
+    // Whoever reads the figures may stop reading early (`| head`); that is not a failure.
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
         "syntax: {} files, {megabytes:.1} MB, {threads} threads, {seconds:.3} s ({cpu:.3} s CPU): \
          {:.1} MB/s, {:.0} files/s, {} invalid",
         files.len(),
@@ -108,7 +111,8 @@ fn main() -> ExitCode {
         files.len() as f64 / seconds,
         invalid.len()
     );
-    println!(
+    let _ = writeln!(
+        stdout,
         "syntax-result files={} bytes={bytes} threads={threads} seconds={seconds:.6} \
          cpu_seconds={cpu:.6} invalid={}",
         files.len(),

@@ -599,7 +599,8 @@ fn sigkill_mid_run_leaves_a_parseable_journal() {
 
 #[test]
 fn timeouts_kill_the_whole_group_of_an_agent_that_ignores_term() {
-    for timeouts in ["    timeout \"2s\"\n", "    idle-timeout \"2s\"\n"] {
+    // Long enough for the agent to start its children on a loaded machine before the limit hits.
+    for timeouts in ["    timeout \"5s\"\n", "    idle-timeout \"5s\"\n"] {
         let test = Test::new()
             .file("agent.py", STUBBORN_AGENT)
             .pipeline(&stubborn_pipeline(timeouts));

@@ -19,6 +19,9 @@ use crate::report::Reporters;
 use crate::store::redact::Redactor;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary, stamp};
 
+/// How often `run.json` is rewritten while a run goes on.
+const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How long a child gets between TERM and KILL.
 pub const GRACE: Duration = Duration::from_secs(5);
 
@@ -436,6 +439,8 @@ fn dispatch(
 ) -> std::io::Result<()> {
     let started = Instant::now();
     let mut first_error = None;
+    let mut last_written = Instant::now();
+    let mut dirty = false;
     while let Some(event) = receiver.blocking_recv() {
         let stamped = match journal.record(event.clone()) {
             Ok(stamped) => stamped,
@@ -444,10 +449,16 @@ fn dispatch(
                 stamp(event, started)
             }
         };
-        if update_summary(&mut summary, &stamped.event)
-            && let Err(e) = run.write_summary(&summary)
-        {
-            first_error.get_or_insert(e);
+        // Rewriting (and syncing) run.json for every finished phase made large runs quadratic;
+        // it is rewritten at most once a second while running, and always at the end.
+        let finished = matches!(stamped.event, Event::RunFinished { .. });
+        dirty |= update_summary(&mut summary, &stamped.event);
+        if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
+            last_written = Instant::now();
+            dirty = false;
+            if let Err(e) = run.write_summary(&summary) {
+                first_error.get_or_insert(e);
+            }
         }
         reporters.event(&stamped);
     }

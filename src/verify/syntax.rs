@@ -16,9 +16,10 @@
 //!   yaml-rust2 names the exact place, so its message is used when both reject the file. Duplicate
 //!   keys in a mapping are errors.
 //! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says.
-//! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2 and mixtures of both. helixflow's own KDL v2
-//!   parser decides first; a file it rejects still passes when tree-sitter-kdl accepts it and it does
-//!   not declare `/- kdl-version 2` (it is KDL v1, such as a Zellij configuration).
+//! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2, mixtures of both and more besides. helixflow's
+//!   own KDL v2 parser decides; a file that declares `/- kdl-version 1`, or looks like KDL v1 (bare
+//!   `true`/`false`/`null`, `r"…"` strings: a Zellij configuration, say), is judged by
+//!   tree-sitter-kdl instead.
 //!
 //! tree-sitter reports an unclosed bracket or string where its recovery gave up, often the start of
 //! the enclosing block; the bracket (or TOML string) itself is reported instead.
@@ -1704,9 +1705,9 @@ fn toml_unterminated_string(text: &[u8]) -> Option<Finding> {
 /// about 60 levels in a debug build; pipelines nest a handful.
 const KDL_MAX_TREE_DEPTH: u32 = 64;
 
-/// helixflow's KDL v2 parser first (its messages name the exact place); tree-sitter-kdl, which
-/// also knows KDL v1, for files the v2 parser cannot judge (too large, too deep, too slow, not
-/// UTF-8) and for KDL v1 files.
+/// helixflow's KDL v2 parser (its messages name the exact place); tree-sitter-kdl, which also
+/// knows KDL v1, for files the v2 parser cannot judge (too large, too deep, too slow, not UTF-8)
+/// and for KDL v1 files.
 fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> Vec<Finding> {
     let Some(text) = utf8 else {
         return tree_errors;
@@ -1727,7 +1728,9 @@ fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> V
     match declared_kdl_version(text) {
         Some(1) => return tree_errors,
         Some(_) => {}
-        None if tree_errors.is_empty() || looks_like_kdl_v1(text) => return tree_errors,
+        // tree-sitter-kdl accepts much that neither version allows (`node .0`, `()node`, badly
+        // indented multi-line strings), so only a file that looks like KDL v1 gets its verdict.
+        None if looks_like_kdl_v1(text) => return tree_errors,
         None => {}
     }
     diagnostics
@@ -2371,6 +2374,14 @@ mod tests {
         assert_eq!(
             messages(Language::Kdl, "/- kdl-version 2\nnode true\n"),
             vec![(2, 6, "`true` is KDL v1; KDL v2 writes `#true`".to_owned())]
+        );
+        // tree-sitter-kdl accepts this; neither KDL version does.
+        assert_eq!(
+            messages(Language::Kdl, "node .0\n"),
+            vec![
+                (1, 6, "Expected end of document".to_owned()),
+                (1, 7, "Found invalid node name".to_owned()),
+            ]
         );
         assert_eq!(
             messages(Language::Kdl, "node a=1 {\n"),
