@@ -799,3 +799,34 @@ fn syntax_error_labels_say_what_is_wrong() {
         assert_ne!(outcome.json()[0]["label"], wrong, "{pipeline}");
     }
 }
+
+#[test]
+fn deeply_nested_blocks_are_refused_not_a_crash() {
+    let depth = 5000;
+    let text = format!(
+        "pipeline \"p\"\nphase \"a\" {{ run \"true\"; }}\nx {}{}\n",
+        "{ y ".repeat(depth),
+        "}".repeat(depth)
+    );
+    let outcome = Test::new()
+        .pipeline(&text)
+        .args(&["lint", "pipeline.kdl", "--format", "json"])
+        .run()
+        .code(1);
+    assert_eq!(outcome.codes(), ["HF003"]);
+    let shallow = format!(
+        "pipeline \"p\"\nphase \"a\" {{ run \"true\"; }}\nx {}{}\n",
+        "{ y ".repeat(60),
+        "}".repeat(60)
+    );
+    let outcome = Test::new()
+        .pipeline(&shallow)
+        .args(&["lint", "pipeline.kdl", "--format", "json"])
+        .run()
+        .code(1);
+    assert!(
+        outcome.codes().iter().all(|c| c != "HF003"),
+        "60 levels parse: {:?}",
+        outcome.codes()
+    );
+}

@@ -16,6 +16,26 @@ pub const MAX_FILE_BYTES: usize = 1 << 20;
 /// and a busy machine may stretch that several times.
 pub const PARSE_BUDGET: Duration = Duration::from_secs(15);
 
+/// The deepest block nesting parsed; real pipelines need four or five levels.
+pub const MAX_NESTING: usize = 64;
+
+/// The deepest `{` nesting outside strings and comments.
+fn nesting_depth(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut deepest = 0;
+    for token in lexer::tokenize(text) {
+        match token.kind {
+            lexer::TokenKind::OpenBrace => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            lexer::TokenKind::CloseBrace => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// How many syntax errors are reported per file; beyond that they are noise.
 const MAX_SYNTAX_ERRORS: usize = 50;
 
@@ -38,12 +58,33 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
     if !screened.is_empty() {
         return Err(screened);
     }
+    // The kdl parser recurses once per nested block; deep nesting would overflow its stack.
+    let depth = nesting_depth(text);
+    if depth > MAX_NESTING {
+        return Err(vec![Diagnostic::new(
+            &rules::PARSE_BUDGET,
+            Span::new(file, 0, 0),
+            format!(
+                "blocks are nested {depth} levels deep; pipeline files are limited to {MAX_NESTING}"
+            ),
+        )]);
+    }
     let (sender, receiver) = mpsc::channel();
     let owned = text.to_owned();
     // A parse that overruns is abandoned: the thread finishes (or the process exits) on its own.
-    std::thread::spawn(move || {
-        let _ = sender.send(KdlDocument::parse_v2(&owned));
-    });
+    // The stack is generous because the parser recurses per nested block (lazily committed).
+    let spawned = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let _ = sender.send(KdlDocument::parse_v2(&owned));
+        });
+    if let Err(e) = spawned {
+        return Err(vec![Diagnostic::new(
+            &rules::PARSE_BUDGET,
+            Span::new(file, 0, 0),
+            format!("cannot start the parser: {e}"),
+        )]);
+    }
     match receiver.recv_timeout(budget) {
         Ok(Ok(document)) => Ok(document),
         Ok(Err(error)) => Err(syntax_diagnostics(&error, file, text)),
