@@ -168,12 +168,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     let logs = pipeline.workspace.join(&pipeline.state_dir).join("verify");
     std::fs::create_dir_all(&logs)
         .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
-    let env: Vec<(OsString, OsString)> = pipeline
-        .env
-        .iter()
-        .chain(&phase.env)
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect();
+    let env: Vec<(OsString, OsString)> = crate::engine::gate_env(&pipeline, &phase);
     let changes = now.diff(&now);
     let cancel = Cancel::default();
     let context = GateContext {

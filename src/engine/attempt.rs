@@ -309,13 +309,7 @@ async fn one_attempt(
             dir.join("changes.json"),
             serde_json::to_string_pretty(&changes)?,
         )?;
-        let env: Vec<(OsString, OsString)> = shared
-            .pipeline
-            .env
-            .iter()
-            .chain(&phase.env)
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect();
+        let env: Vec<(OsString, OsString)> = gate_env(&shared.pipeline, phase);
         let emit = |report: &GateReport| {
             shared.emit(Event::GateFinished {
                 phase: name.clone(),
@@ -692,6 +686,17 @@ fn worker_noun(phase: &Phase) -> &'static str {
     }
 }
 
+/// The environment gates, verifiers and `escalate` get on top of helixflow's: the pipeline's
+/// `env`, then the phase's.
+pub fn gate_env(pipeline: &crate::model::Pipeline, phase: &Phase) -> Vec<(OsString, OsString)> {
+    pipeline
+        .env
+        .iter()
+        .chain(&phase.env)
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
+}
+
 /// Largest file whose contents a snapshot keeps for diffs and restores.
 const KEPT_CONTENTS: u64 = 1 << 20;
 
@@ -748,13 +753,7 @@ async fn escalate(shared: &Shared, phase: &Phase) {
         dir.join("escalate.stdout"),
         dir.join("escalate.stderr"),
     );
-    spec.env = shared
-        .pipeline
-        .env
-        .iter()
-        .chain(&phase.env)
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect();
+    spec.env = gate_env(&shared.pipeline, phase);
     spec.env
         .push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
     spec.env

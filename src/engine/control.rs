@@ -141,13 +141,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         Err(e) => return refusal(format!("cannot read the workspace: {e}")),
     };
     let changes = live.before.diff(&after);
-    let env: Vec<(OsString, OsString)> = shared
-        .pipeline
-        .env
-        .iter()
-        .chain(&phase.env)
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect();
+    let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
     let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);
     let logs = live.dir.join(format!("verify-{number}"));
     if let Err(e) = std::fs::create_dir_all(&logs) {

@@ -10,4 +10,5 @@ pub mod prompt;
 pub mod response;
 pub mod run;
 
+pub use attempt::gate_env;
 pub use run::{GRACE, RunOptions, RunOutcome, execute};

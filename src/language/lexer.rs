@@ -119,12 +119,17 @@ pub(crate) fn tokenize(src: &str) -> Vec<Token> {
 /// The KDL parser's error recovery takes exponential time on some unbalanced inputs (a slashdashed
 /// `{` that is never closed, repeated), so callers run this first and skip the parser when it
 /// reports anything.
+#[cfg(test)]
 pub(crate) fn screen(src: &str, file: FileId) -> Vec<Diagnostic> {
-    let tokens = tokenize(src);
+    screen_tokens(&tokenize(src), file)
+}
+
+/// Checks brace balance over tokens the caller already has (see `screen`).
+pub(crate) fn screen_tokens(tokens: &[Token], file: FileId) -> Vec<Diagnostic> {
     let mut open: Vec<OpenBrace> = Vec::new();
     let mut found = Vec::new();
     let mut node_start = None;
-    for token in &tokens {
+    for token in tokens {
         match token.kind {
             TokenKind::OpenBrace => {
                 open.push(OpenBrace {

@@ -20,10 +20,10 @@ pub const PARSE_BUDGET: Duration = Duration::from_secs(15);
 pub const MAX_NESTING: usize = 64;
 
 /// The deepest `{` nesting outside strings and comments.
-fn nesting_depth(text: &str) -> usize {
+fn nesting_depth(tokens: &[lexer::Token]) -> usize {
     let mut depth = 0usize;
     let mut deepest = 0;
-    for token in lexer::tokenize(text) {
+    for token in tokens {
         match token.kind {
             lexer::TokenKind::OpenBrace => {
                 depth += 1;
@@ -54,12 +54,13 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
             ),
         )]);
     }
-    let screened = lexer::screen(text, file);
+    let tokens = lexer::tokenize(text);
+    let screened = lexer::screen_tokens(&tokens, file);
     if !screened.is_empty() {
         return Err(screened);
     }
     // The kdl parser recurses once per nested block; deep nesting would overflow its stack.
-    let depth = nesting_depth(text);
+    let depth = nesting_depth(&tokens);
     if depth > MAX_NESTING {
         return Err(vec![Diagnostic::new(
             &rules::PARSE_BUDGET,
