@@ -246,7 +246,16 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
         phase: usize,
         index: usize,
         prefix: String,
-        matcher: globset::GlobMatcher,
+        glob: globset::Glob,
+        /// Compiled when first needed: most globs are never compared with another.
+        matcher: std::cell::OnceCell<globset::GlobMatcher>,
+    }
+    impl ScopeGlob {
+        fn is_match(&self, path: &str) -> bool {
+            self.matcher
+                .get_or_init(|| self.glob.compile_matcher())
+                .is_match(path)
+        }
     }
     let mut globs = Vec::new();
     let mut by_prefix: HashMap<String, Vec<usize>> = HashMap::new();
@@ -264,7 +273,8 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
                 phase,
                 index,
                 prefix,
-                matcher: glob.compile_matcher(),
+                glob,
+                matcher: std::cell::OnceCell::new(),
             });
         }
     }
@@ -286,8 +296,8 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
                 }
                 let a_pattern = &pipeline.phases[a.phase].scope[a.index];
                 let b_pattern = &pipeline.phases[b.phase].scope[b.index];
-                let overlap = samples(a_pattern).iter().any(|s| b.matcher.is_match(s))
-                    || samples(b_pattern).iter().any(|s| a.matcher.is_match(s));
+                let overlap = samples(a_pattern).iter().any(|s| b.is_match(s))
+                    || samples(b_pattern).iter().any(|s| a.is_match(s));
                 if !overlap {
                     continue;
                 }

@@ -209,7 +209,8 @@ impl Decoder<'_> {
 
     /// Checks that a regex compiles.
     pub(crate) fn regex(&mut self, value: &Spanned<String>) {
-        if let Err(e) = regex::Regex::new(&value.value) {
+        // Parsing is enough to find every syntax error, and much cheaper than compiling.
+        if let Err(e) = regex_syntax::Parser::new().parse(&value.value) {
             let detail = e.to_string();
             let last = detail.lines().last().unwrap_or_default().trim().to_owned();
             self.report(
@@ -254,8 +255,7 @@ impl Decoder<'_> {
 
     /// Checks a prompt template's syntax; `entry` maps error offsets back into the pipeline file.
     fn template_syntax(&mut self, text: &str, span: Span, inner: Option<usize>) {
-        let env = minijinja::Environment::new();
-        if let Err(e) = env.template_from_str(text) {
+        if let Err(e) = super::template::environment().template_from_str(text) {
             let precise = match (inner, e.range()) {
                 (Some(start), Some(range)) if range.end <= text.len() => {
                     // An empty range still marks one character, a whole one.

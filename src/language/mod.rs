@@ -3,6 +3,7 @@
 mod check;
 mod compile;
 mod decode;
+mod fastkdl;
 pub mod format;
 pub mod lexer;
 pub mod loader;

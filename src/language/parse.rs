@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kdl::KdlDocument;
 
-use super::lexer;
+use super::{fastkdl, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
 /// The largest file parsed: pipelines are small; anything larger is refused with a diagnostic.
@@ -69,6 +69,10 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
                 "blocks are nested {depth} levels deep; pipeline files are limited to {MAX_NESTING}"
             ),
         )]);
+    }
+    // Well-formed files, the common case, take the fast path; the kdl crate decides the rest.
+    if let Some(document) = fastkdl::parse(text, &tokens) {
+        return Ok(document);
     }
     let (sender, receiver) = mpsc::channel();
     let owned = text.to_owned();

@@ -32,8 +32,16 @@ impl<'a> Substitution<'a> {
     }
 }
 
+/// One MiniJinja environment with the default filters, shared: building one per expression costs
+/// more than evaluating it.
+pub(crate) fn environment() -> &'static minijinja::Environment<'static> {
+    static ENVIRONMENT: std::sync::LazyLock<minijinja::Environment<'static>> =
+        std::sync::LazyLock::new(minijinja::Environment::new);
+    &ENVIRONMENT
+}
+
 fn substitute(text: &str, params: &BTreeMap<String, String>) -> String {
-    let env = minijinja::Environment::new();
+    let env = environment();
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
@@ -43,11 +51,7 @@ fn substitute(text: &str, params: &BTreeMap<String, String>) -> String {
         let expression = &rest[start + 2..start + 2 + len];
         let end = start + 2 + len + 2;
         out.push_str(&rest[..start]);
-        match evaluate(
-            &env,
-            expression.trim_matches(['-', ' ', '\t', '\n']),
-            params,
-        ) {
+        match evaluate(env, expression.trim_matches(['-', ' ', '\t', '\n']), params) {
             Some(value) => out.push_str(&value),
             None => out.push_str(&rest[start..end]),
         }
