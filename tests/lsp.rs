@@ -80,6 +80,11 @@ struct Client {
 impl Client {
     /// Starts the server in a new temporary folder and initializes the session.
     fn start() -> Self {
+        Self::start_with(json!({}))
+    }
+
+    /// Like `start`, for a client with these capabilities.
+    fn start_with(capabilities: Value) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
@@ -116,7 +121,7 @@ impl Client {
             json!({
                 "processId": null,
                 "rootUri": client.uri("."),
-                "capabilities": {},
+                "capabilities": capabilities,
             }),
         );
         assert_eq!(result["capabilities"]["positionEncoding"], "utf-16");
@@ -422,6 +427,67 @@ fn diagnostics_in_an_import_are_published_for_the_imported_file() {
     );
     let own = client.diagnostics(&uri);
     assert!(!codes(&own).contains(&"HF101".to_owned()), "{own:?}");
+}
+
+#[test]
+fn files_changed_outside_the_editor_are_checked_again() {
+    let mut client = Client::start_with(
+        json!({"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}}}),
+    );
+    let registration = client.wait("a request to watch files", |m| {
+        m["method"] == "client/registerCapability"
+    });
+    let watch = &registration["params"]["registrations"][0];
+    assert_eq!(watch["method"], "workspace/didChangeWatchedFiles");
+    let globs: Vec<&Value> = watch["registerOptions"]["watchers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["globPattern"])
+        .collect();
+    assert!(globs.contains(&&json!("**/*.kdl")), "{globs:?}");
+    let id = registration["id"].clone();
+    client.send(&json!({"jsonrpc": "2.0", "id": id, "result": null}));
+
+    // An import that changes on disk: the library's new error is published.
+    client.file(
+        "lib/agents.kdl",
+        "agent \"claude\" {\n    command \"claude\"\n}\n",
+    );
+    let text = "pipeline \"p\"\nimport \"lib/agents.kdl\"\nphase \"a\" { agent \"claude\"; prompt \"x\" }\n";
+    let uri = client.open("pipeline.kdl", text);
+    assert_eq!(client.diagnostics(&uri), Vec::<Value>::new());
+    let library = client.uri("lib/agents.kdl");
+    client.file(
+        "lib/agents.kdl",
+        "agent \"claude\" {\n    comand \"claude\"\n}\n",
+    );
+    client.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [{"uri": library, "type": 2}]}),
+    );
+    let in_library = client.diagnostics(&library);
+    assert_eq!(codes(&in_library), ["HF125", "HF101"], "{in_library:?}");
+
+    // A missing import that is created: the pipeline is checked again and comes out clean.
+    let text =
+        "pipeline \"p\"\nimport \"lib/more.kdl\"\nphase \"a\" { agent \"codex\"; prompt \"x\" }\n";
+    let other = client.open("other.kdl", text);
+    let missing = client.diagnostics_where(&other, |p| p["diagnostics"] != json!([]));
+    assert!(
+        !codes(missing["diagnostics"].as_array().unwrap()).is_empty(),
+        "{missing:?}"
+    );
+    client.file(
+        "lib/more.kdl",
+        "agent \"codex\" {\n    command \"codex\"\n}\n",
+    );
+    client.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [{"uri": client.uri("lib/more.kdl"), "type": 1}]}),
+    );
+    client.diagnostics_where(&other, |p| p["diagnostics"] == json!([]));
+    assert!(client.shut_down().success());
 }
 
 #[test]

@@ -19,17 +19,19 @@ use crossbeam_channel::{Receiver, Sender, select};
 use lsp_server::ResponseError;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
-    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
-    PublishDiagnostics,
+    DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument,
+    Initialized, Notification as _, PublishDiagnostics,
 };
 use lsp_types::request::{
     CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
-    References, Request as _,
+    References, RegisterCapability, Request as _,
 };
 use lsp_types::{
     CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
-    CompletionResponse, DocumentSymbolResponse, GotoDefinitionResponse, HoverProviderCapability,
-    InitializeResult, Location, OneOf, PositionEncodingKind, PublishDiagnosticsParams,
+    CompletionResponse, DidChangeWatchedFilesRegistrationOptions, DocumentSymbolResponse,
+    FileChangeType, FileSystemWatcher, GlobPattern, GotoDefinitionResponse,
+    HoverProviderCapability, InitializeParams, InitializeResult, Location, OneOf,
+    PositionEncodingKind, PublishDiagnosticsParams, Registration, RegistrationParams,
     ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
     TextDocumentSyncOptions, Uri,
 };
@@ -93,6 +95,8 @@ pub(crate) struct Server {
     documents: Documents,
     search_path: Vec<PathBuf>,
     initialized: bool,
+    /// Whether the editor watches files for the server when asked to (dynamic registration).
+    can_watch_files: bool,
     shutdown: bool,
     /// When each document with a check to do should be checked.
     pending: HashMap<Uri, Instant>,
@@ -121,6 +125,7 @@ impl Server {
             documents: Documents::default(),
             search_path: FsLoader.search_path(),
             initialized: false,
+            can_watch_files: false,
             shutdown: false,
             pending: HashMap::new(),
             running: HashMap::new(),
@@ -188,8 +193,9 @@ impl Server {
             Message::Notification(notification) if self.initialized => {
                 self.notification(notification)?;
             }
-            // Nothing but `exit` counts before `initialize`; this server sends no requests, so
-            // responses answer nothing.
+            // Nothing but `exit` counts before `initialize`. The one request this server sends
+            // (to watch files) needs nothing from its response: without it, edits made outside
+            // the editor are seen at the next change of the document instead.
             Message::Notification(_) | Message::Response(_) => {}
         }
         Ok(None)
@@ -201,6 +207,13 @@ impl Server {
     fn request(&mut self, request: Request) -> Result<(), Closed> {
         let id = request.id.clone();
         if request.method == "initialize" {
+            // Unreadable parameters are an old or odd client: it gets no file watching.
+            let params = serde_json::from_value::<InitializeParams>(request.params).ok();
+            self.can_watch_files = params
+                .and_then(|p| p.capabilities.workspace)
+                .and_then(|w| w.did_change_watched_files)
+                .and_then(|d| d.dynamic_registration)
+                .unwrap_or(false);
             return self.initialize(id);
         }
         if !self.initialized {
@@ -419,6 +432,32 @@ impl Server {
     fn notification(&mut self, notification: Notification) -> Result<(), Closed> {
         let now = Instant::now();
         match notification.method.as_str() {
+            Initialized::METHOD if self.can_watch_files => self.watch_files()?,
+            DidChangeWatchedFiles::METHOD => {
+                let Some(params) = decode::<lsp_types::DidChangeWatchedFilesParams>(notification)
+                else {
+                    return Ok(());
+                };
+                for change in params.changes {
+                    let Some(path) = super::uri::to_path(&change.uri) else {
+                        continue;
+                    };
+                    if self.documents.by_path(&path).is_some() {
+                        // The editor's text of an open document wins over the disk.
+                        continue;
+                    }
+                    if change.typ == FileChangeType::CREATED {
+                        // It may be an import or a prompt file that was missing: check them all.
+                        let open: Vec<Uri> = self.documents.iter().map(|d| d.uri.clone()).collect();
+                        for uri in open {
+                            let when = self.pending.get(&uri).map_or(now, |&t| t.min(now));
+                            self.pending.insert(uri, when);
+                        }
+                    } else {
+                        self.schedule_importers(&path, now);
+                    }
+                }
+            }
             DidOpenTextDocument::METHOD => {
                 let Some(params) = decode::<lsp_types::DidOpenTextDocumentParams>(notification)
                 else {
@@ -476,6 +515,31 @@ impl Server {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Asks the editor to report changes to the files a pipeline may read: other pipelines
+    /// (imports) and prompt files.
+    fn watch_files(&self) -> Result<(), Closed> {
+        let watchers = ["**/*.kdl", "**/*.md", "**/*.txt", "**/*.j2", "**/*.jinja"]
+            .into_iter()
+            .map(|glob| FileSystemWatcher {
+                glob_pattern: GlobPattern::String(glob.to_owned()),
+                kind: None,
+            })
+            .collect();
+        let options = DidChangeWatchedFilesRegistrationOptions { watchers };
+        let params = RegistrationParams {
+            registrations: vec![Registration {
+                id: "helixflow-watched-files".to_owned(),
+                method: DidChangeWatchedFiles::METHOD.to_owned(),
+                register_options: serde_json::to_value(options).ok(),
+            }],
+        };
+        self.send(Request::new(
+            RequestId::from("helixflow/watch-files".to_owned()),
+            RegisterCapability::METHOD.to_owned(),
+            params,
+        ))
     }
 
     /// Schedules a check of every open document whose last check read `path`.
