@@ -121,14 +121,17 @@ pub(crate) fn tokenize(src: &str) -> Vec<Token> {
 /// reports anything.
 #[cfg(test)]
 pub(crate) fn screen(src: &str, file: FileId) -> Vec<Diagnostic> {
-    screen_tokens(&tokenize(src), file)
+    screen_tokens(src, &tokenize(src), file)
 }
 
 /// Checks brace balance over tokens the caller already has (see `screen`).
-pub(crate) fn screen_tokens(tokens: &[Token], file: FileId) -> Vec<Diagnostic> {
+pub(crate) fn screen_tokens(src: &str, tokens: &[Token], file: FileId) -> Vec<Diagnostic> {
     let mut open: Vec<OpenBrace> = Vec::new();
     let mut found = Vec::new();
     let mut node_start = None;
+    // Strings and comments never closed: each hides any `}` after it (on its line, for a
+    // single-line string; to the end of the file otherwise).
+    let unterminated: Vec<&Token> = tokens.iter().filter(|t| t.kind.is_unterminated()).collect();
     for token in tokens {
         match token.kind {
             TokenKind::OpenBrace => {
@@ -151,11 +154,10 @@ pub(crate) fn screen_tokens(tokens: &[Token], file: FileId) -> Vec<Diagnostic> {
             }
         }
     }
-    let swallowed = tokens.last().filter(|t| t.kind.is_unterminated());
-    found.extend(
-        open.into_iter()
-            .map(|brace| never_closed(file, &brace, swallowed)),
-    );
+    found.extend(open.into_iter().map(|brace| {
+        let swallowed = unterminated.iter().find(|t| t.start > brace.offset);
+        never_closed(src, file, &brace, swallowed.copied())
+    }));
     found.sort_by_key(|d| d.span.offset);
     found
 }
@@ -166,7 +168,12 @@ struct OpenBrace {
     node_start: Option<Token>,
 }
 
-fn never_closed(file: FileId, brace: &OpenBrace, swallowed: Option<&Token>) -> Diagnostic {
+fn never_closed(
+    src: &str,
+    file: FileId,
+    brace: &OpenBrace,
+    swallowed: Option<&Token>,
+) -> Diagnostic {
     let mut diagnostic = Diagnostic::new(
         &UNBALANCED_BRACES,
         Span::new(file, brace.offset, 1),
@@ -181,10 +188,22 @@ fn never_closed(file: FileId, brace: &OpenBrace, swallowed: Option<&Token>) -> D
         );
     }
     if let Some(token) = swallowed {
-        // An unclosed string or comment hides every `}` after it; that is the likelier mistake.
+        // An unclosed string or comment hides the `}` after it; that is the likelier mistake.
+        let what = match token.kind {
+            TokenKind::String { .. } => {
+                "this string is never closed, so the rest of its line is inside it"
+            }
+            TokenKind::RawString { .. } if !token.text(src).contains('\n') => {
+                "this string is never closed, so the rest of its line is inside it"
+            }
+            TokenKind::BlockComment { .. } => {
+                "this comment is never closed, so the rest of the file is inside it"
+            }
+            _ => "this string is never closed, so the rest of the file is inside it",
+        };
         diagnostic = diagnostic.note(
             Span::new(file, token.start, 2.min(token.end - token.start)),
-            "this string or comment is never closed, so the rest of the file is inside it",
+            what,
         );
     }
     diagnostic

@@ -55,7 +55,7 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         )]);
     }
     let tokens = lexer::tokenize(text);
-    let screened = lexer::screen_tokens(&tokens, file);
+    let screened = lexer::screen_tokens(text, &tokens, file);
     if !screened.is_empty() {
         return Err(screened);
     }
@@ -92,7 +92,7 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
     }
     match receiver.recv_timeout(budget) {
         Ok(Ok(document)) => Ok(document),
-        Ok(Err(error)) => Err(syntax_diagnostics(&error, file, text)),
+        Ok(Err(error)) => Err(syntax_diagnostics(&error, file, text, &tokens)),
         Err(_) => Err(vec![Diagnostic::new(
             &rules::PARSE_BUDGET,
             Span::new(file, 0, 0),
@@ -114,11 +114,82 @@ fn v1_hint(text: &str, offset: usize) -> Option<String> {
     }
 }
 
-fn syntax_diagnostics(error: &kdl::KdlError, file: FileId, text: &str) -> Vec<Diagnostic> {
-    let mut out: Vec<Diagnostic> = Vec::new();
+/// Every `key=` with no value after it. The kdl parser reports only the first, with a span that
+/// starts at the beginning of the file.
+fn properties_without_values(tokens: &[lexer::Token], file: FileId, text: &str) -> Vec<Diagnostic> {
+    use lexer::TokenKind as K;
+    let significant = |i: &usize| {
+        !matches!(
+            tokens[*i].kind,
+            K::Whitespace | K::BlockComment { terminated: true }
+        )
+    };
+    let mut found = Vec::new();
+    for (i, equals) in tokens.iter().enumerate() {
+        if equals.kind != K::Equals {
+            continue;
+        }
+        let next = (i + 1..tokens.len())
+            .find(significant)
+            .map(|j| tokens[j].kind);
+        let has_value = match next {
+            None => false,
+            Some(kind) => !matches!(
+                kind,
+                K::Newline
+                    | K::Semicolon
+                    | K::OpenBrace
+                    | K::CloseBrace
+                    | K::LineComment
+                    | K::Equals
+                    | K::CloseParen
+            ),
+        };
+        if has_value {
+            continue;
+        }
+        let key = (0..i).rev().find(significant).map(|j| tokens[j]);
+        let (start, name) = match key {
+            Some(key) if matches!(key.kind, K::Bare | K::String { .. } | K::RawString { .. }) => {
+                (key.start, key.text(text))
+            }
+            _ => (equals.start, ""),
+        };
+        let subject = if name.is_empty() {
+            "this `=`".to_owned()
+        } else {
+            format!("the property `{name}`")
+        };
+        found.push(
+            Diagnostic::new(
+                &rules::KDL_SYNTAX,
+                Span::new(file, start, equals.end - start),
+                format!("{subject} has no value"),
+            )
+            .label("no value after `=`")
+            .help(
+                "Write a value after `=` (for example `name=\"tests\"`), or remove the property.",
+            ),
+        );
+    }
+    found
+}
+
+fn syntax_diagnostics(
+    error: &kdl::KdlError,
+    file: FileId,
+    text: &str,
+    tokens: &[lexer::Token],
+) -> Vec<Diagnostic> {
+    let mut out = properties_without_values(tokens, file, text);
+    let ours = out.len();
     for d in &error.diagnostics {
         let offset = d.span.offset().min(text.len());
         let len = d.span.len().min(text.len() - offset);
+        // The kdl parser's report of a missing value, spanning from the start of the file.
+        if out[..ours].iter().any(|o| o.span.end() == offset + len) {
+            continue;
+        }
         let message = d
             .message
             .clone()
@@ -151,5 +222,7 @@ fn syntax_diagnostics(error: &kdl::KdlError, file: FileId, text: &str) -> Vec<Di
             "invalid KDL",
         ));
     }
+    out.sort_by_key(|d| d.span.offset);
+    out.truncate(MAX_SYNTAX_ERRORS);
     out
 }
