@@ -665,3 +665,29 @@ fn runs_and_show_list_past_runs_and_feedback() {
         .code(0);
     assert!(phase.stdout.contains("nope.txt"), "{}", phase.stdout);
 }
+
+#[test]
+fn changes_are_recorded_only_for_phases_whose_checks_read_them() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\n\
+         phase \"plain\" {\n    run \"echo hi > plain.txt\"\n}\n\
+         phase \"scoped\" {\n    depends-on \"plain\"\n    run \"echo hi > scoped.txt\"\n    scope \"scoped.txt\"\n}\n\
+         phase \"stray\" {\n    depends-on \"scoped\"\n    run \"echo hi > stray.txt\"\n    scope \"elsewhere/**\"\n    retries 0\n}\n",
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let run = latest_run(test.path());
+    let changes = |phase: &str| run.join(format!("phases/{phase}/attempt-1/changes.json"));
+    // A plain step is not snapshotted: nothing would read the changes.
+    assert!(!changes("plain").exists());
+    let scoped: Value =
+        serde_json::from_str(&std::fs::read_to_string(changes("scoped")).unwrap()).unwrap();
+    assert_eq!(
+        scoped["created"],
+        serde_json::json!(["scoped.txt"]),
+        "{scoped:#}"
+    );
+    // The scope is still judged against the snapshot taken before the attempt.
+    let summary = summary(test.path());
+    assert_eq!(phase_status(&summary, "scoped").0, "passed");
+    assert_eq!(phase_status(&summary, "stray").0, "failed");
+}

@@ -14,7 +14,7 @@ use super::process::{self, ChildSpec};
 use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
-use crate::model::{Phase, VerifyMode, Worker};
+use crate::model::{GateKind, Phase, VerifyMode, Worker};
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
 use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
@@ -151,10 +151,15 @@ async fn one_attempt(
         )
     };
 
-    step("snapshot");
     // The diff shown to a verifier needs the files' earlier contents.
     let keep_contents = phase.verify.contains(&VerifyMode::SubAgent);
-    let before = Arc::new(take_snapshot(shared, None, keep_contents).await?);
+    let tracked = tracks_changes(phase);
+    let before = if tracked {
+        step("snapshot");
+        Some(Arc::new(take_snapshot(shared, None, keep_contents).await?))
+    } else {
+        None
+    };
 
     let (feedback_text, feedback_file) =
         previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
@@ -303,12 +308,24 @@ async fn one_attempt(
     let mut reports: Vec<GateReport> = Vec::new();
     if agent_failure.is_none() {
         step("verify");
-        let after = take_snapshot(shared, Some(&before), false).await?;
-        let changes = before.diff(&after);
-        std::fs::write(
-            dir.join("changes.json"),
-            serde_json::to_string_pretty(&changes)?,
-        )?;
+        // Without a `before`, nothing reads the changes; the files on disk are still listed
+        // when an expected output may be missing, for the near-miss hints.
+        let after = if tracked || lists_files(phase) {
+            take_snapshot(shared, before.as_deref(), false).await?
+        } else {
+            Snapshot::default()
+        };
+        let (before, changes) = match &before {
+            Some(before) => {
+                let changes = before.diff(&after);
+                std::fs::write(
+                    dir.join("changes.json"),
+                    serde_json::to_string_pretty(&changes)?,
+                )?;
+                (before.clone(), changes)
+            }
+            None => (Arc::new(Snapshot::default()), Changes::default()),
+        };
         let env: Vec<(OsString, OsString)> = gate_env(&shared.pipeline, phase);
         let emit = |report: &GateReport| {
             shared.emit(Event::GateFinished {
@@ -695,6 +712,32 @@ pub fn gate_env(pipeline: &crate::model::Pipeline, phase: &Phase) -> Vec<(OsStri
         .chain(&phase.env)
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect()
+}
+
+/// Whether an attempt's changes to the workspace are read: by `scope`, `protect` and `changes`,
+/// and by self and sub-agent verification. Only then are snapshots taken before and after it
+/// (and `changes.json` written): a walk of the workspace costs more than a short step.
+fn tracks_changes(phase: &Phase) -> bool {
+    !phase.scope.is_empty()
+        || !phase.protect.is_empty()
+        || phase
+            .verify
+            .iter()
+            .any(|m| matches!(m, VerifyMode::SelfCheck | VerifyMode::SubAgent))
+        || phase
+            .gates
+            .iter()
+            .any(|g| matches!(g.kind, GateKind::Changes { .. }))
+}
+
+/// Whether the gates may look for misplaced files: `outputs` and `paths-exist` do when one is
+/// missing.
+fn lists_files(phase: &Phase) -> bool {
+    !phase.outputs.is_empty()
+        || phase
+            .gates
+            .iter()
+            .any(|g| matches!(g.kind, GateKind::PathsExist { .. }))
 }
 
 /// Largest file whose contents a snapshot keeps for diffs and restores.

@@ -56,7 +56,9 @@ pub(crate) struct Receipt {
 #[derive(Debug)]
 pub(crate) struct LiveAttempt {
     pub attempt: u32,
-    pub before: Arc<Snapshot>,
+    /// The workspace before the attempt; `None` when nothing the phase checks reads changes
+    /// (no scope, protect or changes gate, no self or sub-agent verification).
+    pub before: Option<Arc<Snapshot>>,
     pub dir: PathBuf,
     pub receipts: Mutex<Vec<Receipt>>,
 }
@@ -132,7 +134,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
     let options = super::attempt::snapshot_options(shared, false);
     let before = live.before.clone();
     let after = match tokio::task::spawn_blocking(move || {
-        Snapshot::take(&workspace, &options, Some(&before))
+        Snapshot::take(&workspace, &options, before.as_deref())
     })
     .await
     {
@@ -140,7 +142,12 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         Ok(Err(e)) => return refusal(format!("cannot read the workspace: {e}")),
         Err(e) => return refusal(format!("cannot read the workspace: {e}")),
     };
-    let changes = live.before.diff(&after);
+    let changes = live
+        .before
+        .as_ref()
+        .map(|before| before.diff(&after))
+        .unwrap_or_default();
+    let untracked = Snapshot::default();
     let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
     let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);
     let logs = live.dir.join(format!("verify-{number}"));
@@ -151,7 +158,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         workspace: &shared.pipeline.workspace,
         phase,
         response: None,
-        before: &live.before,
+        before: live.before.as_deref().unwrap_or(&untracked),
         after: &after,
         changes: &changes,
         env: &env,

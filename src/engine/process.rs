@@ -104,7 +104,8 @@ impl ChildSpec {
         stderr: impl Into<PathBuf>,
     ) -> Self {
         Self::new(
-            OsString::from("sh"),
+            // POSIX puts the shell at /bin/sh; a PATH search costs a failed exec per folder.
+            OsString::from("/bin/sh"),
             vec![OsString::from("-c"), OsString::from(command)],
             cwd,
             stdout.into(),
