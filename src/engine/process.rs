@@ -177,8 +177,8 @@ enum Stop {
 /// it completes, the child's whole group is killed.
 pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> {
     let started = Instant::now();
-    let stdout_log = create_log(&spec.stdout).await?;
-    let stderr_log = create_log(&spec.stderr).await?;
+    let stdout_log = create_log(&spec.stdout)?;
+    let stderr_log = create_log(&spec.stderr)?;
     if cancel.is_cancelled() {
         return Ok(ChildExit {
             code: None,
@@ -356,16 +356,26 @@ pub fn tail(path: &Path, max_bytes: u64) -> io::Result<String> {
 }
 
 /// Creates (or truncates) a log file, and its folder when missing.
-async fn create_log(path: &Path) -> io::Result<tokio::fs::File> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        tokio::fs::create_dir_all(parent).await.map_err(|error| {
-            io::Error::new(
-                error.kind(),
-                format!("cannot create the log folder {}: {error}", parent.display()),
-            )
-        })?;
-    }
-    tokio::fs::File::create(path).await.map_err(|error| {
+///
+/// Done on the calling thread: two quick system calls cost less than two trips to tokio's
+/// blocking pool, which is what a short step would otherwise spend most of its overhead on.
+fn create_log(path: &Path) -> io::Result<tokio::fs::File> {
+    let create = || std::fs::File::create(path);
+    let file = match create() {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|error| {
+                    io::Error::new(
+                        error.kind(),
+                        format!("cannot create the log folder {}: {error}", parent.display()),
+                    )
+                })?;
+            }
+            create()
+        }
+        other => other,
+    };
+    file.map(tokio::fs::File::from_std).map_err(|error| {
         io::Error::new(
             error.kind(),
             format!("cannot create the log file {}: {error}", path.display()),

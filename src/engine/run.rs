@@ -441,6 +441,12 @@ fn dispatch(
     let mut first_error = None;
     let mut last_written = Instant::now();
     let mut dirty = false;
+    let index: HashMap<String, usize> = summary
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.clone(), i))
+        .collect();
     while let Some(event) = receiver.blocking_recv() {
         let stamped = match journal.record(event.clone()) {
             Ok(stamped) => stamped,
@@ -452,7 +458,7 @@ fn dispatch(
         // Rewriting (and syncing) run.json for every finished phase made large runs quadratic;
         // it is rewritten at most once a second while running, and always at the end.
         let finished = matches!(stamped.event, Event::RunFinished { .. });
-        dirty |= update_summary(&mut summary, &stamped.event);
+        dirty |= update_summary(&mut summary, &index, &stamped.event);
         if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
             last_written = Instant::now();
             dirty = false;
@@ -467,10 +473,10 @@ fn dispatch(
 }
 
 /// Applies an event to the summary; true when `run.json` should be rewritten.
-fn update_summary(summary: &mut RunSummary, event: &Event) -> bool {
+fn update_summary(summary: &mut RunSummary, index: &HashMap<String, usize>, event: &Event) -> bool {
     match event {
         Event::AttemptStarted { phase, attempt, .. } => {
-            if let Some(p) = summary.phases.iter_mut().find(|p| p.name == *phase) {
+            if let Some(p) = index.get(phase).and_then(|&i| summary.phases.get_mut(i)) {
                 p.status = "running".into();
                 p.attempts = *attempt;
             }
@@ -481,7 +487,7 @@ fn update_summary(summary: &mut RunSummary, event: &Event) -> bool {
             failed_gates,
             ..
         } => {
-            if let Some(p) = summary.phases.iter_mut().find(|p| p.name == *phase) {
+            if let Some(p) = index.get(phase).and_then(|&i| summary.phases.get_mut(i)) {
                 p.failed_gates.clone_from(failed_gates);
             }
             false
@@ -493,7 +499,7 @@ fn update_summary(summary: &mut RunSummary, event: &Event) -> bool {
             duration_ms,
             reason,
         } => {
-            if let Some(p) = summary.phases.iter_mut().find(|p| p.name == *phase) {
+            if let Some(p) = index.get(phase).and_then(|&i| summary.phases.get_mut(i)) {
                 p.status = serde_json::to_value(status)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))

@@ -82,7 +82,10 @@ impl RunDir {
             };
             let path = runs_dir.join(&run_id);
             match fs::create_dir(&path) {
-                Ok(()) => return Ok(Self { path, run_id }),
+                Ok(()) => {
+                    fs::create_dir(path.join("phases"))?;
+                    return Ok(Self { path, run_id });
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(e),
             }
@@ -92,8 +95,13 @@ impl RunDir {
 
     /// The folder of one attempt, created on demand: `phases/<phase>/attempt-<n>`.
     pub fn attempt_dir(&self, phase: &str, attempt: u32) -> io::Result<PathBuf> {
-        let dir = self.phase_dir(phase).join(format!("attempt-{attempt}"));
-        fs::create_dir_all(&dir)?;
+        let phase_dir = self.phase_dir(phase);
+        let dir = phase_dir.join(format!("attempt-{attempt}"));
+        // `phases/` is made with the run: one `mkdir` per level that is new, none that fails.
+        if attempt == 1 {
+            create_new_dir(&phase_dir)?;
+        }
+        create_new_dir(&dir)?;
         Ok(dir)
     }
 
@@ -226,5 +234,15 @@ mod tests {
         let b = RunDir::create(dir.path()).unwrap();
         assert_ne!(a.run_id, b.run_id);
         assert!(a.run_id < b.run_id || b.run_id.starts_with(&a.run_id));
+    }
+}
+
+/// Creates a folder, and its parents when they are missing; one that exists is fine.
+fn create_new_dir(dir: &Path) -> io::Result<()> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(dir),
+        Err(e) => Err(e),
     }
 }
