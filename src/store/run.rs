@@ -214,6 +214,16 @@ pub fn list_runs(runs_dir: &Path) -> io::Result<Vec<RunDir>> {
     Ok(runs)
 }
 
+/// Creates a folder, and its parents when they are missing; one that exists is fine.
+fn create_new_dir(dir: &Path) -> io::Result<()> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(dir),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,15 +244,5 @@ mod tests {
         let b = RunDir::create(dir.path()).unwrap();
         assert_ne!(a.run_id, b.run_id);
         assert!(a.run_id < b.run_id || b.run_id.starts_with(&a.run_id));
-    }
-}
-
-/// Creates a folder, and its parents when they are missing; one that exists is fine.
-fn create_new_dir(dir: &Path) -> io::Result<()> {
-    match fs::create_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(dir),
-        Err(e) => Err(e),
     }
 }
