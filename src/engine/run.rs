@@ -277,9 +277,25 @@ async fn schedule(
         .enumerate()
         .map(|(i, p)| (p.name.value.as_str(), i))
         .collect();
-    let is_selected: Vec<bool> = (0..pipeline.phases.len())
-        .map(|i| selected.contains(&i))
+    let mut is_selected = vec![false; pipeline.phases.len()];
+    for &i in selected {
+        is_selected[i] = true;
+    }
+    // Each phase's selected dependencies, found once.
+    let dependencies: Vec<Vec<usize>> = pipeline
+        .phases
+        .iter()
+        .map(|phase| {
+            phase
+                .depends_on
+                .iter()
+                .filter_map(|d| by_name.get(d.value.as_str()).copied())
+                .filter(|&d| is_selected[d])
+                .collect()
+        })
         .collect();
+    // The phases neither started nor decided, in order: each pass looks at these only.
+    let mut waiting: Vec<usize> = order;
     let mut state: Vec<Option<PhaseStatus>> = vec![None; pipeline.phases.len()];
     let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();
     let mut started = vec![false; pipeline.phases.len()];
@@ -289,16 +305,8 @@ async fn schedule(
 
     loop {
         let halted = stop_reason.is_some() || shared.cancel.soft.is_cancelled();
-        for &i in &order {
-            if started[i] || state[i].is_some() {
-                continue;
-            }
-            let dependencies: Vec<usize> = pipeline.phases[i]
-                .depends_on
-                .iter()
-                .filter_map(|d| by_name.get(d.value.as_str()).copied())
-                .filter(|&d| is_selected[d])
-                .collect();
+        for &i in &waiting {
+            let dependencies = &dependencies[i];
             let blocked = dependencies
                 .iter()
                 .find(|&&d| matches!(state[d], Some(s) if s != PhaseStatus::Passed));
@@ -342,6 +350,7 @@ async fn schedule(
                 running.spawn(async move { (i, run_phase(shared, i).await) });
             }
         }
+        waiting.retain(|&i| !started[i] && state[i].is_none());
         if running.is_empty() {
             break;
         }
