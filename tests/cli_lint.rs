@@ -834,3 +834,31 @@ fn deeply_nested_blocks_are_refused_not_a_crash() {
         outcome.codes()
     );
 }
+
+#[test]
+fn files_over_1_mib_are_read_when_well_formed_and_stopped_at_an_error_otherwise() {
+    let mut pipeline = String::from("pipeline \"p\"\n");
+    let mut phase = 0;
+    while pipeline.len() <= 3 << 19 {
+        pipeline.push_str(&format!(
+            "phase \"p{phase}\" {{\n    run \"echo {phase}\"\n    retries 0\n}}\n"
+        ));
+        phase += 1;
+    }
+    Test::new()
+        .pipeline(&pipeline)
+        .args(&["lint", "pipeline.kdl"])
+        .run()
+        .code(0);
+
+    let line = pipeline.lines().count() + 1;
+    pipeline.push_str("phase \"last\" { run \"x\"; retries 1.; }\n");
+    let outcome = Test::new()
+        .pipeline(&pipeline)
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    assert_eq!(outcome.codes(), ["HF003"]);
+    let found = &outcome.json()[0];
+    assert_eq!([&found["line"], &found["column"]], [line, 33], "{found:#}");
+}

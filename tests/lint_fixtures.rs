@@ -49,12 +49,18 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
     for rule in ALL_RULES {
         let dir = fixtures().join(rule.code);
         let (bad, good) = if rule.code == "HF003" {
-            // A file over the 1 MiB limit is generated rather than kept in the repository.
+            // Files over 1 MiB are generated rather than kept in the repository: past that size
+            // only plain well-formed KDL is read, so the bad one has a syntax error at its end.
             let bad = generated.path().join("bad.kdl");
             let good = generated.path().join("good.kdl");
             let base = "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n}\n";
-            std::fs::write(&bad, format!("{base}// {}\n", "x".repeat(1 << 20))).unwrap();
-            std::fs::write(&good, format!("{base}{}", "// a comment\n".repeat(1000))).unwrap();
+            let large = format!("{base}// {}\n", "x".repeat(1 << 20));
+            std::fs::write(
+                &bad,
+                format!("{large}phase \"b\" {{ run \"x\"; retries 1.; }}\n"),
+            )
+            .unwrap();
+            std::fs::write(&good, &large).unwrap();
             (bad, good)
         } else {
             (dir.join("bad.kdl"), dir.join("good.kdl"))

@@ -17,14 +17,17 @@ use kdl::{KdlDocument, KdlEntry, KdlEntryFormat, KdlIdentifier, KdlNode, KdlValu
 
 use super::lexer::{Token, TokenKind};
 
-/// Parses `src`, already split into `tokens`; `None` when the `kdl` crate must decide.
-pub(crate) fn parse(src: &str, tokens: &[Token]) -> Option<KdlDocument> {
-    if src.chars().any(disallowed) {
-        return None;
+/// Parses `src`, already split into `tokens`. When the `kdl` crate must decide instead, says
+/// where this parser stopped (a byte offset).
+pub(crate) fn parse(src: &str, tokens: &[Token]) -> Result<KdlDocument, usize> {
+    if let Some(at) = src.find(disallowed) {
+        return Err(at);
     }
     let mut parser = Parser { src, tokens, at: 0 };
-    let document = parser.nodes(false)?;
-    (parser.at == tokens.len()).then_some(document)
+    match parser.nodes(false) {
+        Some(document) if parser.at == tokens.len() => Ok(document),
+        _ => Err(parser.offset()),
+    }
 }
 
 /// Code points KDL forbids outside the first position (the byte order mark) or anywhere.
@@ -681,7 +684,7 @@ mod tests {
     /// Parses with both parsers; when the fast one answers, the kdl crate must agree exactly.
     /// Says whether the fast parser answered.
     fn agree(src: &str) -> bool {
-        let Some(fast) = super::parse(src, &tokenize(src)) else {
+        let Ok(fast) = super::parse(src, &tokenize(src)) else {
             return false;
         };
         match KdlDocument::parse_v2(src) {
@@ -699,7 +702,7 @@ mod tests {
 
     fn rejects(src: &str) {
         assert!(
-            super::parse(src, &tokenize(src)).is_none(),
+            super::parse(src, &tokenize(src)).is_err(),
             "the fast parser should leave {src:?} to the kdl crate"
         );
     }

@@ -8,8 +8,13 @@ use kdl::KdlDocument;
 use super::{fastkdl, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
-/// The largest file parsed: pipelines are small; anything larger is refused with a diagnostic.
+/// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
+/// KDL): its error recovery is slow on large input.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+/// The largest file read at all. Files over [`MAX_FILE_BYTES`] are read only when they are plain
+/// well-formed KDL, which takes one linear pass.
+pub const MAX_WELL_FORMED_BYTES: usize = 16 << 20;
 
 /// How long the KDL parser may take before the file is reported instead of parsed.
 /// Measured in wall time, so it is generous: a valid 1 MiB file parses in about a second of CPU,
@@ -44,12 +49,12 @@ const MAX_SYNTAX_ERRORS: usize = 50;
 /// The kdl parser's error recovery is exponential on some malformed input (unclosed slashdashed
 /// blocks), so braces are screened first, and the parse runs on a worker thread with a budget.
 pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, Vec<Diagnostic>> {
-    if text.len() > MAX_FILE_BYTES {
+    if text.len() > MAX_WELL_FORMED_BYTES {
         return Err(vec![Diagnostic::new(
             &rules::PARSE_BUDGET,
             Span::new(file, 0, 0),
             format!(
-                "the file is {} bytes; pipeline files are limited to {MAX_FILE_BYTES}",
+                "the file is {} bytes; pipeline files are limited to {MAX_WELL_FORMED_BYTES}",
                 text.len()
             ),
         )]);
@@ -71,8 +76,28 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         )]);
     }
     // Well-formed files, the common case, take the fast path; the kdl crate decides the rest.
-    if let Some(document) = fastkdl::parse(text, &tokens) {
-        return Ok(document);
+    let stopped = match fastkdl::parse(text, &tokens) {
+        Ok(document) => return Ok(document),
+        Err(stopped) => stopped,
+    };
+    if text.len() > MAX_FILE_BYTES {
+        let len = text[stopped..].chars().next().map_or(0, char::len_utf8);
+        return Err(vec![
+            Diagnostic::new(
+                &rules::PARSE_BUDGET,
+                Span::new(file, stopped, len),
+                format!(
+                    "the file is {} bytes, and files over {MAX_FILE_BYTES} bytes are read only \
+                     when they are plain well-formed KDL; this one is not, from here on",
+                    text.len()
+                ),
+            )
+            .label("not read past here")
+            .help(
+                "Fix the syntax error here (under 1 MiB, the file would get a full report), or \
+                 move agents and templates into imported files.",
+            ),
+        ]);
     }
     let (sender, receiver) = mpsc::channel();
     let owned = text.to_owned();
