@@ -91,10 +91,9 @@ echo
 
 gen() { python3 "$root/bench/gen_pipeline.py" "$@"; }
 
-# `mixed` is the realistic file (a third of the phases from a template); it is about 350 bytes a
-# phase and so passes helixflow's 1 MiB file limit near 3,000 phases. 10,000 phases are measured in
-# the `templated` style (every phase body from a template, about 80 bytes a phase), and the ratio
-# compares it with 1,000 phases of the same style.
+# `mixed` is the realistic file (a third of the phases from a template, about 350 bytes a phase:
+# 3.4 MB at 10,000 phases); `templated` writes every phase body from a template (about 80 bytes a
+# phase). The ratio is printed for both styles.
 declare -A ms
 printf '%-24s %10s %8s %12s %12s\n' "file" "bytes" "exit" "mean ms" "min ms"
 for case in typical:20 mixed:10 mixed:100 mixed:1000 templated:1000 templated:10000 mixed:10000; do
@@ -127,11 +126,13 @@ for case in typical:20 mixed:10 mixed:100 mixed:1000 templated:1000 templated:10
 done
 echo
 
-if [[ -n ${ms[templated-10000]:-} && -n ${ms[templated-1000]:-} ]]; then
-    r=$(ratio "${ms[templated-10000]}" "${ms[templated-1000]}")
-    verdict=$(awk -v r="$r" 'BEGIN { print (r <= 12 ? "met" : "MISSED") }')
-    echo "10,000 / 1,000 phases (templated): ${r}x (target <= 12x: $verdict)"
-fi
+for style in mixed templated; do
+    if [[ -n ${ms[$style-10000]:-} && -n ${ms[$style-1000]:-} ]]; then
+        r=$(ratio "${ms[$style-10000]}" "${ms[$style-1000]}")
+        verdict=$(awk -v r="$r" 'BEGIN { print (r <= 12 ? "met" : "MISSED") }')
+        echo "10,000 / 1,000 phases ($style): ${r}x (target <= 12x: $verdict)"
+    fi
+done
 if [[ -n ${ms[typical-20]:-} ]]; then
     verdict=$(awk -v t="${ms[typical-20]}" 'BEGIN { print (t < 5 ? "met" : "MISSED") }')
     echo "typical 20-phase file: ${ms[typical-20]} ms (target < 5 ms: $verdict)"
