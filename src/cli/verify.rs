@@ -11,9 +11,9 @@ use super::input;
 use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::engine::event::{GateReport, GateStatus};
 use crate::engine::process::Cancel;
-use crate::model::{GateKind, Output, Phase, Pipeline};
+use crate::model::{Output, Phase, Pipeline};
 use crate::store::redact::Redactor;
-use crate::verify::gates::{GateContext, run_gates};
+use crate::verify::gates::{GateContext, checks_response, run_gates};
 use crate::verify::snapshot::{Snapshot, SnapshotOptions};
 
 /// Arguments of `helixflow verify`.
@@ -194,10 +194,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
             "approval" => Some("decided by a person during a run"),
             _ => None,
         };
-        let on_response = phase.gates.iter().any(|g| {
-            g.name == report.name
-                && matches!(&g.kind, GateKind::Matches { target, .. } | GateKind::Absent { target, .. } if target == "response")
-        });
+        let on_response = checks_response(&phase, &report.name);
         if let Some(why) =
             unjudged.or(on_response.then_some("the response exists only inside a run"))
         {

@@ -14,8 +14,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::event::{GateReport, GateStatus};
 use super::run::Shared;
-use crate::model::GateKind;
-use crate::verify::gates::{GateContext, resolve_outputs, run_gates};
+use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_gates};
 use crate::verify::snapshot::Snapshot;
 
 /// The environment variable that names the socket.
@@ -200,11 +199,7 @@ fn without_response_gates(
     mut gates: Vec<GateReport>,
 ) -> Vec<GateReport> {
     for report in &mut gates {
-        let on_response = phase.gates.iter().any(|g| {
-            g.name == report.name
-                && matches!(&g.kind, GateKind::Matches { target, .. } | GateKind::Absent { target, .. } if target == "response")
-        });
-        if on_response {
+        if checks_response(phase, &report.name) {
             report.status = GateStatus::Skipped;
             report.details = vec!["the response is known only after the agent exits; it is not checked by `helixflow verify`".into()];
         }

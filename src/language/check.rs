@@ -9,10 +9,9 @@ use crate::graph::PhaseGraph;
 use crate::model::{GateKind, Output, Pipeline, VerifyMode, Worker};
 
 /// File extensions the `syntax` gate can parse.
-pub const SYNTAX_EXTENSIONS: &[&str] = &[
-    "py", "pyi", "rs", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "json", "yaml", "yml",
-    "toml", "sh", "bash", "go", "kdl",
-];
+fn syntax_extensions() -> impl Iterator<Item = &'static str> {
+    crate::verify::syntax::EXTENSIONS.iter().map(|&(e, _)| e)
+}
 
 /// Runs every pipeline-wide check.
 pub(crate) fn pipeline(
@@ -43,7 +42,7 @@ pub(crate) fn pipeline(
                     .label("checks nothing")
                     .help(format!(
                         "supported extensions: {}",
-                        SYNTAX_EXTENSIONS.join(", ")
+                        syntax_extensions().collect::<Vec<_>>().join(", ")
                     )),
                 );
             }
@@ -209,11 +208,9 @@ fn syntax_has_language(globs: &[String], outputs: &[Output]) -> bool {
         let last = pattern.rsplit('/').next().unwrap_or(pattern);
         match last.rsplit_once('.') {
             Some((_, ext)) if !ext.contains(['*', '?', '[', '{']) => {
-                SYNTAX_EXTENSIONS.contains(&ext)
+                syntax_extensions().any(|s| s == ext)
             }
-            Some((_, ext)) => {
-                SYNTAX_EXTENSIONS.iter().any(|s| ext.contains(s)) || ext.contains('*')
-            }
+            Some((_, ext)) => syntax_extensions().any(|s| ext.contains(s)) || ext.contains('*'),
             None => last.contains('*') || last.contains('{'),
         }
     })

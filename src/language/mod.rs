@@ -12,7 +12,6 @@ pub mod schema;
 mod template;
 mod validate;
 
-pub use check::SYNTAX_EXTENSIONS;
 pub use compile::{Compilation, Options, TemplateDef, compile};
 pub use decode::{compile_glob, escape_problem};
 pub use loader::{FsLoader, Loader};

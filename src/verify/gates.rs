@@ -299,6 +299,15 @@ async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Find
     }
 }
 
+/// Whether the phase's gate reported as `name` checks the agent's response, which exists only once
+/// the agent has exited (so `helixflow verify`, run before that, cannot judge it).
+pub fn checks_response(phase: &Phase, name: &str) -> bool {
+    phase.gates.iter().any(|g| {
+        g.name == name
+            && matches!(&g.kind, GateKind::Matches { target, .. } | GateKind::Absent { target, .. } if target == "response")
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // outputs, scope, protect, changes
 
