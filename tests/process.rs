@@ -506,25 +506,38 @@ fn a_hundred_megabytes_are_logged_byte_exact_with_flat_memory() {
         .enable_all()
         .build()
         .unwrap();
-    let work = Work::new();
-    // `tee` keeps a copy of exactly what went to stdout, random (so mostly not UTF-8) bytes.
-    let spec = work.shell("head -c 104857600 /dev/urandom | tee copy.bin");
-    let before = reset_peak_memory();
-    let exit = runtime
-        .block_on(process::run(spec, &Cancel::default()))
-        .unwrap();
-    let growth = peak_memory().saturating_sub(before);
-    assert!(exit.success());
-    assert_eq!(exit.stdout_bytes, 104_857_600);
-    assert_eq!(
-        std::fs::metadata(work.path("out.log")).unwrap().len(),
-        104_857_600
-    );
-    assert_eq!(
-        hash_file(&work.path("out.log")),
-        hash_file(&work.path("copy.bin"))
-    );
-    assert!(growth < 32 * 1024 * 1024, "memory grew by {growth} bytes");
+    // Written by the child itself (nothing to redact), and copied through the redactor.
+    for secret in [
+        None,
+        Some("a-secret-that-random-bytes-will-not-contain-0123456789"),
+    ] {
+        let work = Work::new();
+        // `tee` keeps a copy of exactly what went to stdout, random (so mostly not UTF-8) bytes.
+        let mut spec = work.shell("head -c 104857600 /dev/urandom | tee copy.bin");
+        if let Some(secret) = secret {
+            spec.redactor = Arc::new(Redactor::new([("TOKEN".to_owned(), secret.to_owned())]));
+        }
+        let before = reset_peak_memory();
+        let exit = runtime
+            .block_on(process::run(spec, &Cancel::default()))
+            .unwrap();
+        let growth = peak_memory().saturating_sub(before);
+        assert!(exit.success());
+        assert_eq!(exit.stdout_bytes, 104_857_600);
+        assert_eq!(
+            std::fs::metadata(work.path("out.log")).unwrap().len(),
+            104_857_600
+        );
+        assert_eq!(
+            hash_file(&work.path("out.log")),
+            hash_file(&work.path("copy.bin"))
+        );
+        assert!(
+            growth < 32 * 1024 * 1024,
+            "memory grew by {growth} bytes (redacting: {})",
+            secret.is_some()
+        );
+    }
 }
 
 /// Text that a shell would expand, in several ways, with quotes, newlines and non-ASCII.

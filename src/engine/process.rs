@@ -201,7 +201,20 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
         ));
     }
 
-    let mut child = spawn(&spec)?;
+    // With nothing to redact and no idle timeout to watch, the child writes its logs itself: no
+    // pipes, no copying, no wake-ups per chunk. Otherwise its output goes through pumps.
+    let direct = spec.redactor.is_empty() && spec.idle_timeout.is_none();
+    let (outputs, stdout_log, stderr_log) = if direct {
+        (Some((stdout_log, stderr_log)), None, None)
+    } else {
+        let tokio_file = tokio::fs::File::from_std;
+        (
+            None,
+            Some(tokio_file(stdout_log)),
+            Some(tokio_file(stderr_log)),
+        )
+    };
+    let mut child = spawn(&spec, outputs)?;
     let pgid = child
         .id()
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
@@ -210,19 +223,19 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
 
     let (activity, last_output) = watch::channel(Instant::now());
     let stop_reading = CancellationToken::new();
-    let stdout_pump = child.stdout.take().map(|pipe| {
+    let stdout_pump = child.stdout.take().zip(stdout_log).map(|(pipe, log)| {
         Task(tokio::spawn(pump(
             pipe,
-            stdout_log,
+            log,
             spec.redactor.stream(),
             activity.clone(),
             stop_reading.clone(),
         )))
     });
-    let stderr_pump = child.stderr.take().map(|pipe| {
+    let stderr_pump = child.stderr.take().zip(stderr_log).map(|(pipe, log)| {
         Task(tokio::spawn(pump(
             pipe,
-            stderr_log,
+            log,
             spec.redactor.stream(),
             activity,
             stop_reading.clone(),
@@ -262,8 +275,12 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
     };
 
     let drained = Instant::now() + DRAIN;
-    let stdout_bytes = finish_pump(stdout_pump, drained, &stop_reading).await?;
-    let stderr_bytes = finish_pump(stderr_pump, drained, &stop_reading).await?;
+    let mut stdout_bytes = finish_pump(stdout_pump, drained, &stop_reading).await?;
+    let mut stderr_bytes = finish_pump(stderr_pump, drained, &stop_reading).await?;
+    if direct {
+        stdout_bytes = std::fs::metadata(&spec.stdout).map_or(0, |m| m.len());
+        stderr_bytes = std::fs::metadata(&spec.stderr).map_or(0, |m| m.len());
+    }
     if let Some(writer) = stdin_writer {
         finish_stdin(writer, drained).await?;
     }
@@ -280,8 +297,13 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
     })
 }
 
-/// Starts the child in a process group of its own, with piped output.
-fn spawn(spec: &ChildSpec) -> io::Result<Child> {
+/// Starts the child in a process group of its own, writing to `outputs` (stdout, stderr) when
+/// given, else to pipes.
+fn spawn(spec: &ChildSpec, outputs: Option<(std::fs::File, std::fs::File)>) -> io::Result<Child> {
+    let (stdout, stderr) = match outputs {
+        Some((out, err)) => (Stdio::from(out), Stdio::from(err)),
+        None => (Stdio::piped(), Stdio::piped()),
+    };
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -292,8 +314,8 @@ fn spawn(spec: &ChildSpec) -> io::Result<Child> {
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0)
         // The group, not just the child, must go; `GroupGuard` takes care of that on drop.
         .kill_on_drop(false);
@@ -359,7 +381,7 @@ pub fn tail(path: &Path, max_bytes: u64) -> io::Result<String> {
 ///
 /// Done on the calling thread: two quick system calls cost less than two trips to tokio's
 /// blocking pool, which is what a short step would otherwise spend most of its overhead on.
-fn create_log(path: &Path) -> io::Result<tokio::fs::File> {
+fn create_log(path: &Path) -> io::Result<std::fs::File> {
     let create = || std::fs::File::create(path);
     let file = match create() {
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -375,7 +397,7 @@ fn create_log(path: &Path) -> io::Result<tokio::fs::File> {
         }
         other => other,
     };
-    file.map(tokio::fs::File::from_std).map_err(|error| {
+    file.map_err(|error| {
         io::Error::new(
             error.kind(),
             format!("cannot create the log file {}: {error}", path.display()),
