@@ -14,7 +14,8 @@ use super::process::{self, ChildSpec};
 use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
-use crate::model::{GateKind, Phase, VerifyMode, Worker};
+use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
+use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
 use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
@@ -304,7 +305,7 @@ async fn one_attempt(
         return Ok(cancelled());
     }
 
-    let (agent_failure, response_text) = agent_result(shared, phase, &exit, &dir);
+    let (agent_failure, response_text) = agent_result(shared, phase, &exit, &dir).await;
     let mut reports: Vec<GateReport> = Vec::new();
     if agent_failure.is_none() {
         step("verify");
@@ -586,7 +587,7 @@ fn self_verification(live: &LiveAttempt, after: &Snapshot) -> GateReport {
 }
 
 /// Judges the child's exit, extracts and saves the response, and checks `evidence`.
-fn agent_result(
+async fn agent_result(
     shared: &Shared,
     phase: &Phase,
     exit: &ChildExit,
@@ -624,15 +625,30 @@ fn agent_result(
     let Worker::Agent(agent_name) = &phase.worker else {
         return (None, None);
     };
-    let agent = &shared.pipeline.agents[&agent_name.value];
+    // Reading the response and searching for evidence go through logs of any size: off the
+    // runtime's thread, which supervises every other phase.
+    let agent = shared.pipeline.agents[&agent_name.value].clone();
+    let redactor = shared.redactor.clone();
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || agent_response(&agent, &redactor, &dir))
+        .await
+        .unwrap_or_else(|e| {
+            let failure = AgentFailure::Response(format!("reading the response failed: {e}"));
+            (Some(failure), None)
+        })
+}
+
+/// The agent's response from its log, and whether it shows the evidence asked for.
+fn agent_response(
+    agent: &Agent,
+    redactor: &Redactor,
+    dir: &Path,
+) -> (Option<AgentFailure>, Option<String>) {
     let response = match response::extract(agent.response, &dir.join("stdout.log")) {
         Ok(response) => response,
         Err(e) => return (Some(AgentFailure::Response(e.to_string())), None),
     };
-    let _ = std::fs::write(
-        dir.join("response.txt"),
-        shared.redactor.redact(&response.text),
-    );
+    let _ = std::fs::write(dir.join("response.txt"), redactor.redact(&response.text));
     if let Some(error) = &response.error {
         return (
             Some(AgentFailure::Response(error.clone())),
@@ -651,7 +667,7 @@ fn agent_result(
         if !matches!(matched, Ok(true)) {
             return (
                 Some(AgentFailure::NoEvidence {
-                    pattern: pattern.clone(),
+                    pattern: pattern.to_owned(),
                 }),
                 Some(response.text),
             );

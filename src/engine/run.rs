@@ -217,9 +217,12 @@ pub async fn execute(
     let signals = tokio::spawn(watch_signals(shared.clone(), interrupted.clone()));
     let started = Instant::now();
     let any_failed = schedule(&shared, &selected, max_parallel, timeout, &interrupted).await;
+    // Aborted tasks let go of their `Shared` (and its event sender) only once they are dropped.
     signals.abort();
+    let _ = signals.await;
     if let Some(server) = server {
         server.abort();
+        let _ = server.await;
         let _ = std::fs::remove_file(&socket_path);
     }
 
@@ -243,8 +246,10 @@ pub async fn execute(
         exit_code,
     });
     drop(shared);
-    dispatcher
-        .join()
+    // The dispatcher stops after `RunFinished`; joined off the runtime's threads all the same.
+    tokio::task::spawn_blocking(move || dispatcher.join())
+        .await
+        .map_err(|_| std::io::Error::other("the event dispatcher could not be joined"))?
         .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
     Ok(RunOutcome {
         status,
@@ -476,6 +481,10 @@ fn dispatch(
             }
         }
         reporters.event(&stamped);
+        if finished {
+            // The last event: the run does not wait for every sender to be dropped.
+            break;
+        }
     }
     reporters.finish();
     first_error.map_or(Ok(()), Err)
