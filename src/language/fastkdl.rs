@@ -887,6 +887,96 @@ mod tests {
         }
     }
 
+    /// Random documents built from KDL's pieces: values of every kind, properties, type
+    /// annotations, comments, slashdashes, line continuations and children blocks, with a
+    /// sprinkling of pieces out of place.
+    fn document() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            Just("1".to_owned()),
+            Just("-0x1f".to_owned()),
+            Just("0o17".to_owned()),
+            Just("0b1_0".to_owned()),
+            Just("1_000.5e-3".to_owned()),
+            Just("+2.0".to_owned()),
+            Just("#true".to_owned()),
+            Just("#null".to_owned()),
+            Just("#-inf".to_owned()),
+            Just("bare".to_owned()),
+            Just("-dash".to_owned()),
+            Just(".dot".to_owned()),
+            Just("\"quoted \\\"x\\\" \\u{e9}\"".to_owned()),
+            Just("\"\"".to_owned()),
+            Just("#\"raw \\d\"#".to_owned()),
+            Just("##\"a \"# b\"##".to_owned()),
+            Just("\"\"\"\n  one\n\n    two\n  \"\"\"".to_owned()),
+            Just("#\"\"\"\n\tx\\y\n\t\"\"\"#".to_owned()),
+            Just("\"\"\"\n\"\"\"".to_owned()),
+            Just("(ty)1".to_owned()),
+            Just("(\"t y\") \"v\"".to_owned()),
+            "[a-z]{1,3}",
+        ];
+        let space = prop_oneof![
+            Just(" ".to_owned()),
+            Just("  ".to_owned()),
+            Just("\t".to_owned()),
+            Just(" /* c */ ".to_owned()),
+            Just(" \\\n  ".to_owned()),
+            Just(" \\ // c\n ".to_owned()),
+            Just("".to_owned()),
+        ];
+        let entry = prop_oneof![
+            value.clone(),
+            (value.clone(), value.clone()).prop_map(|(k, v)| format!("{k}={v}")),
+            ("[a-z]{1,3}", value.clone()).prop_map(|(k, v)| format!("{k} = {v}")),
+            value.clone().prop_map(|v| format!("/-{v}")),
+            value.clone().prop_map(|v| format!("/- {v}")),
+            Just("=".to_owned()),
+            Just("{".to_owned()),
+            Just(";".to_owned()),
+        ];
+        let terminator = prop_oneof![
+            Just("\n".to_owned()),
+            Just(";".to_owned()),
+            Just("; ".to_owned()),
+            Just(" // end\n".to_owned()),
+            Just("\r\n".to_owned()),
+            Just("\n\n".to_owned()),
+            Just("".to_owned()),
+        ];
+        let node = (
+            prop_oneof![
+                Just("node".to_owned()),
+                Just("(t)node".to_owned()),
+                Just("\"quoted name\"".to_owned()),
+                Just("/- gone".to_owned()),
+                Just("-".to_owned()),
+            ],
+            proptest::collection::vec((space.clone(), entry), 0..5),
+            space,
+            prop_oneof![
+                Just(String::new()),
+                Just("{}".to_owned()),
+                Just("{ inner 1; }".to_owned()),
+                Just("{\n    inner \"x\" k=#false\n    /- skipped { a }\n}".to_owned()),
+                Just("/- { hidden } { shown }".to_owned()),
+                Just("{ a } /- { b }".to_owned()),
+            ],
+            terminator,
+        )
+            .prop_map(|(name, entries, space, children, end)| {
+                let mut out = name;
+                for (space, entry) in entries {
+                    out.push_str(&space);
+                    out.push_str(&entry);
+                }
+                out.push_str(&space);
+                out.push_str(&children);
+                out.push_str(&end);
+                out
+            });
+        proptest::collection::vec(node, 0..6).prop_map(|nodes| nodes.concat())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2_000))]
 
@@ -924,6 +1014,12 @@ mod tests {
                     }
                 }
             }
+            agree(&src);
+        }
+
+        /// Random documents: whatever the fast parser accepts, the kdl crate reads the same way.
+        #[test]
+        fn random_documents_never_make_the_parsers_disagree(src in document()) {
             agree(&src);
         }
     }
