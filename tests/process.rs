@@ -543,6 +543,21 @@ fn a_hundred_megabytes_are_logged_byte_exact_with_flat_memory() {
 /// Text that a shell would expand, in several ways, with quotes, newlines and non-ASCII.
 const TRICKY: &str = "run $(rm -rf /tmp/nothing) and `id`; echo \"$HOME\" 'single' \\n\nline two\n\tgrüße ✓ 日本\n$((1+1)) ${PATH} ; | & > /dev/null *";
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_child_started_from_the_blocking_pool_is_supervised_the_same() {
+    let work = Work::new();
+    // Output, stdin, and a grandchild that outlives the child: the group is still cleaned up.
+    let mut spec = work.shell("cat; echo out; echo err >&2; (sleep 30 &) ; echo $$ > pid");
+    spec.stdin = Some(b"in\n".to_vec());
+    spec.spawn_in_pool = true;
+    let exit = process::run(spec, &Cancel::default()).await.unwrap();
+    assert!(exit.success());
+    assert_eq!(work.read_string("out.log"), "in\nout\n");
+    assert_eq!(work.read_string("err.log"), "err\n");
+    assert_eq!(exit.stdout_bytes, 7);
+    assert_group_gone(work.read_string("pid").trim().parse().unwrap());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_reaches_the_child_byte_exact() {
     let work = Work::new();

@@ -269,6 +269,7 @@ async fn one_attempt(
     spec.env = env;
     spec.grace = shared.options.grace;
     spec.redactor = shared.redactor.clone();
+    spec.spawn_in_pool = shared.spawn_in_pool;
 
     let live = Arc::new(LiveAttempt {
         attempt,

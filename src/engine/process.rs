@@ -92,6 +92,11 @@ pub struct ChildSpec {
     pub grace: Duration,
     /// Applied to both logs.
     pub redactor: Arc<Redactor>,
+    /// Start the child from tokio's blocking pool. `posix_spawn` waits for the child's `exec`;
+    /// when more children start at once than there are cores, those waits would hold up the one
+    /// thread that drives every phase (but the hand-off costs more than it saves when they
+    /// do not).
+    pub spawn_in_pool: bool,
 }
 
 impl ChildSpec {
@@ -157,6 +162,7 @@ impl ChildSpec {
             idle_timeout: None,
             grace: DEFAULT_GRACE,
             redactor: Arc::new(Redactor::default()),
+            spawn_in_pool: false,
         }
     }
 }
@@ -214,7 +220,7 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
             Some(tokio_file(stderr_log)),
         )
     };
-    let mut child = spawn(&spec, outputs)?;
+    let mut child = spawn(&spec, outputs).await?;
     let pgid = child
         .id()
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
@@ -299,7 +305,11 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
 
 /// Starts the child in a process group of its own, writing to `outputs` (stdout, stderr) when
 /// given, else to pipes.
-fn spawn(spec: &ChildSpec, outputs: Option<(std::fs::File, std::fs::File)>) -> io::Result<Child> {
+/// In the blocking pool when `spec.spawn_in_pool` says so.
+async fn spawn(
+    spec: &ChildSpec,
+    outputs: Option<(std::fs::File, std::fs::File)>,
+) -> io::Result<Child> {
     let (stdout, stderr) = match outputs {
         Some((out, err)) => (Stdio::from(out), Stdio::from(err)),
         None => (Stdio::piped(), Stdio::piped()),
@@ -317,11 +327,18 @@ fn spawn(spec: &ChildSpec, outputs: Option<(std::fs::File, std::fs::File)>) -> i
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0)
-        // The group, not just the child, must go; `GroupGuard` takes care of that on drop.
-        .kill_on_drop(false);
-    command
-        .spawn()
-        .map_err(|error| spawn_error(&spec.program, &error))
+        // The group, not just the child, must go: `GroupGuard` sees to that once the child is
+        // ours. Until then (a run dropped while the spawn is in flight), dropping the child kills
+        // it.
+        .kill_on_drop(true);
+    let spawned = if spec.spawn_in_pool {
+        tokio::task::spawn_blocking(move || command.spawn())
+            .await
+            .map_err(io::Error::other)?
+    } else {
+        command.spawn()
+    };
+    spawned.map_err(|error| spawn_error(&spec.program, &error))
 }
 
 /// Waits for the child to exit, or for a reason to stop it: a cancel, the wall-clock timeout, or

@@ -75,6 +75,9 @@ pub(crate) struct Shared {
     pub socket: Option<std::path::PathBuf>,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
     pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
+    /// Whether agents and steps are started from the blocking pool: when more may run at once
+    /// than there are cores (see `ChildSpec::spawn_in_pool`).
+    pub spawn_in_pool: bool,
 }
 
 impl Shared {
@@ -201,6 +204,8 @@ pub async fn execute(
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
         latest_snapshot: Mutex::new(None),
+        spawn_in_pool: max_parallel
+            > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
     });
     let server = listener.map(|listener| tokio::spawn(control::serve(listener, shared.clone())));
     shared.emit(Event::RunStarted {
