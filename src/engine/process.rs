@@ -5,8 +5,9 @@
 //!   plus the given additions (later ones win);
 //! - its argv is passed as given, never through a shell (only [`ChildSpec::shell`], for trusted text
 //!   from the pipeline file, asks for `sh -c`);
-//! - its standard output and standard error are streamed, through the redactor, into two log files,
-//!   never held whole in memory;
+//! - its standard output and standard error go to two log files, never held whole in memory:
+//!   streamed through the redactor when there are secrets or an idle timeout to watch, otherwise
+//!   written by the child itself;
 //! - on a timeout (`timeout`, `idle-timeout`) or a soft cancel, the whole group gets TERM, then after
 //!   the grace period KILL; a hard cancel sends KILL at once;
 //! - no orphans: when the child exits on its own, whatever it left running in its group (a
