@@ -195,13 +195,7 @@ impl<'a> Parser<'a> {
     /// A node without its terminator: its span ends where the terminator starts.
     fn base_node(&mut self) -> Option<KdlNode> {
         let start = self.offset();
-        let ty = if self.kind() == Some(TokenKind::OpenParen) {
-            let ty = self.type_annotation()?;
-            self.skip_node_space()?;
-            Some(ty)
-        } else {
-            None
-        };
+        let ty = self.leading_type()?;
         let name = self.identifier()?;
         let mut node = KdlNode::new(name);
         if let Some(ty) = ty {
@@ -263,6 +257,17 @@ impl<'a> Parser<'a> {
         self.at += 1;
         self.value_terminator()?;
         Some(document)
+    }
+
+    /// A type annotation and the space after it, when there is one: `Some(None)` when there is
+    /// none, `None` when the parser gives up.
+    fn leading_type(&mut self) -> Option<Option<KdlIdentifier>> {
+        if self.kind() != Some(TokenKind::OpenParen) {
+            return Some(None);
+        }
+        let ty = self.type_annotation()?;
+        self.skip_node_space()?;
+        Some(Some(ty))
     }
 
     /// `(name)`, at the `(`.
@@ -360,13 +365,7 @@ impl<'a> Parser<'a> {
 
     /// A value with an optional type annotation, as an entry without a name.
     fn value(&mut self) -> Option<KdlEntry> {
-        let ty = if self.kind() == Some(TokenKind::OpenParen) {
-            let ty = self.type_annotation()?;
-            self.skip_node_space()?;
-            Some(ty)
-        } else {
-            None
-        };
+        let ty = self.leading_type()?;
         let token = self.token()?;
         let value = self.scalar(token)?;
         self.at += 1;
