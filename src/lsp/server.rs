@@ -449,10 +449,7 @@ impl Server {
                     if change.typ == FileChangeType::CREATED {
                         // It may be an import or a prompt file that was missing: check them all.
                         let open: Vec<Uri> = self.documents.iter().map(|d| d.uri.clone()).collect();
-                        for uri in open {
-                            let when = self.pending.get(&uri).map_or(now, |&t| t.min(now));
-                            self.pending.insert(uri, when);
-                        }
+                        self.schedule(open, now);
                     } else {
                         self.schedule_importers(&path, now);
                     }
@@ -550,7 +547,12 @@ impl Server {
             .filter(|(_, read)| read.iter().any(|p| p == path))
             .map(|(uri, _)| uri.clone())
             .collect();
-        for uri in importers {
+        self.schedule(importers, at);
+    }
+
+    /// Schedules a check of each document by `at`, or sooner when one is already due sooner.
+    fn schedule(&mut self, uris: Vec<Uri>, at: Instant) {
+        for uri in uris {
             let when = self.pending.get(&uri).map_or(at, |&t| t.min(at));
             self.pending.insert(uri, when);
         }
