@@ -8,9 +8,10 @@
 //! Run with `cargo bench --bench lint`; `cargo bench --bench lint -- 1000` runs only the cases
 //! whose label contains `1000`.
 
+mod common;
+
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use helixflow::diagnostics::FileId;
@@ -56,22 +57,6 @@ const MAX_RUNS: usize = 200;
 /// Large enough that the benchmark measures the parser instead of timing out.
 const PARSE_BUDGET: Duration = Duration::from_secs(120);
 
-fn generate(style: &str, phases: usize) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_pipeline.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .arg(phases.to_string())
-        .args(["--style", style])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", script.display()));
-    assert!(
-        output.status.success(),
-        "gen_pipeline.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("the generator writes UTF-8")
-}
-
 /// Runs `f` until the time or run limit, after one warm-up run; returns the sorted durations.
 fn measure(mut f: impl FnMut()) -> Vec<Duration> {
     f();
@@ -112,7 +97,7 @@ fn main() {
         if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
             continue;
         }
-        let text = generate(style, phases);
+        let text = common::generate(style, phases);
         let path = PathBuf::from(format!("{label}.kdl"));
 
         let compilation = language::compile(&path, &text, &NoFiles, options);

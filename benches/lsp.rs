@@ -10,8 +10,11 @@
 //! Run with `cargo bench --bench lsp`; `cargo bench --bench lsp -- 3000` measures a pipeline of
 //! 3,000 phases instead.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+mod common;
+#[path = "../tests/common/lsp_wire.rs"]
+mod lsp_wire;
+
+use std::io::{BufReader, Write};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -75,42 +78,6 @@ impl Server {
     }
 }
 
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("Content-Length: ") {
-            length = value.parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
-}
-
-fn generate(phases: usize) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_pipeline.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .arg(phases.to_string())
-        .args(["--style", "mixed"])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", script.display()));
-    assert!(
-        output.status.success(),
-        "gen_pipeline.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("the generator writes UTF-8")
-}
-
 /// The line and UTF-16 column of a byte offset (the generated file is ASCII, so bytes).
 fn position(text: &str, offset: usize) -> Value {
     let before = &text[..offset];
@@ -171,7 +138,7 @@ fn main() {
         .find(|a| !a.starts_with("--"))
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000);
-    let text = generate(phases);
+    let text = common::generate("mixed", phases);
     let dir = tempfile::tempdir().expect("temporary folder");
     let path = dir.path().join("pipeline.kdl");
     std::fs::write(&path, &text).expect("write the pipeline");
@@ -189,7 +156,7 @@ fn main() {
     let (sender, incoming) = channel();
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stdout);
-        while let Some(message) = read_message(&mut reader) {
+        while let Some(message) = lsp_wire::read_message(&mut reader) {
             if sender.send(message).is_err() {
                 return;
             }

@@ -1,7 +1,10 @@
 //! `helixflow lsp` spoken to as an editor would: JSON-RPC with Content-Length framing over the
 //! real binary's standard input and output.
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "common/lsp_wire.rs"]
+mod lsp_wire;
+
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -100,7 +103,7 @@ impl Client {
         let (sender, incoming) = channel();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(stdout);
-            while let Some(message) = read_message(&mut reader) {
+            while let Some(message) = lsp_wire::read_message(&mut reader) {
                 if sender.send(message).is_err() {
                     return;
                 }
@@ -279,27 +282,6 @@ impl Drop for Client {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Reads one framed message; `None` at the end of the output.
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("Content-Length: ") {
-            length = value.parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
 }
 
 /// The protocol position (line, UTF-16 column) of the `nth` occurrence of `needle` in `text`,
