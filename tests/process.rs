@@ -232,6 +232,72 @@ async fn a_missing_program_is_an_error_naming_it() {
     assert!(message.contains("working directory"), "{message}");
 }
 
+/// A `bin` folder in the workspace put first on the child's `PATH`.
+fn path_with_bin(work: &Work) -> (std::ffi::OsString, std::ffi::OsString) {
+    let mut folders = vec![work.path("bin")];
+    folders.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    ("PATH".into(), std::env::join_paths(folders).unwrap())
+}
+
+// A command that is a plain list of words starts without the shell (see engine/shell.rs); what
+// the child sees and what the run reports must be what `sh -c` gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_commands_behave_as_under_the_shell() {
+    let work = Work::new();
+    std::fs::create_dir(work.path("bin")).unwrap();
+    work.script(
+        "bin/hf-tool",
+        "#!/bin/sh\nprintf '%s|' \"$@\" \"$HF_TEST_VAR\"; pwd; echo oops >&2; exit 4\n",
+    );
+    // On the child's PATH (set for it, not helixflow's), with arguments, environment and cwd.
+    let mut spec = work.shell("hf-tool  a,b  --x=1\tc.d");
+    spec.env = vec![path_with_bin(&work), ("HF_TEST_VAR".into(), "v".into())];
+    let exit = process::run(spec, &Cancel::default()).await.unwrap();
+    assert_eq!(exit.code, Some(4));
+    let root = std::fs::canonicalize(work.root()).unwrap();
+    assert_eq!(
+        work.read_string("out.log"),
+        format!("a,b|--x=1|c.d|v|{}\n", root.display())
+    );
+    assert_eq!(work.read_string("err.log"), "oops\n");
+
+    // Not found: the shell's own message and exit code.
+    let mut spec = work.shell("hf-test-no-such-program x");
+    spec.env = vec![path_with_bin(&work)];
+    let exit = process::run(spec, &Cancel::default()).await.unwrap();
+    assert_eq!(exit.code, Some(127));
+    assert!(
+        work.read_string("err.log").contains("not found"),
+        "{}",
+        work.read_string("err.log")
+    );
+
+    // A script without `#!` cannot be exec'd; the shell runs it as a shell script.
+    work.script(
+        "bin/hf-plain-script",
+        "printf 'ran as a script %s' \"$1\"\n",
+    );
+    let mut spec = work.shell("hf-plain-script arg");
+    spec.env = vec![path_with_bin(&work)];
+    let exit = process::run(spec, &Cancel::default()).await.unwrap();
+    assert_eq!(exit.code, Some(0));
+    assert_eq!(work.read_string("out.log"), "ran as a script arg");
+    assert_eq!(work.read_string("err.log"), "");
+
+    // The shell's own words stay the shell's: its `echo`, not the program (dash's prints `-e`).
+    let exit = process::run(work.shell("echo -e x"), &Cancel::default())
+        .await
+        .unwrap();
+    assert_eq!(exit.code, Some(0));
+    let shell = std::process::Command::new("/bin/sh")
+        .args(["-c", "echo -e x"])
+        .output()
+        .unwrap();
+    assert_eq!(work.read("out.log"), shell.stdout);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn environment_is_inherited_and_extended_and_cwd_is_the_workspace() {
     let work = Work::new();

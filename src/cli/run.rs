@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
+use std::io::{BufWriter, IsTerminal};
 use std::path::PathBuf;
 
 use super::input;
@@ -145,7 +145,8 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
     if !args.no_progress && stderr.is_terminal() {
         list.push(Box::new(Progress::new(pipeline.phases.len())));
     } else {
-        list.push(Box::new(Plain::new(std::io::stderr())));
+        // Buffered and flushed after each event: one `write` per event rather than one per piece.
+        list.push(Box::new(Plain::new(BufWriter::new(std::io::stderr()))));
     }
     match args.events.as_deref() {
         None => {}
@@ -155,13 +156,13 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            list.push(Box::new(Ndjson::new(file)));
+            list.push(Box::new(Ndjson::new(BufWriter::new(file))));
         }
     }
     if let Some(path) = &args.junit {
         list.push(Box::new(Junit::new(path.clone())));
     }
-    list.push(Box::new(Summary::new(std::io::stderr())));
+    list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
     Ok(Reporters::new(list))
 }
 

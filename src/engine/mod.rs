@@ -9,6 +9,7 @@ pub mod process;
 pub mod prompt;
 pub mod response;
 pub mod run;
+mod shell;
 
 pub use attempt::gate_env;
 pub use run::{GRACE, RunOptions, RunOutcome, execute};

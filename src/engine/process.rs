@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::shell;
 use crate::engine::event::{ChildExit, TimeoutKind};
 use crate::store::redact::{RedactStream, Redactor};
 
@@ -98,6 +99,9 @@ pub struct ChildSpec {
     /// thread that drives every phase (but the hand-off costs more than it saves when they
     /// do not).
     pub spawn_in_pool: bool,
+    /// The command, when this is `sh -c COMMAND`: started without the shell when it is a plain
+    /// list of words (see [`super::shell`]).
+    shell_command: Option<String>,
 }
 
 impl ChildSpec {
@@ -109,14 +113,16 @@ impl ChildSpec {
         stdout: impl Into<PathBuf>,
         stderr: impl Into<PathBuf>,
     ) -> Self {
-        Self::new(
+        let mut spec = Self::new(
             // POSIX puts the shell at /bin/sh; a PATH search costs a failed exec per folder.
             OsString::from("/bin/sh"),
             vec![OsString::from("-c"), OsString::from(command)],
             cwd,
             stdout.into(),
             stderr.into(),
-        )
+        );
+        spec.shell_command = Some(command.to_owned());
+        spec
     }
 
     /// The program `argv[0]` with the arguments `argv[1..]`, passed as they are (no shell); an
@@ -164,6 +170,7 @@ impl ChildSpec {
             grace: DEFAULT_GRACE,
             redactor: Arc::new(Redactor::default()),
             spawn_in_pool: false,
+            shell_command: None,
         }
     }
 }
@@ -197,17 +204,6 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
             stderr_bytes: 0,
         });
     }
-    if !spec.cwd.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!(
-                "cannot start `{}`: the working directory {} does not exist",
-                spec.program.to_string_lossy(),
-                spec.cwd.display()
-            ),
-        ));
-    }
-
     // With nothing to redact and no idle timeout to watch, the child writes its logs itself: no
     // pipes, no copying, no wake-ups per chunk. Otherwise its output goes through pumps.
     let direct = spec.redactor.is_empty() && spec.idle_timeout.is_none();
@@ -305,19 +301,78 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
 }
 
 /// Starts the child in a process group of its own, writing to `outputs` (stdout, stderr) when
-/// given, else to pipes.
-/// In the blocking pool when `spec.spawn_in_pool` says so.
+/// given, else to pipes. A shell command that needs no shell is started without one; should that
+/// fail, the shell gets it, to report the failure its own way.
 async fn spawn(
     spec: &ChildSpec,
     outputs: Option<(std::fs::File, std::fs::File)>,
 ) -> io::Result<Child> {
+    if let Some((program, words)) = without_shell(spec) {
+        let to_logs = outputs.is_some();
+        let mut command = command_for(
+            spec,
+            program.as_os_str(),
+            words[1..].iter().map(OsStr::new),
+            outputs,
+        );
+        // As the shell passes it: the name as written, not where it was found.
+        command.arg0(words[0]);
+        if let Ok(child) = start(spec, command).await {
+            return Ok(child);
+        }
+        // Nothing ran, so nothing was written: the logs are opened afresh for the shell.
+        let outputs = if to_logs {
+            Some((create_log(&spec.stdout)?, create_log(&spec.stderr)?))
+        } else {
+            None
+        };
+        let command = command_for(
+            spec,
+            &spec.program,
+            spec.args.iter().map(OsString::as_os_str),
+            outputs,
+        );
+        return start(spec, command)
+            .await
+            .map_err(|error| start_error(spec, &error));
+    }
+    let command = command_for(
+        spec,
+        &spec.program,
+        spec.args.iter().map(OsString::as_os_str),
+        outputs,
+    );
+    start(spec, command)
+        .await
+        .map_err(|error| start_error(spec, &error))
+}
+
+/// Where the program of a shell command that can start without the shell is, and the command's
+/// words (the program's name as written first).
+fn without_shell(spec: &ChildSpec) -> Option<(PathBuf, Vec<&str>)> {
+    let words = shell::plain_words(spec.shell_command.as_deref()?)?;
+    // The child's `PATH`: the last one set for it, else helixflow's own.
+    let path = match spec.env.iter().rev().find(|(name, _)| name == "PATH") {
+        Some((_, value)) => value.clone(),
+        None => std::env::var_os("PATH")?,
+    };
+    let program = shell::find_program(words[0], &path)?;
+    Some((program, words))
+}
+
+fn command_for<'a>(
+    spec: &ChildSpec,
+    program: &OsStr,
+    args: impl Iterator<Item = &'a OsStr>,
+    outputs: Option<(std::fs::File, std::fs::File)>,
+) -> Command {
     let (stdout, stderr) = match outputs {
         Some((out, err)) => (Stdio::from(out), Stdio::from(err)),
         None => (Stdio::piped(), Stdio::piped()),
     };
-    let mut command = Command::new(&spec.program);
+    let mut command = Command::new(program);
     command
-        .args(&spec.args)
+        .args(args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(name, value)| (name, value)))
         .stdin(if spec.stdin.is_some() {
@@ -332,14 +387,35 @@ async fn spawn(
         // ours. Until then (a run dropped while the spawn is in flight), dropping the child kills
         // it.
         .kill_on_drop(true);
-    let spawned = if spec.spawn_in_pool {
+    command
+}
+
+/// Spawns `command`, in the blocking pool when `spec.spawn_in_pool` says so.
+async fn start(spec: &ChildSpec, mut command: Command) -> io::Result<Child> {
+    if spec.spawn_in_pool {
         tokio::task::spawn_blocking(move || command.spawn())
             .await
             .map_err(io::Error::other)?
     } else {
         command.spawn()
-    };
-    spawned.map_err(|error| spawn_error(&spec.program, &error))
+    }
+}
+
+/// The error for a child that could not be started.
+fn start_error(spec: &ChildSpec, error: &io::Error) -> io::Error {
+    // Checked only when the spawn failed: a missing working directory fails it too.
+    if spec.cwd.is_dir() {
+        spawn_error(&spec.program, error)
+    } else {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "cannot start `{}`: the working directory {} does not exist",
+                spec.program.to_string_lossy(),
+                spec.cwd.display()
+            ),
+        )
+    }
 }
 
 /// Waits for the child to exit, or for a reason to stop it: a cancel, the wall-clock timeout, or

@@ -17,10 +17,13 @@ use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::report::Reporters;
 use crate::store::redact::Redactor;
-use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary, stamp};
+use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
 
 /// How often `run.json` is rewritten while a run goes on.
 const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// At most this many queued events are journalled with one write.
+const MAX_BATCH: usize = 64;
 
 /// How long a child gets between TERM and KILL.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -456,7 +459,6 @@ fn dispatch(
     run: RunDir,
     mut summary: RunSummary,
 ) -> std::io::Result<()> {
-    let started = Instant::now();
     let mut first_error = None;
     let mut last_written = Instant::now();
     let mut dirty = false;
@@ -466,29 +468,37 @@ fn dispatch(
         .enumerate()
         .map(|(i, p)| (p.name.clone(), i))
         .collect();
-    while let Some(event) = receiver.blocking_recv() {
-        let stamped = match journal.record(event.clone()) {
-            Ok(stamped) => stamped,
-            Err(e) => {
-                first_error.get_or_insert(e);
-                stamp(event, started)
-            }
-        };
-        // Rewriting (and syncing) run.json for every finished phase made large runs quadratic;
-        // it is rewritten at most once a second while running, and always at the end.
-        let finished = matches!(stamped.event, Event::RunFinished { .. });
-        dirty |= update_summary(&mut summary, &index, &stamped.event);
-        if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
-            last_written = Instant::now();
-            dirty = false;
-            if let Err(e) = run.write_summary(&summary) {
-                first_error.get_or_insert(e);
-            }
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    'events: while let Some(event) = receiver.blocking_recv() {
+        // Events that queued up meanwhile go to the journal in the same write.
+        batch.push(event);
+        while batch.len() < MAX_BATCH
+            && let Ok(event) = receiver.try_recv()
+        {
+            batch.push(event);
         }
-        reporters.event(&stamped);
-        if finished {
-            // The last event: the run does not wait for every sender to be dropped.
-            break;
+        let (stamped, written) = journal.record(batch.drain(..));
+        if let Err(e) = written {
+            first_error.get_or_insert(e);
+        }
+        for stamped in stamped {
+            // Rewriting (and syncing) run.json for every finished phase made large runs
+            // quadratic; it is rewritten at most once a second while running, and always at the
+            // end.
+            let finished = matches!(stamped.event, Event::RunFinished { .. });
+            dirty |= update_summary(&mut summary, &index, &stamped.event);
+            if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
+                last_written = Instant::now();
+                dirty = false;
+                if let Err(e) = run.write_summary(&summary) {
+                    first_error.get_or_insert(e);
+                }
+            }
+            reporters.event(&stamped);
+            if finished {
+                // The last event: the run does not wait for every sender to be dropped.
+                break 'events;
+            }
         }
     }
     reporters.finish();

@@ -155,10 +155,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fs::rename(&tmp, path)
 }
 
-/// The event journal, `events.jsonl`: one JSON object per line, each written with a single
+/// The event journal, `events.jsonl`: one JSON object per line, whole lines written with a single
 /// `write` call, so that killing helixflow at any moment leaves whole lines only.
 pub struct Journal {
     file: File,
+    /// The lines of one write, kept to reuse its allocation.
+    buffer: String,
     redactor: Arc<Redactor>,
     started: Instant,
 }
@@ -172,18 +174,34 @@ impl Journal {
             .open(run.path.join("events.jsonl"))?;
         Ok(Self {
             file,
+            buffer: String::new(),
             redactor,
             started: Instant::now(),
         })
     }
 
-    /// Stamps an event with the time, appends it, and returns the stamped (redacted) event.
-    pub fn record(&mut self, event: Event) -> io::Result<Stamped> {
-        let stamped = stamp(event, self.started);
-        let mut line = self.redactor.redact(&serde_json::to_string(&stamped)?);
-        line.push('\n');
-        self.file.write_all(line.as_bytes())?;
-        Ok(stamped)
+    /// Stamps events that arrived together and appends them with a single `write`, so that an
+    /// interruption leaves whole lines only. The stamped events come back with the write's result.
+    pub fn record(
+        &mut self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> (Vec<Stamped>, io::Result<()>) {
+        self.buffer.clear();
+        let mut stamped = Vec::new();
+        let mut result = Ok(());
+        for event in events {
+            let event = stamp(event, self.started);
+            match serde_json::to_string(&event) {
+                Ok(json) => {
+                    self.buffer.push_str(&self.redactor.redact(&json));
+                    self.buffer.push('\n');
+                }
+                Err(e) => result = Err(e.into()),
+            }
+            stamped.push(event);
+        }
+        let written = self.file.write_all(self.buffer.as_bytes());
+        (stamped, result.and(written))
     }
 }
 
