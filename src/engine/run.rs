@@ -207,7 +207,8 @@ pub async fn execute(
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
         latest_snapshot: Mutex::new(None),
-        spawn_in_pool: max_parallel
+        // More phases at once than there are cores (a small pipeline never has).
+        spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
     });
     let server = listener.map(|listener| tokio::spawn(control::serve(listener, shared.clone())));

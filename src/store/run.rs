@@ -110,9 +110,12 @@ impl RunDir {
         self.path.join("phases").join(folder_name(phase))
     }
 
-    /// Writes `run.json` atomically (a crash leaves the old or the new one, never half of one).
+    /// Replaces `run.json` through a rename, so that helixflow killed at any moment leaves the old
+    /// or the new one, never half of one. Not synced to the disk, like the journal: a sync costs
+    /// milliseconds per write here, and what it guards against (the machine losing power) the
+    /// journal is not guarded against either.
     pub fn write_summary(&self, summary: &RunSummary) -> io::Result<()> {
-        write_atomic(
+        replace_file(
             &self.path.join("run.json"),
             serde_json::to_string_pretty(summary)?.as_bytes(),
         )
@@ -146,12 +149,19 @@ pub fn folder_name(phase: &str) -> String {
     }
 }
 
-/// Writes a file through a temporary sibling and a rename.
+/// Writes a file through a temporary sibling, synced to the disk, and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = File::create(&tmp)?;
     file.write_all(bytes)?;
     file.sync_data()?;
+    fs::rename(&tmp, path)
+}
+
+/// Writes a file through a temporary sibling and a rename, without syncing it to the disk.
+fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes)?;
     fs::rename(&tmp, path)
 }
 
