@@ -565,6 +565,7 @@ fn sigint_stops_every_child_and_leaves_a_parseable_journal() {
     for pid in pids(&test) {
         assert!(!process_exists(pid), "process {pid} survived the interrupt");
     }
+    assert!(!latest_run(test.path()).join("control.sock").exists());
     let events = journal(test.path());
     let last = events.last().unwrap();
     assert_eq!(
@@ -585,6 +586,17 @@ fn sigkill_mid_run_leaves_a_parseable_journal() {
     child.wait().unwrap();
     let events = journal(test.path());
     assert!(events.iter().any(|e| e["event"] == "attempt-started"));
+    // What it leaves behind is in the run's folder, not in the shared temporary folder.
+    assert!(latest_run(test.path()).join("control.sock").exists());
+    let prefix = format!("helixflow-{}-", child.id());
+    assert!(
+        !std::fs::read_dir(std::env::temp_dir()).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&prefix)),
+        "a control socket of the killed run is in the temporary folder"
+    );
     assert_eq!(
         summary(test.path())["status"],
         "running",

@@ -65,8 +65,18 @@ pub(crate) struct LiveAttempt {
 /// Running attempts by phase name.
 pub(crate) type LiveAttempts = Mutex<BTreeMap<String, Arc<LiveAttempt>>>;
 
-/// A socket path short enough for `sun_path` (108 bytes), unique to this run.
-pub(crate) fn socket_path(run_id: &str) -> PathBuf {
+/// The longest socket path `sun_path` holds (108 bytes with the closing NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Where the run listens: `control.sock` in the run's folder, so that a run that is killed leaves
+/// it there rather than in a shared folder; in the temporary folder, named after the process and
+/// the run, when that path is too long for a socket.
+pub(crate) fn socket_path(run_dir: &Path, run_id: &str) -> PathBuf {
+    let in_run = run_dir.join("control.sock");
+    // Absolute, since agents may run somewhere else.
+    if in_run.is_absolute() && in_run.as_os_str().len() <= MAX_SOCKET_PATH {
+        return in_run;
+    }
     std::env::temp_dir().join(format!("helixflow-{}-{run_id}.sock", std::process::id()))
 }
 

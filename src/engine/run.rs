@@ -191,7 +191,7 @@ pub async fn execute(
     let timeout = pipeline.timeout.map(|t| t.duration());
     // `self` verification talks to this run over a socket; without one, `helixflow verify`
     // inside the run reports that it cannot reach the run.
-    let socket_path = control::socket_path(&run.run_id);
+    let socket_path = control::socket_path(&run.path, &run.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
     let shared = Arc::new(Shared {
