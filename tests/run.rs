@@ -576,7 +576,7 @@ fn sigint_stops_every_child_and_leaves_a_parseable_journal() {
 }
 
 #[test]
-fn sigkill_mid_run_leaves_a_parseable_journal() {
+fn sigkill_mid_run_leaves_a_parseable_journal_and_no_agent_running() {
     let test = Test::new()
         .file("agent.py", STUBBORN_AGENT)
         .pipeline(&stubborn_pipeline(""));
@@ -602,11 +602,21 @@ fn sigkill_mid_run_leaves_a_parseable_journal() {
         "running",
         "run.json is whole, and says the run never finished"
     );
-    // The agent's group outlives a SIGKILLed helixflow; clean it up.
-    for pid in pids(&test) {
-        // SAFETY: killing processes this test started.
+    // The watchdog stops the agent's group, which ignores TERM: KILL after the 1 s grace.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut survivors = pids(&test);
+    while !survivors.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        survivors.retain(|&pid| process_exists(pid));
+    }
+    for &pid in &survivors {
+        // SAFETY: killing processes this test started, so a failure leaves nothing behind.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+    assert!(
+        survivors.is_empty(),
+        "processes {survivors:?} outlived the killed helixflow"
+    );
 }
 
 #[test]

@@ -83,6 +83,12 @@ enum Command {
     /// Diagnostics as `lint` reports them, hover documentation, completion, go-to-definition and
     /// references, the document outline, formatting as `fmt` does it, and quick fixes.
     Lsp(lsp::Args),
+    /// Stops the agents of a run whose helixflow was killed (started by `run`, not by hand).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog {
+        /// Milliseconds between TERM and KILL.
+        grace_ms: u64,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -118,6 +124,9 @@ pub fn main() -> i32 {
         Command::Compile(args) => compile::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Lsp(args) => lsp::run(&args),
+        Command::Watchdog { grace_ms } => {
+            crate::engine::watchdog::serve(std::time::Duration::from_millis(grace_ms))
+        }
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

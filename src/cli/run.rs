@@ -76,6 +76,12 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(grace) => grace,
         Err(message) => return input::fail(&message),
     };
+    // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
+    if let Err(e) = crate::engine::watchdog::start(grace) {
+        eprintln!(
+            "warning: no watchdog for this run ({e}): if helixflow is killed, its agents may go on running"
+        );
+    }
     let options = RunOptions {
         jobs: args.jobs,
         only: args.only.clone(),
@@ -94,7 +100,9 @@ pub(crate) fn run(args: &Args) -> i32 {
             return crate::exit::INTERNAL;
         }
     };
-    match runtime.block_on(execute(pipeline, options, reporters)) {
+    let result = runtime.block_on(execute(pipeline, options, reporters));
+    crate::engine::watchdog::finish();
+    match result {
         Ok(outcome) => {
             eprintln!(
                 "run {} — journal in {}",

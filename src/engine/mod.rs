@@ -10,6 +10,7 @@ pub mod prompt;
 pub mod response;
 pub mod run;
 mod shell;
+pub mod watchdog;
 
 pub use attempt::gate_env;
 pub use run::{GRACE, RunOptions, RunOutcome, execute};

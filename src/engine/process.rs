@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::shell;
+use super::{shell, watchdog};
 use crate::engine::event::{ChildExit, TimeoutKind};
 use crate::store::redact::{RedactStream, Redactor};
 
@@ -223,6 +223,7 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
         .ok_or_else(|| io::Error::other("the child exited before its process id was known"))?;
     let mut guard = GroupGuard { pgid, armed: true };
+    watchdog::started(pgid);
 
     let (activity, last_output) = watch::channel(Instant::now());
     let stop_reading = CancellationToken::new();
@@ -668,7 +669,7 @@ async fn reap(child: &mut Child, status: Option<ExitStatus>) -> io::Result<ExitS
 }
 
 /// Sends `signal` to every process of the group. A group that is already gone is not an error.
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
     // SAFETY: killpg only sends a signal; it touches no memory of this process.
     unsafe {
         libc::killpg(pgid, signal);
@@ -678,7 +679,7 @@ fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
 /// Whether any process of the group is still running. Zombies do not count: they hold no
 /// resources and, when the system's init does not reap orphans (some containers), would otherwise
 /// keep a finished group "alive" for ever.
-fn group_alive(pgid: libc::pid_t) -> bool {
+pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
     // SAFETY: signal 0 only checks that the group exists and may be signalled.
     let exists = unsafe { libc::killpg(pgid, 0) } == 0
         || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
@@ -738,6 +739,7 @@ impl Drop for GroupGuard {
         if self.armed {
             signal_group(self.pgid, libc::SIGKILL);
         }
+        watchdog::ended(self.pgid);
     }
 }
 

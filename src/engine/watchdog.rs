@@ -1,0 +1,258 @@
+//! A guard for the agents of a run whose helixflow is killed outright.
+//!
+//! Every child runs in a process group of its own, and helixflow stops each group when the child
+//! ends, times out or is cancelled. A helixflow that is sent SIGKILL (or killed by the kernel when
+//! memory runs out) can do none of that, and its agents would go on working, and spending, with
+//! no one to check them. So a run starts a small second process, `helixflow __watchdog`, in a
+//! group of its own, and tells it through a pipe which groups are running (`+PGID` when one
+//! starts, `-PGID` when it is gone). When the pipe closes, helixflow has exited: after a normal
+//! end no group is left; after a crash the watchdog sends TERM to the groups that are, waits the
+//! grace period and sends KILL to what remains, as helixflow would have.
+//!
+//! The watchdog reads the pipe a few times a second rather than at every line, so that a run of
+//! short steps does not wake it for each one; the pipe is enlarged to hold what arrives meanwhile.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The hidden subcommand the watchdog runs as.
+pub const SUBCOMMAND: &str = "__watchdog";
+
+/// How often the watchdog reads the pipe while helixflow lives.
+const READ_EVERY: Duration = Duration::from_millis(250);
+
+/// The pipe's size asked for: a run's registrations for a while, should the watchdog be slow.
+const PIPE_SIZE: libc::c_int = 1 << 20;
+
+/// How often the groups are checked during the grace period.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The watchdog of this process's run, once started.
+static WATCHDOG: OnceLock<Watchdog> = OnceLock::new();
+
+/// helixflow's end of the pipe, and the watchdog process.
+struct Watchdog {
+    pipe: Mutex<Pipe>,
+    process: Mutex<Option<Child>>,
+}
+
+struct Pipe {
+    /// `None` once [`finish`] closed it.
+    file: Option<File>,
+    /// Lines the pipe could not take yet (it was full); sent before the next ones.
+    pending: Vec<u8>,
+}
+
+/// Starts the watchdog for this process's children, with the run's grace period between TERM and
+/// KILL. Starting it twice does nothing.
+///
+/// # Errors
+/// When the pipe or the process cannot be made; the run can go on without it.
+pub fn start(grace: Duration) -> io::Result<()> {
+    if WATCHDOG.get().is_some() {
+        return Ok(());
+    }
+    let (read, write) = pipe()?;
+    // SAFETY: F_SETPIPE_SZ on a pipe we own; a refusal (over the system's limit) keeps 64 KiB.
+    unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+    let program = std::env::current_exe()?;
+    let process = Command::new(program)
+        .arg(SUBCOMMAND)
+        .arg(grace.as_millis().to_string())
+        .stdin(Stdio::from(read))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own group: a Ctrl-C at the terminal is for helixflow, which stops its children.
+        .process_group(0)
+        .spawn()?;
+    let _ = WATCHDOG.set(Watchdog {
+        pipe: Mutex::new(Pipe {
+            file: Some(File::from(write)),
+            pending: Vec::new(),
+        }),
+        process: Mutex::new(Some(process)),
+    });
+    Ok(())
+}
+
+/// Closes the pipe at the end of a run and waits for the watchdog to exit, which it does at once
+/// when no group is left (after a normal end, none is).
+pub fn finish() {
+    let Some(watchdog) = WATCHDOG.get() else {
+        return;
+    };
+    if let Ok(mut pipe) = watchdog.pipe.lock() {
+        pipe.file = None;
+    }
+    if let Ok(mut process) = watchdog.process.lock()
+        && let Some(mut process) = process.take()
+    {
+        let _ = process.wait();
+    }
+}
+
+/// Tells the watchdog that a child's group started.
+pub(crate) fn started(pgid: libc::pid_t) {
+    send(b'+', pgid);
+}
+
+/// Tells the watchdog that a child's group is gone.
+pub(crate) fn ended(pgid: libc::pid_t) {
+    send(b'-', pgid);
+}
+
+fn send(sign: u8, pgid: libc::pid_t) {
+    let Some(watchdog) = WATCHDOG.get() else {
+        return;
+    };
+    let Ok(mut pipe) = watchdog.pipe.lock() else {
+        return;
+    };
+    let pipe = &mut *pipe;
+    let Some(file) = &mut pipe.file else {
+        return;
+    };
+    pipe.pending.push(sign);
+    pipe.pending.extend_from_slice(pgid.to_string().as_bytes());
+    pipe.pending.push(b'\n');
+    // Non-blocking: a full pipe keeps the rest for the next time rather than stall the run.
+    match file.write(&pipe.pending) {
+        Ok(n) => {
+            pipe.pending.drain(..n);
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        // The watchdog is gone: nothing more to tell it.
+        Err(_) => pipe.pending.clear(),
+    }
+}
+
+/// A pipe: (read end, write end), both close-on-exec, the write end non-blocking.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors, which we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just opened and belong to nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(write.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(write.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    Ok((read, write))
+}
+
+/// The watchdog itself: reads registrations from standard input until it closes, then stops the
+/// groups still registered, giving them `grace` between TERM and KILL. Returns the exit code.
+pub fn serve(grace: Duration) -> i32 {
+    let stdin = io::stdin();
+    let fd = stdin.as_raw_fd();
+    // SAFETY: fcntl on standard input; reads below then never block.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    let mut input = stdin.lock();
+    let mut groups = BTreeSet::new();
+    let mut line = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        // Wakes when helixflow is gone (the pipe hangs up) or every READ_EVERY to drain the pipe.
+        let mut poll = libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        };
+        let timeout = libc::c_int::try_from(READ_EVERY.as_millis()).unwrap_or(250);
+        // SAFETY: one pollfd, valid for the call.
+        unsafe { libc::poll(&raw mut poll, 1, timeout) };
+        let mut closed = false;
+        loop {
+            match input.read(&mut buffer) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => apply(&buffer[..n], &mut line, &mut groups),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        if closed {
+            break;
+        }
+    }
+    stop(&groups, grace);
+    crate::exit::SUCCESS
+}
+
+/// Applies whole `+PGID` / `-PGID` lines; an incomplete last line waits in `line`.
+fn apply(bytes: &[u8], line: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
+    for &byte in bytes {
+        if byte != b'\n' {
+            line.push(byte);
+            continue;
+        }
+        let pgid = std::str::from_utf8(&line[1.min(line.len())..])
+            .ok()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+            .filter(|&n| n > 1);
+        match (line.first(), pgid) {
+            (Some(b'+'), Some(pgid)) => {
+                groups.insert(pgid);
+            }
+            (Some(b'-'), Some(pgid)) => {
+                groups.remove(&pgid);
+            }
+            _ => {}
+        }
+        line.clear();
+    }
+}
+
+/// TERM to every group, up to `grace` for them to end, then KILL to what is left.
+fn stop(groups: &BTreeSet<libc::pid_t>, grace: Duration) {
+    if groups.is_empty() {
+        return;
+    }
+    for &pgid in groups {
+        super::process::signal_group(pgid, libc::SIGTERM);
+    }
+    let end = Instant::now() + grace;
+    while Instant::now() < end && groups.iter().any(|&pgid| super::process::group_alive(pgid)) {
+        std::thread::sleep(POLL);
+    }
+    for &pgid in groups {
+        if super::process::group_alive(pgid) {
+            super::process::signal_group(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_register_and_unregister_groups() {
+        let mut groups = BTreeSet::new();
+        let mut line = Vec::new();
+        apply(b"+100\n+200\n-10", &mut line, &mut groups);
+        assert_eq!(groups.iter().copied().collect::<Vec<_>>(), [100, 200]);
+        // The cut line completes with the next read.
+        apply(b"0\n+1\n+x\n\n-\n+0\n", &mut line, &mut groups);
+        assert_eq!(groups.iter().copied().collect::<Vec<_>>(), [200]);
+        assert!(line.is_empty());
+    }
+}
