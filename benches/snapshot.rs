@@ -158,8 +158,8 @@ fn git_status(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The same parallel walk with the same ignore rules, doing nothing per entry: the floor the
-/// snapshot's own work (stat, lookup, hashing) adds to.
+/// The `ignore` crate's parallel walk with the same ignore rules, doing nothing per entry: what the
+/// walker snapshots use on other systems than Linux costs by itself, for comparison.
 fn walk_only(dir: &Path) -> std::io::Result<()> {
     let mut builder = ignore::WalkBuilder::new(dir);
     builder

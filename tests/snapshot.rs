@@ -750,3 +750,186 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn nested_gitignores_negate_and_reinclude_nearest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, ".gitignore", "*.gen\n*.txt\n!keep.txt\n");
+    write(root, "a.txt", "");
+    write(root, "keep.txt", "");
+    write(root, "top.gen", "");
+    write(root, "sub/.gitignore", "!*.gen\nkeep.txt\n");
+    write(root, "sub/made.gen", "");
+    write(root, "sub/keep.txt", "");
+    write(root, "sub/deeper/also.gen", "");
+    write(root, "sub/deeper/keep.txt", "");
+    write(root, "sub/deeper/.gitignore", "!keep.txt\n");
+    assert_eq!(
+        paths(&take(root)),
+        [
+            ".gitignore",
+            "keep.txt",
+            "sub/.gitignore",
+            "sub/deeper/.gitignore",
+            "sub/deeper/also.gen",
+            "sub/deeper/keep.txt",
+            "sub/made.gen"
+        ]
+    );
+}
+
+#[test]
+fn an_ignored_folder_is_not_entered_so_nothing_in_it_is_reincluded() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, ".gitignore", "build/\nout\n");
+    write(root, "build/.gitignore", "!*\n");
+    write(root, "build/app", "binary");
+    write(root, "src/out/x.txt", "a folder named like a rule");
+    write(root, "src/build", "a file: `build/` only ignores folders");
+    assert_eq!(paths(&take(root)), [".gitignore", "src/build"]);
+}
+
+#[test]
+fn helixflowignore_rules_come_before_any_gitignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, ".helixflowignore", "*.tmp\n");
+    write(root, "sub/.gitignore", "!keep.tmp\n");
+    write(root, "sub/keep.tmp", "");
+    write(root, "sub/.helixflowignore", "!again.tmp\n");
+    write(root, "sub/again.tmp", "");
+    assert_eq!(
+        paths(&take(root)),
+        [
+            ".helixflowignore",
+            "sub/.gitignore",
+            "sub/.helixflowignore",
+            "sub/again.tmp"
+        ]
+    );
+}
+
+#[test]
+fn git_info_exclude_holds_for_its_repository_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, ".git/info/exclude", "# comment\nsecret.txt\n");
+    write(root, "secret.txt", "");
+    write(root, "src/secret.txt", "");
+    write(root, "src/lib.rs", "");
+    write(root, "vendor/lib/.git/info/exclude", "*.o\n");
+    write(root, "vendor/lib/a.o", "");
+    write(root, "vendor/lib/src/b.o", "");
+    write(root, "c.o", "");
+    write(root, ".gitignore", "!src/secret.txt\n");
+    assert_eq!(
+        paths(&take(root)),
+        [".gitignore", "c.o", "src/lib.rs", "src/secret.txt"]
+    );
+}
+
+#[test]
+fn gitignores_above_the_workspace_are_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let above = dir.path();
+    write(above, ".gitignore", "*.log\nworkspace/build/\n/top.txt\n");
+    let root = above.join("workspace");
+    write(&root, "run.log", "");
+    write(&root, "build/out", "");
+    write(&root, "src/lib.rs", "");
+    write(
+        &root,
+        "top.txt",
+        "anchored to the folder above: not this one",
+    );
+    assert_eq!(paths(&take(&root)), ["src/lib.rs", "top.txt"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_to_a_folder_is_a_file_and_never_entered() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "real/a.txt", "a");
+    write(root, ".gitignore", "linked/\n");
+    std::os::unix::fs::symlink("real", root.join("linked")).unwrap();
+    std::os::unix::fs::symlink("real", root.join("alias")).unwrap();
+    let snapshot = take(root);
+    // `linked/` only ignores folders, and the link is not one.
+    assert_eq!(
+        paths(&snapshot),
+        [".gitignore", "alias", "linked", "real/a.txt"]
+    );
+    assert_eq!(
+        snapshot.get("alias").unwrap().hash,
+        *blake3::hash(b"real").as_bytes()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn an_unreadable_folder_is_skipped_and_the_rest_is_walked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "locked/inner.txt", "x");
+    write(root, "open/a.txt", "a");
+    set_mode(&root.join("locked"), 0o000);
+    let snapshot = Snapshot::take(root, &options(), None);
+    set_mode(&root.join("locked"), 0o755);
+    // SAFETY: geteuid has no preconditions.
+    let root_user = unsafe { libc::geteuid() } == 0;
+    let expected: &[&str] = if root_user {
+        &["locked/inner.txt", "open/a.txt"]
+    } else {
+        &["open/a.txt"]
+    };
+    assert_eq!(paths(&snapshot.unwrap()), expected);
+}
+
+#[test]
+fn nested_excludes_and_files_named_like_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "a/b/.helixflow/state.json", "{}");
+    write(
+        root,
+        "a/.helixflow",
+        "a file where the state dir would be one level up",
+    );
+    write(root, ".helixflow/state.json", "{}");
+    write(
+        root,
+        "c/.helixflow/kept.json",
+        "only the top one is excluded",
+    );
+    let options = SnapshotOptions {
+        exclude: vec![PathBuf::from(".helixflow"), PathBuf::from("a/b/.helixflow")],
+        keep_contents_under: None,
+    };
+    let snapshot = Snapshot::take(root, &options, None).unwrap();
+    assert_eq!(paths(&snapshot), ["a/.helixflow", "c/.helixflow/kept.json"]);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn files_in_folders_whose_names_are_not_utf8_are_recorded_and_restored() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let folder = root.join(OsStr::from_bytes(b"dir-\xff"));
+    fs::create_dir(&folder).unwrap();
+    fs::write(folder.join("a.txt"), "a").unwrap();
+    write(root, ".gitignore", "*.tmp\n");
+    fs::write(folder.join("b.tmp"), "ignored").unwrap();
+    let before = Snapshot::take(root, &keeping(), None).unwrap();
+    assert_eq!(paths(&before), [".gitignore", "dir-\u{FFFD}/a.txt"]);
+
+    fs::remove_file(folder.join("a.txt")).unwrap();
+    let changes = before.diff(&take(root));
+    assert_eq!(changes.deleted, ["dir-\u{FFFD}/a.txt"]);
+    assert!(before.restore(root, &changes).unwrap().is_empty());
+    assert_eq!(fs::read(folder.join("a.txt")).unwrap(), b"a");
+}

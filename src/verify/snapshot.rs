@@ -3,11 +3,12 @@
 //! `changes` gate, and able to keep contents so that a verifier's changes can be undone byte-exact.
 //!
 //! What a snapshot sees, and why:
-//! - Files and symlinks below the workspace, walked in parallel with the `ignore` crate. `.gitignore`
-//!   files are honoured even outside a git repository (with `.git/info/exclude` and the global git
-//!   excludes file, as `git status` does), and so are `.helixflowignore` files (same syntax, higher
-//!   precedence). `.ignore` files are not read: they tell search tools what to skip, not what belongs
-//!   to the project.
+//! - Files and symlinks below the workspace, walked in parallel: on Linux by the walker in
+//!   `snapshot/linux.rs`, elsewhere by the `ignore` crate's; both apply the same rules.
+//!   `.gitignore` files are honoured even outside a git repository (with `.git/info/exclude`, the
+//!   global git excludes file, as `git status` does, and the ignore files of the folders above the
+//!   workspace), and so are `.helixflowignore` files (same syntax, higher precedence). `.ignore`
+//!   files are not read: they tell search tools what to skip, not what belongs to the project.
 //! - Hidden files are included (`.env` or `.github/` changed outside `scope` must be seen), but `.git`
 //!   (a repository's folder, or the file a worktree or submodule has instead) and the excluded
 //!   folders (the state dir) are never entered or recorded, whether ignored or not.
@@ -39,8 +40,12 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+#[cfg(any(not(target_os = "linux"), test))]
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use serde::Serialize;
+
+#[cfg(target_os = "linux")]
+mod linux;
 
 /// Files stamped this close to (or after) a snapshot's start are re-read by the next snapshot even
 /// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
@@ -136,6 +141,16 @@ impl Snapshot {
         options: &SnapshotOptions,
         previous: Option<&Snapshot>,
     ) -> io::Result<Snapshot> {
+        Snapshot::take_with(workspace, options, previous, walk)
+    }
+
+    /// [`Snapshot::take`] with the walker `walk`.
+    fn take_with(
+        workspace: &Path,
+        options: &SnapshotOptions,
+        previous: Option<&Snapshot>,
+        walk: fn(Arc<[Exclude]>, &Shared<'_>),
+    ) -> io::Result<Snapshot> {
         let started_ns = file_clock_now();
         let meta = fs::metadata(workspace).map_err(|err| with_path(&err, workspace))?;
         if !meta.is_dir() {
@@ -154,19 +169,6 @@ impl Snapshot {
             })
             .collect();
 
-        let mut builder = WalkBuilder::new(workspace);
-        builder
-            .hidden(false)
-            .ignore(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(true)
-            .require_git(false)
-            .follow_links(false)
-            .add_custom_ignore_filename(HELIXFLOW_IGNORE);
-        let root = workspace.to_path_buf();
-        builder.filter_entry(move |entry| entered(entry, &root, &excludes));
-
         let shared = Shared {
             root: workspace,
             previous,
@@ -174,9 +176,7 @@ impl Snapshot {
             parts: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
         };
-        builder
-            .build_parallel()
-            .visit(&mut Collectors { shared: &shared });
+        walk(excludes, &shared);
 
         if let Some(err) = shared
             .failure
@@ -523,7 +523,7 @@ struct Shared<'s> {
     root: &'s Path,
     previous: Option<&'s Snapshot>,
     keep_contents_under: Option<u64>,
-    /// Each thread's findings, added when its visitor is dropped.
+    /// Each thread's findings, added when it is done.
     parts: Mutex<Vec<Part>>,
     /// The first error that makes the snapshot fail.
     failure: Mutex<Option<io::Error>>,
@@ -547,43 +547,30 @@ struct Part {
     hashed: usize,
 }
 
-/// Makes one [`Collector`] per walker thread.
-struct Collectors<'s> {
-    shared: &'s Shared<'s>,
-}
-
-impl<'s> ParallelVisitorBuilder<'s> for Collectors<'s> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        // Each thread may find nearly every file: reserving that much up front costs address space,
-        // not memory, and saves copying large vectors as they grow.
-        let expected = self.shared.previous.map_or(0, Snapshot::len);
-        Box::new(Collector {
-            shared: self.shared,
-            part: Part {
-                files: Vec::with_capacity(expected),
-                ..Part::default()
-            },
-            buffer: Vec::new(),
-            folder: Folder::default(),
-            nearby: Nearby::default(),
-        })
-    }
-}
-
-/// Records what one walker thread visits; stats, reuses or hashes files on that thread, so hashing
-/// runs as parallel as the walk.
-struct Collector<'s> {
+/// Stats, reuses or hashes the files one walker thread finds, on that thread, so hashing runs as
+/// parallel as the walk.
+struct Recorder<'s> {
     shared: &'s Shared<'s>,
     part: Part,
     buffer: Vec<u8>,
-    folder: Folder,
     nearby: Nearby<'s>,
 }
 
-/// The previous snapshot's files in the folder of the last file looked up. A walker thread visits
-/// a folder's files one after another, and the previous snapshot holds them (with the files of
-/// its subfolders) in one run: finding the run once per folder and indexing it by name makes each
-/// lookup one hash instead of a binary search over every path.
+/// Where a walker found a file, and how to get at it.
+trait Place {
+    /// `lstat` of the file.
+    fn stat(&mut self) -> io::Result<Stat>;
+    /// Opens it for hashing, without following a symlink, and without blocking should a FIFO
+    /// have taken its place since it was listed.
+    fn open(&mut self) -> io::Result<File>;
+    /// Its path, for messages and for reading a symlink.
+    fn path(&self) -> PathBuf;
+}
+
+/// The previous snapshot's files in one folder. A walker visits a folder's files one after
+/// another, and the previous snapshot holds them (with the files of its subfolders) in one run:
+/// finding the run once per folder and indexing it by name makes each lookup one hash instead of
+/// a binary search over every path.
 #[derive(Default)]
 struct Nearby<'s> {
     /// The folder, with its trailing slash (empty for the workspace itself).
@@ -598,29 +585,36 @@ struct Nearby<'s> {
 const NEARBY_INDEX_LIMIT: usize = 1024;
 
 impl<'s> Nearby<'s> {
-    /// The index in `files` of `folder` + `name`.
-    fn find(&mut self, files: &'s [(Arc<str>, Entry)], folder: &str, name: &str) -> Option<usize> {
-        if self.folder.as_deref() != Some(folder) {
-            let start = files.partition_point(|(path, _)| &**path < folder);
-            let len = files[start..].partition_point(|(path, _)| path.starts_with(folder));
-            self.run = start..start + len;
-            self.folder = Some(folder.to_owned());
-            self.by_name.clear();
-            if len <= NEARBY_INDEX_LIMIT {
-                for (index, (path, _)) in files[self.run.clone()].iter().enumerate() {
-                    let file = &path[folder.len()..];
-                    if !file.contains('/') {
-                        self.by_name.insert(file, start + index);
-                    }
+    /// Looks up the files of `folder` (with its trailing slash) from now on, unless it already
+    /// does.
+    fn enter(&mut self, files: &'s [(Arc<str>, Entry)], folder: &str) {
+        if self.folder.as_deref() == Some(folder) {
+            return;
+        }
+        let start = files.partition_point(|(path, _)| &**path < folder);
+        let len = files[start..].partition_point(|(path, _)| path.starts_with(folder));
+        self.run = start..start + len;
+        self.folder = Some(folder.to_owned());
+        self.by_name.clear();
+        if len <= NEARBY_INDEX_LIMIT {
+            for (index, (path, _)) in files[self.run.clone()].iter().enumerate() {
+                let file = &path[folder.len()..];
+                if !file.contains('/') {
+                    self.by_name.insert(file, start + index);
                 }
             }
         }
+    }
+
+    /// The index in `files` of `name` in the folder entered last.
+    fn find(&self, files: &'s [(Arc<str>, Entry)], name: &str) -> Option<usize> {
         if self.run.len() <= NEARBY_INDEX_LIMIT {
             return self.by_name.get(name).copied();
         }
+        let skip = self.folder.as_ref().map_or(0, String::len);
         let run = &files[self.run.clone()];
         let index = run
-            .binary_search_by(|(path, _)| path.as_bytes()[folder.len()..].cmp(name.as_bytes()))
+            .binary_search_by(|(path, _)| path.as_bytes()[skip..].cmp(name.as_bytes()))
             .ok()?;
         Some(self.run.start + index)
     }
@@ -637,82 +631,61 @@ enum Contents {
     Gone,
 }
 
-impl ParallelVisitor for Collector<'_> {
-    fn visit(&mut self, result: Result<DirEntry, ignore::Error>) -> WalkState {
-        let entry = match result {
-            Ok(entry) => entry,
-            Err(err) => return self.walk_error(&err),
-        };
-        if entry.depth() == 0 {
-            return WalkState::Continue;
-        }
-        let Some(file_type) = entry.file_type() else {
-            return WalkState::Continue;
-        };
-        let Some(rel) = below(entry.path(), self.shared.root) else {
-            return WalkState::Continue;
-        };
-        let key = key_of(rel);
-        if file_type.is_dir() {
-            self.part.dirs.push(key.into_owned());
-            return WalkState::Continue;
-        }
-        if !file_type.is_file() && !file_type.is_symlink() {
-            return WalkState::Continue;
-        }
-        match self.record(entry.path(), &key) {
-            Ok(Some(recorded)) => {
-                if rel.to_str().is_none() {
-                    self.part
-                        .raw_names
-                        .push((key.into_owned(), rel.to_path_buf()));
-                }
-                self.part.files.push(recorded);
-                WalkState::Continue
-            }
-            Ok(None) => WalkState::Continue,
-            Err(err) => {
-                self.shared.fail(err);
-                WalkState::Quit
-            }
+impl<'s> Recorder<'s> {
+    fn new(shared: &'s Shared<'s>) -> Recorder<'s> {
+        // Each thread may find nearly every file: reserving that much up front costs address space,
+        // not memory, and saves copying large vectors as they grow.
+        let expected = shared.previous.map_or(0, Snapshot::len);
+        Recorder {
+            shared,
+            part: Part {
+                files: Vec::with_capacity(expected),
+                ..Part::default()
+            },
+            buffer: Vec::new(),
+            nearby: Nearby::default(),
         }
     }
-}
 
-impl Drop for Collector<'_> {
-    fn drop(&mut self) {
-        let part = std::mem::take(&mut self.part);
+    /// Hands this thread's findings over.
+    fn finish(self) {
         self.shared
             .parts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(part);
+            .push(self.part);
     }
-}
 
-impl<'s> Collector<'s> {
-    /// Vanished files and unlistable folders are skipped; other I/O errors fail the snapshot.
-    /// Errors without I/O (a bad pattern in an ignore file) are skipped, as git skips such lines.
-    fn walk_error(&self, err: &ignore::Error) -> WalkState {
-        match err.io_error() {
-            Some(io_err) if !skippable(io_err) => {
-                self.shared
-                    .fail(io::Error::new(io_err.kind(), err.to_string()));
-                WalkState::Quit
-            }
-            _ => WalkState::Continue,
+    /// The previous snapshot's files of this folder (with its trailing slash) are looked up next.
+    fn enter(&mut self, folder: &str) {
+        if let Some(previous) = self.shared.previous {
+            self.nearby.enter(&previous.files, folder);
         }
     }
 
-    /// The file at `path` with its key; `None` when it vanished or is not a file or symlink.
-    fn record(&mut self, path: &Path, key: &str) -> io::Result<Option<(Arc<str>, Entry)>> {
-        let stat = match self.folder.stat(path) {
+    /// The previous snapshot's file `name` in the folder entered last, with its index there.
+    fn previous_entry(&self, name: &str) -> Option<(usize, &'s (Arc<str>, Entry))> {
+        let files = &self.shared.previous?.files;
+        let index = self.nearby.find(files, name)?;
+        Some((index, &files[index]))
+    }
+
+    /// Records the file at `place`, found by the name `name` in the folder entered last; `key`
+    /// makes its key when the previous snapshot does not have one to share. Nothing is recorded
+    /// when it vanished or is not a file or symlink.
+    fn record(
+        &mut self,
+        place: &mut impl Place,
+        name: &str,
+        key: impl FnOnce() -> Arc<str>,
+    ) -> io::Result<()> {
+        let stat = match place.stat() {
             Ok(stat) => stat,
-            Err(err) if skippable(&err) => return Ok(None),
-            Err(err) => return Err(with_path(&err, path)),
+            Err(err) if skippable(&err) => return Ok(()),
+            Err(err) => return Err(with_path(&err, &place.path())),
         };
         let Some(kind) = stat.kind else {
-            return Ok(None);
+            return Ok(());
         };
         let (size, mode) = (stat.size, stat.mode);
         let keep = self
@@ -734,13 +707,13 @@ impl<'s> Collector<'s> {
             contents: None,
             order: NEW,
         };
-        let old = self.previous_entry(key);
+        let old = self.previous_entry(name);
         let key = match old {
             Some((index, (old_key, _))) => {
                 entry.order = index;
                 Arc::clone(old_key)
             }
-            None => Arc::from(key),
+            None => key(),
         };
         if let Some((_, (_, previous))) = old
             && self.reusable(previous, &entry)
@@ -752,11 +725,12 @@ impl<'s> Collector<'s> {
             } else {
                 None
             };
-            return Ok(Some((key, entry)));
+            self.part.files.push((key, entry));
+            return Ok(());
         }
         let contents = match kind {
-            Kind::Symlink => read_link(path, keep)?,
-            Kind::File => self.read_file(path, size, keep)?,
+            Kind::Symlink => read_link(&place.path(), keep)?,
+            Kind::File => self.read_file(place, size, keep)?,
         };
         match contents {
             Contents::Read { hash, kept } => {
@@ -768,17 +742,10 @@ impl<'s> Collector<'s> {
                 entry.state.hash = *blake3::hash(&[]).as_bytes();
                 entry.readable = false;
             }
-            Contents::Gone => return Ok(None),
+            Contents::Gone => return Ok(()),
         }
-        Ok(Some((key, entry)))
-    }
-
-    /// The previous snapshot's file at `key`, with its index there.
-    fn previous_entry(&mut self, key: &str) -> Option<(usize, &'s (Arc<str>, Entry))> {
-        let files = &self.shared.previous?.files;
-        let folder = &key[..key.rfind('/').map_or(0, |slash| slash + 1)];
-        let index = self.nearby.find(files, folder, &key[folder.len()..])?;
-        Some((index, &files[index]))
+        self.part.files.push((key, entry));
+        Ok(())
     }
 
     /// Whether the previous snapshot's entry `old` may lend its hash to `entry`.
@@ -798,16 +765,16 @@ impl<'s> Collector<'s> {
     }
 
     /// Hashes a regular file, keeping its bytes when asked.
-    fn read_file(&mut self, path: &Path, size: u64, keep: bool) -> io::Result<Contents> {
-        let mut file = match self.folder.open(path) {
+    fn read_file(&mut self, place: &mut impl Place, size: u64, keep: bool) -> io::Result<Contents> {
+        let mut file = match place.open() {
             Ok(file) => file,
-            Err(err) => return unread(&err, path),
+            Err(err) => return unread(&err, &place.path()),
         };
         if keep {
             let capacity = usize::try_from(size).unwrap_or(0).saturating_add(1);
             let mut bytes = Vec::with_capacity(capacity);
             if let Err(err) = file.read_to_end(&mut bytes) {
-                return unread(&err, path);
+                return unread(&err, &place.path());
             }
             let hash = *blake3::hash(&bytes).as_bytes();
             return Ok(Contents::Read {
@@ -826,13 +793,159 @@ impl<'s> Collector<'s> {
                     hasher.update(&self.buffer[..n]);
                 }
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) => return unread(&err, path),
+                Err(err) => return unread(&err, &place.path()),
             }
         }
         Ok(Contents::Read {
             hash: *hasher.finalize().as_bytes(),
             kept: None,
         })
+    }
+}
+
+/// The walk: the crate's own on Linux (see [`linux`]).
+#[cfg(target_os = "linux")]
+fn walk(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
+    linux::walk(&excludes, shared);
+}
+
+/// The walk: the `ignore` crate's parallel walker.
+#[cfg(not(target_os = "linux"))]
+fn walk(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
+    walk_with_ignore(excludes, shared);
+}
+
+/// Walks with the `ignore` crate's parallel walker, configured for the rules in the module
+/// documentation. On Linux it only serves the tests, as the reference the crate's own walker is
+/// compared with.
+#[cfg(any(not(target_os = "linux"), test))]
+fn walk_with_ignore(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
+    let workspace = shared.root;
+    let mut builder = WalkBuilder::new(workspace);
+    builder
+        .hidden(false)
+        .ignore(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .follow_links(false)
+        .add_custom_ignore_filename(HELIXFLOW_IGNORE);
+    let root = workspace.to_path_buf();
+    builder.filter_entry(move |entry| entered(entry, &root, &excludes));
+    builder.build_parallel().visit(&mut Collectors { shared });
+}
+
+/// Makes one [`Collector`] per walker thread.
+#[cfg(any(not(target_os = "linux"), test))]
+struct Collectors<'s> {
+    shared: &'s Shared<'s>,
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl<'s> ParallelVisitorBuilder<'s> for Collectors<'s> {
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        Box::new(Collector {
+            recorder: Some(Recorder::new(self.shared)),
+        })
+    }
+}
+
+/// Records what one thread of the `ignore` crate's walker visits.
+#[cfg(any(not(target_os = "linux"), test))]
+struct Collector<'s> {
+    /// `None` once handed over.
+    recorder: Option<Recorder<'s>>,
+}
+
+/// A file found by the `ignore` crate's walker, reached by its whole path.
+#[cfg(any(not(target_os = "linux"), test))]
+struct ByPath<'p>(&'p Path);
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl Place for ByPath<'_> {
+    fn stat(&mut self) -> io::Result<Stat> {
+        fs::symlink_metadata(self.0).map(|meta| Stat::of(&meta))
+    }
+
+    fn open(&mut self) -> io::Result<File> {
+        open_no_follow(self.0)
+    }
+
+    fn path(&self) -> PathBuf {
+        self.0.to_path_buf()
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl ParallelVisitor for Collector<'_> {
+    fn visit(&mut self, result: Result<DirEntry, ignore::Error>) -> WalkState {
+        let Some(recorder) = self.recorder.as_mut() else {
+            return WalkState::Quit;
+        };
+        let entry = match result {
+            Ok(entry) => entry,
+            Err(err) => return walk_error(recorder.shared, &err),
+        };
+        if entry.depth() == 0 {
+            return WalkState::Continue;
+        }
+        let Some(file_type) = entry.file_type() else {
+            return WalkState::Continue;
+        };
+        let Some(rel) = below(entry.path(), recorder.shared.root) else {
+            return WalkState::Continue;
+        };
+        let key = key_of(rel);
+        if file_type.is_dir() {
+            recorder.part.dirs.push(key.into_owned());
+            return WalkState::Continue;
+        }
+        if !file_type.is_file() && !file_type.is_symlink() {
+            return WalkState::Continue;
+        }
+        let split = key.rfind('/').map_or(0, |slash| slash + 1);
+        recorder.enter(&key[..split]);
+        let found = recorder.part.files.len();
+        match recorder.record(&mut ByPath(entry.path()), &key[split..], || {
+            Arc::from(&*key)
+        }) {
+            Ok(()) => {
+                if recorder.part.files.len() > found && rel.to_str().is_none() {
+                    recorder
+                        .part
+                        .raw_names
+                        .push((key.into_owned(), rel.to_path_buf()));
+                }
+                WalkState::Continue
+            }
+            Err(err) => {
+                recorder.shared.fail(err);
+                WalkState::Quit
+            }
+        }
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl Drop for Collector<'_> {
+    fn drop(&mut self) {
+        if let Some(recorder) = self.recorder.take() {
+            recorder.finish();
+        }
+    }
+}
+
+/// Vanished files and unlistable folders are skipped; other I/O errors fail the snapshot. Errors
+/// without I/O (a bad pattern in an ignore file) are skipped, as git skips such lines.
+#[cfg(any(not(target_os = "linux"), test))]
+fn walk_error(shared: &Shared<'_>, err: &ignore::Error) -> WalkState {
+    match err.io_error() {
+        Some(io_err) if !skippable(io_err) => {
+            shared.fail(io::Error::new(io_err.kind(), err.to_string()));
+            WalkState::Quit
+        }
+        _ => WalkState::Continue,
     }
 }
 
@@ -887,6 +1000,7 @@ fn skippable(err: &io::Error) -> bool {
 
 /// Opens a file for hashing without following a symlink, and without blocking should a FIFO have
 /// taken its place since it was listed.
+#[cfg(any(not(target_os = "linux"), test))]
 fn open_no_follow(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
@@ -899,6 +1013,7 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 }
 
 /// Whether the walker enters or records `entry`: never `.git`, never an excluded folder.
+#[cfg(any(not(target_os = "linux"), test))]
 fn entered(entry: &DirEntry, root: &Path, excludes: &[Exclude]) -> bool {
     let name = name_of(entry);
     if name == ".git" {
@@ -914,7 +1029,7 @@ fn entered(entry: &DirEntry, root: &Path, excludes: &[Exclude]) -> bool {
 
 /// The entry's file name. The walker's paths never end in a separator, so the bytes after the last
 /// one are the name: cheaper than `file_name`, which parses components.
-#[cfg(unix)]
+#[cfg(all(unix, any(not(target_os = "linux"), test)))]
 fn name_of(entry: &DirEntry) -> &std::ffi::OsStr {
     use std::os::unix::ffi::OsStrExt;
     let bytes = entry.path().as_os_str().as_bytes();
@@ -962,7 +1077,7 @@ fn relative_exclude(workspace: &Path, exclude: &Path) -> Option<PathBuf> {
 
 /// `path` relative to `root`. The walker builds every path by joining names onto the root, so
 /// cutting off the root's bytes is enough, and much cheaper than comparing components.
-#[cfg(unix)]
+#[cfg(all(unix, any(not(target_os = "linux"), test)))]
 fn below<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
     use std::os::unix::ffi::OsStrExt;
     let prefix = root.as_os_str().as_bytes();
@@ -1071,101 +1186,6 @@ fn kind_of(meta: &Metadata) -> Option<Kind> {
         Some(Kind::File)
     } else {
         None
-    }
-}
-
-/// The folder a walker thread is in, kept open so that its files are stat'ed and opened by name:
-/// resolving one path component instead of the whole path is most of what a warm snapshot saves.
-#[cfg(target_os = "linux")]
-#[derive(Default)]
-struct Folder {
-    /// The folder's path, as bytes.
-    path: Vec<u8>,
-    handle: Option<File>,
-    /// The current file name, NUL-terminated.
-    name: Vec<u8>,
-}
-
-#[cfg(target_os = "linux")]
-impl Folder {
-    /// The open folder holding `path`, and `path`'s name; `None` when the folder cannot be opened
-    /// (the caller then uses the whole path).
-    fn enter(&mut self, path: &Path) -> Option<(std::os::fd::RawFd, &std::ffi::CStr)> {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::ffi::OsStrExt;
-        // Split by hand: `Path::parent` and `Path::file_name` parse components, which costs more
-        // than the lookup they help avoid.
-        let bytes = path.as_os_str().as_bytes();
-        let slash = bytes.iter().rposition(|&byte| byte == b'/')?;
-        let (parent, name) = (&bytes[..slash.max(1)], &bytes[slash + 1..]);
-        if name.is_empty() {
-            return None;
-        }
-        if self.handle.is_none() || self.path != parent {
-            self.handle = File::open(std::ffi::OsStr::from_bytes(parent)).ok();
-            parent.clone_into(&mut self.path);
-        }
-        let folder = self.handle.as_ref()?.as_raw_fd();
-        self.name.clear();
-        self.name.extend_from_slice(name);
-        self.name.push(0);
-        let name = std::ffi::CStr::from_bytes_with_nul(&self.name).ok()?;
-        Some((folder, name))
-    }
-
-    /// `lstat` of `path`.
-    fn stat(&mut self, path: &Path) -> io::Result<Stat> {
-        let Some((folder, name)) = self.enter(path) else {
-            return fs::symlink_metadata(path).map(|meta| Stat::of(&meta));
-        };
-        let mut raw = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `folder` is an open folder, `name` is NUL-terminated and `raw` is writable memory
-        // for one `stat`, which fstatat fills completely when it returns 0.
-        let status = unsafe {
-            libc::fstatat(
-                folder,
-                name.as_ptr(),
-                raw.as_mut_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        if status != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fstatat returned 0, so `raw` is initialized.
-        Ok(Stat::of_raw(unsafe { raw.assume_init_ref() }))
-    }
-
-    /// Opens `path` for hashing (see [`open_no_follow`]).
-    fn open(&mut self, path: &Path) -> io::Result<File> {
-        use std::os::fd::FromRawFd;
-        let Some((folder, name)) = self.enter(path) else {
-            return open_no_follow(path);
-        };
-        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-        // SAFETY: `folder` is an open folder and `name` is NUL-terminated.
-        let fd = unsafe { libc::openat(folder, name.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: openat returned a new descriptor that nothing else owns.
-        Ok(unsafe { File::from_raw_fd(fd) })
-    }
-}
-
-/// Stats and opens by whole path where no folder handle is kept.
-#[cfg(not(target_os = "linux"))]
-#[derive(Default)]
-struct Folder;
-
-#[cfg(not(target_os = "linux"))]
-impl Folder {
-    fn stat(&mut self, path: &Path) -> io::Result<Stat> {
-        fs::symlink_metadata(path).map(|meta| Stat::of(&meta))
-    }
-
-    fn open(&mut self, path: &Path) -> io::Result<File> {
-        open_no_follow(path)
     }
 }
 
@@ -1327,5 +1347,151 @@ impl Restoring {
         self.not_restored.sort_unstable();
         self.not_restored.dedup();
         Ok(self.not_restored)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    //! The crate's own walker against the `ignore` crate's, which defines the rules: both must find
+    //! the same files, folders and names on disk.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A snapshot taken with the `ignore` crate's walker.
+    fn take_with_ignore(workspace: &Path, options: &SnapshotOptions) -> Snapshot {
+        Snapshot::take_with(workspace, options, None, walk_with_ignore).expect("snapshot")
+    }
+
+    /// Everything a walk decides: files (with all that is recorded of them), folders, real names.
+    type Summary<'s> = (
+        Vec<(&'s str, String)>,
+        &'s BTreeSet<String>,
+        &'s BTreeMap<String, PathBuf>,
+    );
+
+    fn summary(snapshot: &Snapshot) -> Summary<'_> {
+        (
+            snapshot
+                .files
+                .iter()
+                .map(|(path, entry)| (&**path, format!("{entry:?}")))
+                .collect(),
+            &snapshot.dirs,
+            &snapshot.raw_names,
+        )
+    }
+
+    /// Files (path and contents) in folders named to meet the rules, and ignore files with rules
+    /// that often contradict each other.
+    fn tree() -> impl Strategy<Value = Vec<(String, String)>> {
+        let part = prop::sample::select(vec!["a", "b", "build", ".hidden", "keep", "x.log", "c"]);
+        let file =
+            prop::sample::select(vec!["f.txt", "keep.txt", "x.log", "keep.log", "c", ".env"]);
+        let files = prop::collection::vec((prop::collection::vec(part, 0..3), file), 1..24);
+        let folder = prop::sample::select(vec!["", "a/", "a/b/", "b/", "build/", "keep/", "c/"]);
+        let name = prop::sample::select(vec![".gitignore", ".helixflowignore"]);
+        let rule = prop::sample::select(vec![
+            "*.log",
+            "!keep.log",
+            "build/",
+            "/a",
+            "a/b",
+            "*.txt",
+            "!*.txt",
+            "b",
+            "**/c",
+            ".hidden",
+            "!keep",
+            "keep/",
+            "!build/",
+            "#x",
+            "",
+            "[",
+            "\\!x",
+            "c/",
+            "/b/",
+            "x.log/",
+            "!f.txt",
+            "!c",
+            "!x.log",
+        ]);
+        let rules = prop::collection::vec((folder, name, prop::collection::vec(rule, 1..4)), 0..6);
+        (files, rules).prop_map(|(files, rules)| {
+            let mut tree: Vec<(String, String)> = files
+                .into_iter()
+                .map(|(folders, file)| {
+                    let mut path = folders.join("/");
+                    if !path.is_empty() {
+                        path.push('/');
+                    }
+                    path.push_str(file);
+                    (path, "contents".to_owned())
+                })
+                .collect();
+            tree.extend(
+                rules
+                    .into_iter()
+                    .map(|(folder, name, rules)| (format!("{folder}{name}"), rules.join("\n"))),
+            );
+            tree
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn both_walkers_find_the_same(entries in tree(), exclude_info in any::<bool>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("workspace");
+            fs::create_dir(&root).unwrap();
+            fs::write(dir.path().join(".gitignore"), "workspace/a/x.log\n").unwrap();
+            for (path, text) in &entries {
+                let path = root.join(path);
+                // A path already taken by a file or folder stays what it is.
+                if fs::create_dir_all(path.parent().unwrap()).is_ok() {
+                    let _ = fs::write(&path, text);
+                }
+            }
+            if exclude_info {
+                fs::create_dir_all(root.join(".git/info")).unwrap();
+                fs::write(root.join(".git/info/exclude"), "*.txt\n!keep.txt\n").unwrap();
+                fs::create_dir_all(root.join("b/.git/info")).unwrap();
+                fs::write(root.join("b/.git/info/exclude"), "f.txt\nc\n").unwrap();
+            }
+            let options = SnapshotOptions {
+                exclude: vec![PathBuf::from("build/c"), PathBuf::from(".hidden")],
+                keep_contents_under: None,
+            };
+            let ours = Snapshot::take(&root, &options, None).unwrap();
+            let reference = take_with_ignore(&root, &options);
+            prop_assert_eq!(summary(&ours), summary(&reference));
+        }
+    }
+
+    #[test]
+    fn both_walkers_agree_on_names_that_are_not_utf8_and_symlinks() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let odd = root.join(std::ffi::OsStr::from_bytes(b"dir-\xff"));
+        fs::create_dir_all(odd.join("sub")).unwrap();
+        fs::write(
+            odd.join("sub")
+                .join(std::ffi::OsStr::from_bytes(b"a-\xfe.txt")),
+            "a",
+        )
+        .unwrap();
+        fs::write(odd.join(std::ffi::OsStr::from_bytes(b"b-\xfe.txt")), "b").unwrap();
+        fs::write(odd.join(".gitignore"), "*.log\n").unwrap();
+        fs::write(odd.join("c.log"), "c").unwrap();
+        std::os::unix::fs::symlink("dir-\u{FFFD}", root.join("link")).unwrap();
+        let options = SnapshotOptions::default();
+        let ours = Snapshot::take(root, &options, None).unwrap();
+        let reference = take_with_ignore(root, &options);
+        assert_eq!(summary(&ours), summary(&reference));
+        assert_eq!(ours.len(), 4);
     }
 }
