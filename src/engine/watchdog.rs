@@ -5,12 +5,13 @@
 //! memory runs out) can do none of that, and its agents would go on working, and spending, with
 //! no one to check them. So a run starts a small second process, `helixflow __watchdog`, in a
 //! group of its own, and tells it through a pipe which groups are running (`+PGID` when one
-//! starts, `-PGID` when it is gone). When the pipe closes, helixflow has exited: after a normal
-//! end no group is left; after a crash the watchdog sends TERM to the groups that are, waits the
-//! grace period and sends KILL to what remains, as helixflow would have.
+//! starts, `-PGID` when it is gone). When the pipe closes without helixflow having ended the
+//! watchdog itself, helixflow died: the watchdog sends TERM to the groups still registered, waits
+//! the grace period and sends KILL to what remains, as helixflow would have.
 //!
-//! The watchdog reads the pipe a few times a second rather than at every line, so that a run of
-//! short steps does not wake it for each one; the pipe is enlarged to hold what arrives meanwhile.
+//! The watchdog sleeps and reads the pipe a few times a second rather than wait on it, so that a
+//! run of short steps does not wake it for each line; the pipe is enlarged to hold what arrives
+//! meanwhile, and a closed pipe is seen within that time. At a normal end helixflow ends it.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 /// The hidden subcommand the watchdog runs as.
 pub const SUBCOMMAND: &str = "__watchdog";
 
-/// How often the watchdog reads the pipe while helixflow lives.
+/// How often the watchdog reads the pipe, and so how soon it sees helixflow gone.
 const READ_EVERY: Duration = Duration::from_millis(250);
 
 /// The pipe's size asked for: a run's registrations for a while, should the watchdog be slow.
@@ -81,8 +82,7 @@ pub fn start(grace: Duration) -> io::Result<()> {
     Ok(())
 }
 
-/// Closes the pipe at the end of a run and waits for the watchdog to exit, which it does at once
-/// when no group is left (after a normal end, none is).
+/// Ends the watchdog at the end of a run, when helixflow has stopped every group itself.
 pub fn finish() {
     let Some(watchdog) = WATCHDOG.get() else {
         return;
@@ -93,6 +93,8 @@ pub fn finish() {
     if let Ok(mut process) = watchdog.process.lock()
         && let Some(mut process) = process.take()
     {
+        // It would notice the closed pipe within READ_EVERY; there is no need to wait for that.
+        let _ = process.kill();
         let _ = process.wait();
     }
 }
@@ -164,15 +166,8 @@ pub fn serve(grace: Duration) -> i32 {
     let mut line = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
-        // Wakes when helixflow is gone (the pipe hangs up) or every READ_EVERY to drain the pipe.
-        let mut poll = libc::pollfd {
-            fd,
-            events: 0,
-            revents: 0,
-        };
-        let timeout = libc::c_int::try_from(READ_EVERY.as_millis()).unwrap_or(250);
-        // SAFETY: one pollfd, valid for the call.
-        unsafe { libc::poll(&raw mut poll, 1, timeout) };
+        // Sleeps rather than waits on the pipe, which would wake it at every line.
+        std::thread::sleep(READ_EVERY);
         let mut closed = false;
         loop {
             match input.read(&mut buffer) {
