@@ -308,35 +308,29 @@ async fn spawn(
     spec: &ChildSpec,
     outputs: Option<(std::fs::File, std::fs::File)>,
 ) -> io::Result<Child> {
-    if let Some((program, words)) = without_shell(spec) {
-        let to_logs = outputs.is_some();
-        let mut command = command_for(
-            spec,
-            program.as_os_str(),
-            words[1..].iter().map(OsStr::new),
-            outputs,
-        );
-        // As the shell passes it: the name as written, not where it was found.
-        command.arg0(words[0]);
-        if let Ok(child) = start(spec, command).await {
-            return Ok(child);
+    let outputs = match without_shell(spec) {
+        Some((program, words)) => {
+            let to_logs = outputs.is_some();
+            let mut command = command_for(
+                spec,
+                program.as_os_str(),
+                words[1..].iter().map(OsStr::new),
+                outputs,
+            );
+            // As the shell passes it: the name as written, not where it was found.
+            command.arg0(words[0]);
+            if let Ok(child) = start(spec, command).await {
+                return Ok(child);
+            }
+            // Nothing ran, so nothing was written: the logs are opened afresh for the shell.
+            if to_logs {
+                Some((create_log(&spec.stdout)?, create_log(&spec.stderr)?))
+            } else {
+                None
+            }
         }
-        // Nothing ran, so nothing was written: the logs are opened afresh for the shell.
-        let outputs = if to_logs {
-            Some((create_log(&spec.stdout)?, create_log(&spec.stderr)?))
-        } else {
-            None
-        };
-        let command = command_for(
-            spec,
-            &spec.program,
-            spec.args.iter().map(OsString::as_os_str),
-            outputs,
-        );
-        return start(spec, command)
-            .await
-            .map_err(|error| start_error(spec, &error));
-    }
+        None => outputs,
+    };
     let command = command_for(
         spec,
         &spec.program,
