@@ -483,9 +483,8 @@ fn dispatch(
             first_error.get_or_insert(e);
         }
         for stamped in stamped {
-            // Rewriting (and syncing) run.json for every finished phase made large runs
-            // quadratic; it is rewritten at most once a second while running, and always at the
-            // end.
+            // Rewriting run.json for every finished phase made large runs quadratic; it is
+            // rewritten at most once a second while running, and always at the end.
             let finished = matches!(stamped.event, Event::RunFinished { .. });
             dirty |= update_summary(&mut summary, &index, &stamped.event);
             if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
