@@ -619,6 +619,45 @@ fn sigkill_mid_run_leaves_a_parseable_journal_and_no_agent_running() {
     );
 }
 
+/// The children of process `pid` whose command line has `word`.
+fn children_running(pid: u32, word: &str) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|child| child.parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(word))
+        })
+        .collect()
+}
+
+#[test]
+fn the_watchdog_lives_as_long_as_the_run() {
+    let test = Test::new()
+        .file("agent.sh", "touch started\nsleep 1\n")
+        .pipeline(
+            "pipeline \"p\"\nagent \"bot\" {\n    command \"sh\" \"agent.sh\"\n}\nphase \"a\" {\n    agent \"bot\"\n    prompt \"x\"\n}\n",
+        );
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    let watchdogs = children_running(child.id(), "__watchdog");
+    assert_eq!(watchdogs.len(), 1, "one watchdog while the run goes on");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    // Ended and reaped by helixflow: not even a zombie is left.
+    assert!(
+        !Path::new(&format!("/proc/{}", watchdogs[0])).exists(),
+        "the watchdog outlived a run that ended normally"
+    );
+}
+
 #[test]
 fn timeouts_kill_the_whole_group_of_an_agent_that_ignores_term() {
     // Long enough for the agent to start its children on a loaded machine before the limit hits.
