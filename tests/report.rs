@@ -662,6 +662,74 @@ fn junit_escapes_markup_and_control_characters_everywhere() {
     );
 }
 
+/// A run of one `run` step whose command is not found.
+fn run_step_events() -> Vec<Stamped> {
+    vec![
+        at(
+            0,
+            Event::RunStarted {
+                run_id: "20250301-100000".to_owned(),
+                pipeline: "p".to_owned(),
+                phases: vec!["fmt".to_owned()],
+                max_parallel: 1,
+            },
+        ),
+        at(1, attempt_started("fmt", 1, 1)),
+        at(1, step("fmt", 1, helixflow::engine::event::RUN_STEP)),
+        at(5, exited("fmt", 1, 127, 4)),
+        at(5, step("fmt", 1, "verify")),
+        at(
+            6,
+            attempt_finished("fmt", 1, AttemptOutcome::Failed, 5, &[], Some("fb")),
+        ),
+        at(
+            6,
+            phase_finished("fmt", PhaseStatus::Failed, 1, 5, Some("no retries left")),
+        ),
+        at(
+            7,
+            Event::RunFinished {
+                status: RunStatus::Failed,
+                duration_ms: 7,
+                exit_code: 1,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn a_failed_run_step_is_named_as_the_run_command_not_as_an_agent() {
+    let events = run_step_events();
+    let mut plain = Plain::new(Vec::new());
+    feed(&mut plain, &events);
+    let text = String::from_utf8(plain.into_inner()).unwrap();
+    assert!(
+        text.contains("[fmt] attempt 1/1 failed in 5ms: run command exited with code 127"),
+        "{text}"
+    );
+    assert!(!text.contains("agent"), "{text}");
+
+    let mut summary = Summary::new(Vec::new());
+    feed(&mut summary, &events);
+    let text = String::from_utf8(summary.into_inner()).unwrap();
+    let row = text.lines().find(|l| l.starts_with("fmt")).unwrap();
+    assert!(row.trim_end().ends_with(" run"), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junit.xml");
+    let mut junit = Junit::new(&path);
+    feed(&mut junit, &events);
+    let xml = std::fs::read_to_string(&path).unwrap();
+    let elements = parse_xml(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let case = elements.iter().find(|e| e.name == "testcase").unwrap();
+    assert_eq!(case.attrs["name"], "run");
+    let failure = elements.iter().find(|e| e.name == "failure").unwrap();
+    assert_eq!(
+        failure.attrs["message"],
+        "the run command exited with code 127"
+    );
+}
+
 #[test]
 fn junit_of_a_run_that_ended_abnormally_marks_unfinished_phases() {
     let dir = tempfile::tempdir().unwrap();

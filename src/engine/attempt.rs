@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use super::approvals;
 use super::control::{self, LiveAttempt};
-use super::event::{AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus};
+use super::event::{
+    AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
+};
 use super::process::{self, ChildSpec};
 use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
@@ -84,10 +86,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         let why_not_retry = if let Some(fatal) = &result.fatal {
             Some(fatal.clone())
         } else if attempt >= max_attempts {
-            Some(format!(
-                "failed after {attempt} attempt{}",
-                if attempt == 1 { "" } else { "s" }
-            ))
+            Some("no retries left".to_owned())
         } else if shared.stopping() {
             Some("not retried: the run is stopping".to_owned())
         } else if !shared.take_retry() {
@@ -281,7 +280,7 @@ async fn one_attempt(
         attempts.insert(name.clone(), live.clone());
     }
     step(match phase.worker {
-        Worker::Run(_) => "run",
+        Worker::Run(_) => RUN_STEP,
         Worker::Agent(_) => "agent",
     });
     let exit = process::run(spec, &shared.cancel).await;

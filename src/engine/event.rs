@@ -111,6 +111,9 @@ impl ChildExit {
     }
 }
 
+/// The step in which a `run` step's command runs (an agent runs in step `agent`).
+pub const RUN_STEP: &str = "run";
+
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
@@ -135,7 +138,8 @@ pub enum Event {
         /// `retries + 1`.
         max_attempts: u32,
     },
-    /// The attempt moved to a new step (for progress displays): `agent`, `gate tests`, …
+    /// The attempt moved to a new step (for progress displays): `agent`, [`RUN_STEP`],
+    /// `gate tests`, …
     Step {
         /// The phase.
         phase: String,

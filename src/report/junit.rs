@@ -144,22 +144,22 @@ fn cases(phase: &PhaseRecord) -> Vec<Case> {
     cases
 }
 
-/// `agent` when the agent failed, then one case per gate.
+/// `agent` (`run` for a `run` step) when it failed, then one case per gate.
 fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
     let feedback = attempt.end.as_ref().and_then(|end| end.feedback.as_deref());
     if let Some(exit) = attempt.failed_exit() {
-        let message = format!("the agent {}", describe_exit(exit));
+        let message = format!("{} {}", attempt.worker_phrase(), describe_exit(exit));
         let verdict = if exit.cancelled {
             Verdict::Skipped { message }
         } else {
             Verdict::Failed {
                 text: failure_text(std::slice::from_ref(&message), feedback),
                 message,
-                kind: "agent".to_owned(),
+                kind: attempt.worker().to_owned(),
             }
         };
         cases.push(Case {
-            name: "agent".to_owned(),
+            name: attempt.worker().to_owned(),
             time_ms: exit.duration_ms,
             verdict,
         });

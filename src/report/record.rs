@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::engine::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, Stamped};
+use crate::engine::event::{
+    ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped,
+};
 
 use super::text::describe_exit;
 
@@ -53,6 +55,8 @@ pub(crate) struct AttemptRecord {
     pub step: Option<String>,
     /// How the agent or `run` step exited, once it did.
     pub exit: Option<ChildExit>,
+    /// Whether that child was a `run` step's command rather than an agent (the step it ran in).
+    pub run_step: bool,
     /// Gates in the order they finished.
     pub gates: Vec<GateReport>,
     /// How it ended, once it did.
@@ -128,7 +132,9 @@ impl RunRecord {
                 attempt,
                 exit,
             } => {
-                self.attempt_mut(phase, *attempt, now).exit = Some(exit.clone());
+                let record = self.attempt_mut(phase, *attempt, now);
+                record.run_step = record.step.as_deref() == Some(RUN_STEP);
+                record.exit = Some(exit.clone());
             }
             Event::GateFinished {
                 phase,
@@ -222,6 +228,7 @@ impl AttemptRecord {
             number,
             step: None,
             exit: None,
+            run_step: false,
             gates: Vec::new(),
             end: None,
         }
@@ -245,12 +252,27 @@ impl AttemptRecord {
         }
     }
 
-    /// What went wrong, in one phrase: `agent exited with code 1; gates syntax, tests`. None when
-    /// nothing did.
+    /// What ran: `agent`, or `run` for a `run` step's command.
+    pub fn worker(&self) -> &'static str {
+        if self.run_step { RUN_STEP } else { "agent" }
+    }
+
+    /// The worker in a sentence: `the agent`, `the run command`.
+    pub fn worker_phrase(&self) -> &'static str {
+        if self.run_step {
+            "the run command"
+        } else {
+            "the agent"
+        }
+    }
+
+    /// What went wrong, in one phrase: `agent exited with code 1; gates syntax, tests` (`run
+    /// command exited …` for a `run` step). None when nothing did.
     pub fn failure_summary(&self) -> Option<String> {
         let mut parts = Vec::new();
         if let Some(exit) = self.failed_exit() {
-            parts.push(format!("agent {}", describe_exit(exit)));
+            let worker = self.worker_phrase().trim_start_matches("the ");
+            parts.push(format!("{worker} {}", describe_exit(exit)));
         }
         let gates = self.failed_gates();
         match gates.len() {

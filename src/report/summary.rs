@@ -112,7 +112,7 @@ fn failing(phase: &PhaseRecord) -> String {
             };
             let mut names = Vec::new();
             if attempt.failed_exit().is_some() {
-                names.push("agent".to_owned());
+                names.push(attempt.worker().to_owned());
             }
             names.extend(attempt.failed_gates());
             if names.is_empty() {
