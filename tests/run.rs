@@ -189,7 +189,18 @@ phase "d" {
     );
     let outcome = test.with_args(&["run", "--no-progress"]).run().code(1);
     let summary = summary(test.path());
-    assert_eq!(phase_status(&summary, "a").0, "failed");
+    assert_eq!(
+        phase_status(&summary, "a"),
+        ("failed".into(), 1, "no retries left".into())
+    );
+    // What failed, as the table at the end shows it: the run step's command.
+    let a = summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "a")
+        .unwrap();
+    assert_eq!(a["failed-gates"], serde_json::json!(["run"]));
     assert_eq!(
         phase_status(&summary, "b"),
         ("skipped".into(), 0, "dependency \"a\" failed".into())

@@ -11,10 +11,10 @@ use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::control::{self, LiveAttempts};
-use super::event::{Event, PhaseStatus, RunStatus};
+use super::event::{Event, PhaseStatus, RUN_STEP, RunStatus};
 use super::process::Cancel;
 use crate::graph::PhaseGraph;
-use crate::model::{OnFailure, Pipeline};
+use crate::model::{OnFailure, Pipeline, Worker};
 use crate::report::Reporters;
 use crate::store::redact::Redactor;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
@@ -183,7 +183,22 @@ pub async fn execute(
     let (sender, receiver) = mpsc::unbounded_channel();
     let dispatcher = std::thread::spawn({
         let run = run.clone();
-        move || dispatch(receiver, journal, reporters, run, summary)
+        let workers = selected
+            .iter()
+            .map(|&i| match pipeline.phases[i].worker {
+                Worker::Run(_) => RUN_STEP,
+                Worker::Agent(_) => "agent",
+            })
+            .collect();
+        move || {
+            dispatch(
+                receiver,
+                journal,
+                reporters,
+                run,
+                Summary::new(summary, workers),
+            )
+        }
     });
 
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
@@ -458,17 +473,11 @@ fn dispatch(
     mut journal: Journal,
     mut reporters: Reporters,
     run: RunDir,
-    mut summary: RunSummary,
+    mut summary: Summary,
 ) -> std::io::Result<()> {
     let mut first_error = None;
     let mut last_written = Instant::now();
     let mut dirty = false;
-    let index: HashMap<String, usize> = summary
-        .phases
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.name.clone(), i))
-        .collect();
     let mut batch = Vec::with_capacity(MAX_BATCH);
     'events: while let Some(event) = receiver.blocking_recv() {
         // Events that queued up meanwhile go to the journal in the same write.
@@ -486,11 +495,11 @@ fn dispatch(
             // Rewriting run.json for every finished phase made large runs quadratic; it is
             // rewritten at most once a second while running, and always at the end.
             let finished = matches!(stamped.event, Event::RunFinished { .. });
-            dirty |= update_summary(&mut summary, &index, &stamped.event);
+            dirty |= summary.apply(&stamped.event);
             if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
                 last_written = Instant::now();
                 dirty = false;
-                if let Err(e) = run.write_summary(&summary) {
+                if let Err(e) = run.write_summary(&summary.summary) {
                     first_error.get_or_insert(e);
                 }
             }
@@ -505,56 +514,111 @@ fn dispatch(
     first_error.map_or(Ok(()), Err)
 }
 
-/// Applies an event to the summary; true when `run.json` should be rewritten.
-fn update_summary(summary: &mut RunSummary, index: &HashMap<String, usize>, event: &Event) -> bool {
-    match event {
-        Event::AttemptStarted { phase, attempt, .. } => {
-            if let Some(p) = index.get(phase).and_then(|&i| summary.phases.get_mut(i)) {
-                p.status = "running".into();
-                p.attempts = *attempt;
-            }
-            false
+/// `run.json` as the events tell it.
+struct Summary {
+    summary: RunSummary,
+    /// Phase name to its place in `summary.phases`.
+    index: HashMap<String, usize>,
+    /// What each phase runs (`agent` or `run`), named among the failures when it fails.
+    workers: Vec<&'static str>,
+    /// Whether each phase's current attempt's child failed.
+    child_failed: Vec<bool>,
+}
+
+impl Summary {
+    fn new(summary: RunSummary, workers: Vec<&'static str>) -> Self {
+        let index = summary
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), i))
+            .collect();
+        let child_failed = vec![false; workers.len()];
+        Self {
+            summary,
+            index,
+            workers,
+            child_failed,
         }
-        Event::AttemptFinished {
-            phase,
-            failed_gates,
-            ..
-        } => {
-            if let Some(p) = index.get(phase).and_then(|&i| summary.phases.get_mut(i)) {
-                p.failed_gates.clone_from(failed_gates);
-            }
-            false
-        }
-        Event::PhaseFinished {
-            phase,
-            status,
-            attempts,
-            duration_ms,
-            reason,
-        } => {
-            if let Some(p) = index.get(phase).and_then(|&i| summary.phases.get_mut(i)) {
-                p.status = serde_json::to_value(status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                p.attempts = *attempts;
-                p.duration_ms = *duration_ms;
-                p.reason.clone_from(reason);
-            }
-            true
-        }
-        Event::RunFinished {
-            status, exit_code, ..
-        } => {
-            summary.status = serde_json::to_value(status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            summary.exit_code = Some(*exit_code);
-            summary.finished =
-                Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
-            true
-        }
-        _ => false,
     }
+
+    /// Applies an event; true when `run.json` should be rewritten.
+    fn apply(&mut self, event: &Event) -> bool {
+        let Self {
+            summary,
+            index,
+            workers,
+            child_failed,
+        } = self;
+        let phases = &mut summary.phases;
+        let at = |phase: &str| index.get(phase).copied();
+        match event {
+            Event::AttemptStarted { phase, attempt, .. } => {
+                if let Some(i) = at(phase) {
+                    let p = &mut phases[i];
+                    p.status = "running".into();
+                    p.attempts = *attempt;
+                    child_failed[i] = false;
+                }
+                false
+            }
+            Event::ChildExited { phase, exit, .. } => {
+                if let Some(i) = at(phase) {
+                    child_failed[i] = !exit.success();
+                }
+                false
+            }
+            Event::AttemptFinished {
+                phase,
+                failed_gates,
+                ..
+            } => {
+                if let Some(i) = at(phase) {
+                    let p = &mut phases[i];
+                    // As the table at the end of a run shows it: the agent or run command first.
+                    p.failed_gates.clear();
+                    if child_failed[i] {
+                        p.failed_gates.push(workers[i].to_owned());
+                    }
+                    p.failed_gates.extend(failed_gates.iter().cloned());
+                }
+                false
+            }
+            Event::PhaseFinished {
+                phase,
+                status,
+                attempts,
+                duration_ms,
+                reason,
+            } => {
+                if let Some(i) = at(phase) {
+                    let p = &mut phases[i];
+                    p.status = label(status);
+                    p.attempts = *attempts;
+                    p.duration_ms = *duration_ms;
+                    p.reason.clone_from(reason);
+                }
+                true
+            }
+            Event::RunFinished {
+                status, exit_code, ..
+            } => {
+                summary.status = label(status);
+                summary.exit_code = Some(*exit_code);
+                summary.finished = Some(
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                );
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A status as its JSON string (`passed`, `timed-out`, …).
+fn label(status: &impl serde::Serialize) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }

@@ -50,7 +50,8 @@ pub struct PhaseSummary {
     pub attempts: u32,
     /// Wall time in milliseconds.
     pub duration_ms: u64,
-    /// Gates that failed in the last attempt.
+    /// What failed in the last attempt: `agent` (or `run`, for a `run` step) when the child did,
+    /// then the gates that failed.
     #[serde(default)]
     pub failed_gates: Vec<String>,
     /// Why it failed or was skipped.
