@@ -83,12 +83,6 @@ enum Command {
     /// Diagnostics as `lint` reports them, hover documentation, completion, go-to-definition and
     /// references, the document outline, formatting as `fmt` does it, and quick fixes.
     Lsp(lsp::Args),
-    /// Stops the agents of a run whose helixflow was killed (started by `run`, not by hand).
-    #[command(name = "__watchdog", hide = true)]
-    Watchdog {
-        /// Milliseconds between TERM and KILL.
-        grace_ms: u64,
-    },
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -98,6 +92,25 @@ enum Command {
 
 /// Parses the command line and runs the subcommand; returns the exit code.
 pub fn main() -> i32 {
+    // The watchdog a run starts is not a command for people: it stays out of help and completions.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::engine::watchdog::SUBCOMMAND)
+    {
+        return match args.get(2).and_then(|ms| ms.to_str()?.parse().ok()) {
+            Some(ms) if args.len() == 3 => {
+                crate::engine::watchdog::serve(std::time::Duration::from_millis(ms))
+            }
+            _ => {
+                eprintln!(
+                    "usage: helixflow {} GRACE_MS",
+                    crate::engine::watchdog::SUBCOMMAND
+                );
+                crate::exit::INVALID
+            }
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -124,9 +137,6 @@ pub fn main() -> i32 {
         Command::Compile(args) => compile::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Lsp(args) => lsp::run(&args),
-        Command::Watchdog { grace_ms } => {
-            crate::engine::watchdog::serve(std::time::Duration::from_millis(grace_ms))
-        }
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
