@@ -11,11 +11,12 @@ use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::control::{self, LiveAttempts};
-use super::event::{Event, PhaseStatus, RUN_STEP, RunStatus};
+use super::event::{Event, PhaseStatus, RunStatus, Stamped};
 use super::process::Cancel;
 use crate::graph::PhaseGraph;
-use crate::model::{OnFailure, Pipeline, Worker};
+use crate::model::{OnFailure, Pipeline};
 use crate::report::Reporters;
+use crate::report::record::{AttemptRecord, RunRecord};
 use crate::store::redact::Redactor;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
 
@@ -183,22 +184,7 @@ pub async fn execute(
     let (sender, receiver) = mpsc::unbounded_channel();
     let dispatcher = std::thread::spawn({
         let run = run.clone();
-        let workers = selected
-            .iter()
-            .map(|&i| match pipeline.phases[i].worker {
-                Worker::Run(_) => RUN_STEP,
-                Worker::Agent(_) => "agent",
-            })
-            .collect();
-        move || {
-            dispatch(
-                receiver,
-                journal,
-                reporters,
-                run,
-                Summary::new(summary, workers),
-            )
-        }
+        move || dispatch(receiver, journal, reporters, run, Summary::new(summary))
     });
 
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
@@ -495,7 +481,7 @@ fn dispatch(
             // Rewriting run.json for every finished phase made large runs quadratic; it is
             // rewritten at most once a second while running, and always at the end.
             let finished = matches!(stamped.event, Event::RunFinished { .. });
-            dirty |= summary.apply(&stamped.event);
+            dirty |= summary.apply(&stamped);
             if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
                 last_written = Instant::now();
                 dirty = false;
@@ -519,68 +505,52 @@ struct Summary {
     summary: RunSummary,
     /// Phase name to its place in `summary.phases`.
     index: HashMap<String, usize>,
-    /// What each phase runs (`agent` or `run`), named among the failures when it fails.
-    workers: Vec<&'static str>,
-    /// Whether each phase's current attempt's child failed.
-    child_failed: Vec<bool>,
+    /// The run as the reporters see it, for what failed in an attempt.
+    record: RunRecord,
 }
 
 impl Summary {
-    fn new(summary: RunSummary, workers: Vec<&'static str>) -> Self {
+    fn new(summary: RunSummary) -> Self {
         let index = summary
             .phases
             .iter()
             .enumerate()
             .map(|(i, p)| (p.name.clone(), i))
             .collect();
-        let child_failed = vec![false; workers.len()];
         Self {
             summary,
             index,
-            workers,
-            child_failed,
+            record: RunRecord::default(),
         }
     }
 
     /// Applies an event; true when `run.json` should be rewritten.
-    fn apply(&mut self, event: &Event) -> bool {
+    fn apply(&mut self, stamped: &Stamped) -> bool {
+        self.record.apply(stamped);
         let Self {
             summary,
             index,
-            workers,
-            child_failed,
+            record,
         } = self;
         let phases = &mut summary.phases;
         let at = |phase: &str| index.get(phase).copied();
-        match event {
+        match &stamped.event {
             Event::AttemptStarted { phase, attempt, .. } => {
                 if let Some(i) = at(phase) {
                     let p = &mut phases[i];
                     p.status = "running".into();
                     p.attempts = *attempt;
-                    child_failed[i] = false;
                 }
                 false
             }
-            Event::ChildExited { phase, exit, .. } => {
-                if let Some(i) = at(phase) {
-                    child_failed[i] = !exit.success();
-                }
-                false
-            }
-            Event::AttemptFinished {
-                phase,
-                failed_gates,
-                ..
-            } => {
-                if let Some(i) = at(phase) {
-                    let p = &mut phases[i];
+            Event::AttemptFinished { phase, .. } => {
+                let failures = record
+                    .phase(phase)
+                    .and_then(|record| record.attempt.as_ref())
+                    .map(AttemptRecord::failures);
+                if let (Some(i), Some(failures)) = (at(phase), failures) {
                     // As the table at the end of a run shows it: the agent or run command first.
-                    p.failed_gates.clear();
-                    if child_failed[i] {
-                        p.failed_gates.push(workers[i].to_owned());
-                    }
-                    p.failed_gates.extend(failed_gates.iter().cloned());
+                    phases[i].failed_gates = failures;
                 }
                 false
             }

@@ -9,7 +9,7 @@ mod junit;
 mod ndjson;
 mod plain;
 mod progress;
-mod record;
+pub(crate) mod record;
 mod summary;
 mod text;
 

@@ -252,6 +252,17 @@ impl AttemptRecord {
         }
     }
 
+    /// What failed, as the table at the end of a run names it: `agent` (or `run`, for a `run`
+    /// step) when the child did, then the gates that failed.
+    pub fn failures(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        if self.failed_exit().is_some() {
+            names.push(self.worker().to_owned());
+        }
+        names.extend(self.failed_gates());
+        names
+    }
+
     /// What ran: `agent`, or `run` for a `run` step's command.
     pub fn worker(&self) -> &'static str {
         if self.run_step { RUN_STEP } else { "agent" }

@@ -110,11 +110,7 @@ fn failing(phase: &PhaseRecord) -> String {
             let Some(attempt) = &phase.attempt else {
                 return reason();
             };
-            let mut names = Vec::new();
-            if attempt.failed_exit().is_some() {
-                names.push(attempt.worker().to_owned());
-            }
-            names.extend(attempt.failed_gates());
+            let names = attempt.failures();
             if names.is_empty() {
                 reason()
             } else {
