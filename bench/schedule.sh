@@ -252,18 +252,19 @@ end = next(e for e in events if e["event"] == "run-finished")
 started = next(e for e in events if e["event"] == "run-started")
 engine = end["duration_ms"]
 print(f"\nhelixflow, {steps} phases, {jobs} jobs (events from --events; times in ms)")
-wait = end["elapsed_ms"] - started["elapsed_ms"] - engine
+wait = max(0, end["elapsed_ms"] - started["elapsed_ms"] - engine)
 print(f"  engine: first phase started to last phase finished   {engine:7d} ms")
 print(f"  the run waited for the event dispatcher after that     {wait:7d} ms"
       "  (journal, run.json rewrites, reporters)")
 def line(label, xs):
     print(f"  {label:<53}{statistics.mean(xs):7.2f} ms per phase (sum {sum(xs)} ms)")
-line("child: spawn, `sh -c true`, reaped", child)
+line("child: spawn, `true`, reaped", child)
 line("attempt: snapshots, attempt folder, child, artifacts", attempt)
 line("attempt minus child", [a - c for a, c in zip(attempt, child)])
 ideal = sum(attempt) / jobs
 print(f"  ideal engine time at {jobs} jobs from the attempts alone   {ideal:7.0f} ms")
 PY
+    cpu_per_step "$dag" "$steps" "$jobs"
     if command -v strace >/dev/null; then
         # shellcheck disable=SC2046 # the command line is meant to be split into words
         strace -f -qq -c -o "$out/strace.txt" $(command_for "$dag" helixflow "$jobs") \
@@ -276,6 +277,48 @@ PY
                 printf "    %-18s %8.2f calls %8.2f failed\n", $NF, $4 / n, errors / n
             }' "$out/strace.txt"
     fi
+}
+
+# CPU time (user + system) per step of each tool together with its children, median of 5 runs.
+# Every tool starts the same `true` per step, so the differences between the tools are their own
+# work per step. On a machine with as many cores as jobs, a run is bound by this total, not by
+# waiting. The journal floor (benches/journal.rs) is what creating one attempt's folders and files
+# costs by itself: work that a tool without a per-attempt record does not do.
+cpu_per_step() {
+    local dag=$1 steps=$2 jobs=$3 tool
+    echo "  CPU per step, the tool and its children (user + system, median of 5 runs):"
+    for tool in "${tools[@]}"; do
+        # shellcheck disable=SC2046 # the command line is meant to be split into words
+        python3 - "$steps" $(command_for "$dag" "$tool" "$jobs") <<'PY'
+import resource, statistics, subprocess, sys
+steps, argv = int(sys.argv[1]), sys.argv[2:]
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+spent = []
+for _ in range(5):
+    before = cpu()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    spent.append(cpu() - before)
+name = argv[0].rsplit("/", 1)[-1]
+print(f"    {name:<10} {statistics.median(spent) * 1000 / steps:6.3f} ms")
+PY
+    done
+    python3 - "$steps" <<'PY'
+import resource, subprocess, sys
+steps = int(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+for _ in range(steps):
+    subprocess.run(["true"], check=True)
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+print(f"    {'true':<10} {spent * 1000 / steps:6.3f} ms  (started alone: a tool's own work per step is"
+      " its figure minus this)")
+PY
+    local floor="$dir/journal-floor"
+    rm -rf "$floor"
+    (cd "$repo" && cargo bench --quiet --bench journal -- "$floor" "$steps" 5 2>/dev/null) |
+        sed -n 's/^journal floor: /  journal floor (benches\/journal.rs): /p'
 }
 
 install_peers
