@@ -51,14 +51,20 @@ pub(crate) fn plain_words(command: &str) -> Option<Vec<&str>> {
 /// executable file of that name. `None` when it is not found, and when `path` has an empty or
 /// relative entry before it (the shell would look in its working directory there).
 pub(crate) fn find_program(program: &str, path: &OsStr) -> Option<PathBuf> {
+    let mut tried: Vec<PathBuf> = Vec::new();
     for folder in std::env::split_paths(path) {
         if !folder.is_absolute() {
             return None;
+        }
+        // A folder listed twice answers the same the second time.
+        if tried.contains(&folder) {
+            continue;
         }
         let candidate = folder.join(program);
         if is_executable_file(&candidate) {
             return Some(candidate);
         }
+        tried.push(folder);
     }
     None
 }
@@ -148,5 +154,8 @@ mod tests {
         assert_eq!(find_program("tool", &relative), None);
         let empty = OsStr::new(":/usr/bin");
         assert_eq!(find_program("tool", empty), None);
+        // A folder listed twice is searched once, and the order still decides.
+        let twice = std::env::join_paths([&first, &first, &second, &first]).unwrap();
+        assert_eq!(find_program("tool", &twice), Some(second.join("tool")));
     }
 }
