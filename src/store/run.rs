@@ -239,8 +239,20 @@ pub fn list_runs(runs_dir: &Path) -> io::Result<Vec<RunDir>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e),
     };
-    runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    runs.sort_by(|a, b| run_order(&a.run_id).cmp(&run_order(&b.run_id)));
     Ok(runs)
+}
+
+/// The order of run ids: by their time stamp, then by the number a second run in the same second
+/// gets (`…-2` before `…-10`, which a comparison of strings would reverse).
+fn run_order(run_id: &str) -> (&str, u64, &str) {
+    match run_id.match_indices('-').nth(1) {
+        Some((at, _)) => match run_id[at + 1..].parse() {
+            Ok(n) => (&run_id[..at], n, ""),
+            Err(_) => (run_id, 0, run_id),
+        },
+        None => (run_id, 0, ""),
+    }
 }
 
 /// Creates a folder, and its parents when they are missing; one that exists is fine.
@@ -264,6 +276,30 @@ mod tests {
         assert!(!folder_name("..").contains('/'));
         assert!(!folder_name("..").starts_with('.'));
         assert!(folder_name("").len() > 1);
+    }
+
+    #[test]
+    fn runs_in_the_same_second_are_listed_in_the_order_they_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let made: Vec<String> = (0..12)
+            .map(|_| {
+                let run = RunDir::create(dir.path()).unwrap();
+                std::fs::write(run.path.join("run.json"), "{}").unwrap();
+                run.run_id
+            })
+            .collect();
+        let listed: Vec<String> = list_runs(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|run| run.run_id)
+            .collect();
+        assert_eq!(listed, made);
+        let mut ids = vec!["20260101-000000-10", "20260101-000000-2", "20260101-000000"];
+        ids.sort_by_key(|id| run_order(id));
+        assert_eq!(
+            ids,
+            ["20260101-000000", "20260101-000000-2", "20260101-000000-10"]
+        );
     }
 
     #[test]
