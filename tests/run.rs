@@ -461,6 +461,119 @@ phase "a" {
     assert!(stdout.contains("token=[REDACTED:API_TOKEN]"), "{stdout}");
 }
 
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn secrets_set_in_any_env_are_redacted_everywhere_and_the_agent_still_gets_them() {
+    // One secret from the pipeline's env with characters JSON escapes, one from the agent's env,
+    // one from the phase's env, and one ("event") that is also a word of the journal's JSON.
+    let test = Test::new()
+        .pipeline(
+            r##"pipeline "p" {
+    secret "PW" "SA" "SP" "WORD"
+    env "PW" #"pa"ss\wo/rd"#
+    env "WORD" "event"
+}
+agent "bot" {
+    command "sh" "-c" "echo pw=$PW sa=$SA sp=$SP; echo sp=$SP >&2; cat \"$1\" > got-prompt.txt" "sh" "{{ prompt_file }}"
+    env "SA" "agent-secret-value"
+}
+phase "a" {
+    agent "bot"
+    prompt "use {{ vars.token }} and {{ vars.other }}"
+    env "SP" "phase-secret-value"
+    vars {
+        token "phase-secret-value"
+        other "agent-secret-value"
+    }
+    retries 0
+    gates {
+        command "echo sp=$SP sa=$SA; exit 1" name="check-phase-secret-value"
+    }
+}
+"##,
+        )
+        .dir("tmp");
+    let tmp = test.path().join("tmp");
+    let test = test.env("TMPDIR", tmp.to_str().unwrap());
+    let secrets = [
+        r#"pa"ss\wo/rd"#,
+        r#"pa\"ss\\wo/rd"#,
+        "agent-secret-value",
+        "phase-secret-value",
+    ];
+    let leaks = |what: &str, text: &str| {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{what} leaks {secret}:\n{text}");
+        }
+    };
+
+    let plan = test.with_args(&["run", "--dry-run"]).run().code(0);
+    leaks("the plan", &plan.stdout);
+
+    let outcome = test
+        .with_args(&[
+            "run",
+            "--no-progress",
+            "--events",
+            "-",
+            "--junit",
+            "tmp/../junit.xml",
+        ])
+        .run()
+        .code(1);
+    leaks("stdout", &outcome.stdout);
+    leaks("stderr", &outcome.stderr);
+    leaks("junit.xml", &test.read("junit.xml"));
+    let run = latest_run(test.path());
+    for file in files_under(&run) {
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            leaks(&file.display().to_string(), &text);
+        }
+    }
+    // Redaction never breaks the JSON it is applied to.
+    for line in outcome.stdout.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    let events = journal(test.path());
+    assert!(events.iter().all(|e| e["event"].is_string()), "{events:?}");
+    let pipeline: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("pipeline.json")).unwrap()).unwrap();
+    assert_eq!(pipeline["env"]["PW"], "[REDACTED:PW]");
+    serde_json::from_str::<Value>(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    let stdout = std::fs::read_to_string(run.join("phases/a/attempt-1/stdout.log")).unwrap();
+    assert!(
+        stdout.contains("pw=[REDACTED:PW] sa=[REDACTED:SA] sp=[REDACTED:SP]"),
+        "{stdout}"
+    );
+    // The agent read the prompt as rendered, from a private copy that is gone after the attempt.
+    assert_eq!(
+        test.read("got-prompt.txt"),
+        "use phase-secret-value and agent-secret-value"
+    );
+    assert_eq!(
+        std::fs::read_to_string(run.join("phases/a/attempt-1/prompt.md")).unwrap(),
+        "use [REDACTED:SP] and [REDACTED:SA]"
+    );
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "a private prompt copy was left"
+    );
+}
+
 #[test]
 fn events_and_junit_reports_are_written() {
     let test = Test::new().pipeline(

@@ -66,7 +66,9 @@ pub(crate) fn run(args: &Args) -> i32 {
         return input::fail(&message);
     }
     if args.dry_run {
-        return super::emit(&plan(&pipeline, &args.only));
+        // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
+        let redactor = crate::store::redact::Redactor::for_pipeline(&pipeline);
+        return super::emit(&redactor.redact(&plan(&pipeline, &args.only)));
     }
     let reporters = match reporters(args, &pipeline) {
         Ok(reporters) => reporters,

@@ -98,8 +98,8 @@ async fn ask(
 ) -> (GateStatus, Vec<String>) {
     if std::io::stdin().is_terminal() {
         let _turn = TERMINAL.lock().await;
-        let summary = summary(phase, attempt, reports);
-        let question = question.to_owned();
+        let summary = shared.redactor.redact(&summary(phase, attempt, reports));
+        let question = shared.redactor.redact(question);
         let answer = tokio::task::spawn_blocking(move || ask_terminal(&summary, &question)).await;
         return match answer {
             Ok(Ok(decision)) => judged(&decision),
@@ -121,7 +121,7 @@ async fn ask(
     };
     let decision_path = dir.join(DECISION_FILE);
     let _ = std::fs::remove_file(&decision_path);
-    if let Err(e) = serde_json::to_string_pretty(&request)
+    if let Err(e) = (shared.redactor.to_json_pretty(&request))
         .map_err(std::io::Error::other)
         .and_then(|text| std::fs::write(dir.join(REQUEST_FILE), text))
     {

@@ -17,6 +17,7 @@ use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
 use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
+use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
@@ -170,6 +171,7 @@ async fn one_attempt(
     };
     // What the phase was asked to do, for a verifier.
     let mut task = String::new();
+    let mut prompt_file: Option<PromptFile> = None;
     let mut spec = match &phase.worker {
         Worker::Run(command) => {
             task = format!("Run the command `{command}`.");
@@ -196,16 +198,22 @@ async fn one_attempt(
                 Ok(prompt) => prompt,
                 Err(e) => return Ok(fatal(format!("the prompt does not render: {e:#}"))),
             };
-            let prompt_file = dir.join("prompt.md");
-            std::fs::write(&prompt_file, shared.redactor.redact(&prompt))?;
             let retry_argv = if attempt > 1 {
                 agent.resume.as_ref()
             } else {
                 None
             };
+            let argv_template = retry_argv.unwrap_or(&agent.command);
+            let reads_file = argv_template.iter().any(|arg| arg.contains("prompt_file"));
+            let file = PromptFile::write(
+                &dir.join("prompt.md"),
+                &prompt,
+                &shared.redactor,
+                reads_file,
+            )?;
             let values = BTreeMap::from([
                 ("prompt", prompt.clone()),
-                ("prompt_file", prompt_file.display().to_string()),
+                ("prompt_file", file.path().display().to_string()),
                 ("phase", name.clone()),
                 ("attempt", attempt.to_string()),
                 ("workspace", shared.pipeline.workspace.display().to_string()),
@@ -217,7 +225,9 @@ async fn one_attempt(
                         .unwrap_or_default(),
                 ),
             ]);
-            let argv = match render_argv(retry_argv.unwrap_or(&agent.command), &values) {
+            // Kept until the attempt is over: a private copy is removed when it is dropped.
+            prompt_file = Some(file);
+            let argv = match render_argv(argv_template, &values) {
                 Ok(argv) => argv,
                 Err(e) => return Ok(fatal(format!("the agent's argv does not render: {e:#}"))),
             };
@@ -284,6 +294,8 @@ async fn one_attempt(
         Worker::Agent(_) => "agent",
     });
     let exit = process::run(spec, &shared.cancel).await;
+    // The agent has exited: a private copy of its prompt goes now.
+    drop(prompt_file);
     if let Ok(mut attempts) = shared.live.lock() {
         attempts.remove(name);
     }
@@ -321,7 +333,7 @@ async fn one_attempt(
                 let changes = before.diff(&after);
                 std::fs::write(
                     dir.join("changes.json"),
-                    serde_json::to_string_pretty(&changes)?,
+                    shared.redactor.to_json_pretty(&changes)?,
                 )?;
                 (before.clone(), changes)
             }
@@ -391,9 +403,7 @@ async fn one_attempt(
     }
     std::fs::write(
         dir.join("gates.json"),
-        shared
-            .redactor
-            .redact(&serde_json::to_string_pretty(&reports)?),
+        shared.redactor.to_json_pretty(&reports)?,
     )?;
     if shared.cancel.soft.is_cancelled() {
         return Ok(cancelled());

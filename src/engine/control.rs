@@ -248,7 +248,7 @@ fn write_receipt(
         "gates": gates,
         "fingerprints": fingerprints,
     });
-    if let Ok(text) = serde_json::to_string_pretty(&receipt) {
-        let _ = std::fs::write(dir.join("receipt.json"), shared.redactor.redact(&text));
+    if let Ok(text) = shared.redactor.to_json_pretty(&receipt) {
+        let _ = std::fs::write(dir.join("receipt.json"), text);
     }
 }

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::store::redact::Redactor;
+
 /// How a timed-out child was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -227,6 +229,118 @@ pub enum Event {
         /// The process exit code.
         exit_code: i32,
     },
+}
+
+impl Event {
+    /// The event with `secret` values redacted from every text it carries, as every listener (the
+    /// journal, the terminal, `--events`, JUnit, `run.json`) must see it.
+    #[must_use]
+    pub fn redacted(self, redactor: &Redactor) -> Self {
+        if redactor.is_empty() {
+            return self;
+        }
+        let r = |text: String| redactor.redact(&text);
+        let all = |texts: Vec<String>| texts.into_iter().map(r).collect();
+        match self {
+            Self::RunStarted {
+                run_id,
+                pipeline,
+                phases,
+                max_parallel,
+            } => Self::RunStarted {
+                run_id: r(run_id),
+                pipeline: r(pipeline),
+                phases: all(phases),
+                max_parallel,
+            },
+            Self::AttemptStarted {
+                phase,
+                attempt,
+                max_attempts,
+            } => Self::AttemptStarted {
+                phase: r(phase),
+                attempt,
+                max_attempts,
+            },
+            Self::Step {
+                phase,
+                attempt,
+                step,
+            } => Self::Step {
+                phase: r(phase),
+                attempt,
+                step: r(step),
+            },
+            Self::ChildExited {
+                phase,
+                attempt,
+                exit,
+            } => Self::ChildExited {
+                phase: r(phase),
+                attempt,
+                exit,
+            },
+            Self::GateFinished {
+                phase,
+                attempt,
+                report,
+            } => Self::GateFinished {
+                phase: r(phase),
+                attempt,
+                report: GateReport {
+                    name: r(report.name),
+                    kind: report.kind,
+                    details: all(report.details),
+                    ..report
+                },
+            },
+            Self::AttemptFinished {
+                phase,
+                attempt,
+                outcome,
+                duration_ms,
+                failed_gates,
+                feedback,
+            } => Self::AttemptFinished {
+                phase: r(phase),
+                attempt,
+                outcome,
+                duration_ms,
+                failed_gates: all(failed_gates),
+                feedback: feedback.map(r),
+            },
+            Self::RetryScheduled {
+                phase,
+                next_attempt,
+                backoff_ms,
+            } => Self::RetryScheduled {
+                phase: r(phase),
+                next_attempt,
+                backoff_ms,
+            },
+            Self::PhaseFinished {
+                phase,
+                status,
+                attempts,
+                duration_ms,
+                reason,
+            } => Self::PhaseFinished {
+                phase: r(phase),
+                status,
+                attempts,
+                duration_ms,
+                reason: reason.map(r),
+            },
+            Self::Escalated { phase, code } => Self::Escalated {
+                phase: r(phase),
+                code,
+            },
+            Self::Warning { message } => Self::Warning {
+                message: r(message),
+            },
+            Self::RunFinished { .. } => self,
+        }
+    }
 }
 
 /// An event with the time it happened, as written to the journal and `--events`.

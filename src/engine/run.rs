@@ -88,7 +88,7 @@ impl Shared {
     /// Sends an event to the journal and the reporters.
     pub fn emit(&self, event: Event) {
         // The dispatcher outlives every phase task; a send can only fail after it stopped.
-        let _ = self.events.send(event);
+        let _ = self.events.send(event.redacted(&self.redactor));
     }
 
     /// Whether `on-failure "stop"` was triggered: no new phases, no more retries.
@@ -140,17 +140,11 @@ pub async fn execute(
 ) -> std::io::Result<RunOutcome> {
     let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
     let run = RunDir::create(&runs_dir)?;
-    let redactor = Arc::new(Redactor::from_env(&pipeline.secrets, &|name: &str| {
-        pipeline
-            .env
-            .get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
-    }));
-    let journal = Journal::open(&run, redactor.clone())?;
+    let redactor = Arc::new(Redactor::for_pipeline(&pipeline));
+    let journal = Journal::open(&run)?;
     std::fs::write(
         run.path.join("pipeline.json"),
-        redactor.redact(&serde_json::to_string_pretty(&pipeline)?),
+        redactor.to_json_pretty(&pipeline)?,
     )?;
 
     let selected: Vec<usize> = (0..pipeline.phases.len())

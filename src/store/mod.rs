@@ -1,4 +1,5 @@
 //! The state folder (`.helixflow/`): run journals, attempt artifacts, and redaction of secrets.
 
+pub mod prompt_file;
 pub mod redact;
 pub mod run;

@@ -8,6 +8,10 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
+
+use crate::model::Pipeline;
+
 /// Replaces every occurrence of secret values with `[REDACTED:NAME]`.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
@@ -87,6 +91,48 @@ impl Redactor {
         )
     }
 
+    /// The redactor of a run: for each `secret` name, every value it is given — by helixflow's
+    /// environment and by the `env` of the pipeline, of any agent or of any phase — since each of
+    /// those reaches some child's environment and so can show up in what it prints.
+    pub fn for_pipeline(pipeline: &Pipeline) -> Self {
+        let mut values: Vec<(String, String)> = Vec::new();
+        for name in &pipeline.secrets {
+            let inherited = std::env::var(name).ok();
+            let set = std::iter::once(&pipeline.env)
+                .chain(pipeline.agents.values().map(|agent| &agent.env))
+                .chain(pipeline.phases.iter().map(|phase| &phase.env))
+                .filter_map(|env| env.get(name).cloned());
+            values.extend(inherited.into_iter().chain(set).map(|v| (name.clone(), v)));
+        }
+        Self::new(values)
+    }
+
+    /// `value` serialized as pretty JSON, with secrets redacted inside its strings (not its keys,
+    /// numbers or punctuation), so that the result is always valid JSON and a secret that JSON
+    /// escapes (a quote, a backslash, a newline) is caught too.
+    pub fn to_json_pretty<T: Serialize + ?Sized>(&self, value: &T) -> serde_json::Result<String> {
+        if self.is_empty() {
+            return serde_json::to_string_pretty(value);
+        }
+        let mut tree = serde_json::to_value(value)?;
+        self.redact_json(&mut tree);
+        serde_json::to_string_pretty(&tree)
+    }
+
+    /// Redacts every string value inside `value`, in place.
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => {
+                let redacted = self.redact(text);
+                *text = redacted;
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.redact_json(item)),
+            Value::Object(fields) => fields.values_mut().for_each(|item| self.redact_json(item)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
     /// Whether there is nothing to redact.
     pub fn is_empty(&self) -> bool {
         self.secrets.list.is_empty()
@@ -148,10 +194,28 @@ impl RedactStream {
             return chunk.to_vec();
         }
         self.pending.extend_from_slice(chunk);
-        // A secret starting before `decided` lies wholly inside `pending`, so those positions can
-        // be judged now.
-        let decided = self.pending.len().saturating_sub(self.secrets.longest - 1);
+        // Only a tail that is the beginning of some secret waits for more input; every position
+        // before it can be judged now (a secret starting there either lies wholly inside
+        // `pending` or is ruled out by a byte already seen).
+        let decided = self.undecided_tail();
         self.scan(decided)
+    }
+
+    /// Where the held-back tail starts: the first of the last (longest secret − 1) positions from
+    /// which the rest of `pending` is a proper beginning of some secret; the end when there is none.
+    fn undecided_tail(&self) -> usize {
+        let secrets = &*self.secrets;
+        let len = self.pending.len();
+        (len.saturating_sub(secrets.longest - 1)..len)
+            .find(|&at| {
+                let tail = &self.pending[at..];
+                secrets.starts[usize::from(tail[0])]
+                    && secrets
+                        .list
+                        .iter()
+                        .any(|(_, value)| value.len() > tail.len() && value.starts_with(tail))
+            })
+            .unwrap_or(len)
     }
 
     /// Ends the stream: returns the bytes still held back, redacted.
@@ -320,11 +384,12 @@ mod tests {
     }
 
     #[test]
-    fn holds_back_less_than_the_longest_secret() {
+    fn holds_back_only_what_may_begin_a_secret() {
         let r = redactor(&[("TOKEN", "hunter2")]);
         let mut stream = r.stream();
-        assert_eq!(stream.push(b"0123456789"), b"0123");
-        assert_eq!(stream.finish(), b"456789");
+        assert_eq!(stream.push(b"0123456789"), b"0123456789");
+        assert_eq!(stream.push(b"0123hun"), b"0123");
+        assert_eq!(stream.finish(), b"hun");
     }
 
     #[test]
@@ -341,6 +406,44 @@ mod tests {
         ];
         let r = Redactor::from_env(&names, &env);
         assert_eq!(r.redact("use k-42"), "use [REDACTED:API_KEY]");
+    }
+
+    #[test]
+    fn a_tail_that_cannot_begin_a_secret_is_not_held_back() {
+        let r = redactor(&[("TOKEN", "a-very-long-secret-value")]);
+        let mut stream = r.stream();
+        // Nothing here begins the secret: all of it can be written at once.
+        assert_eq!(stream.push(b"line1\nerr1\n"), b"line1\nerr1\n");
+        // "a-very" may be its beginning: held back until the next bytes decide.
+        assert_eq!(stream.push(b"x a-very"), b"x ");
+        assert_eq!(stream.push(b"-long-secret-value!"), b"[REDACTED:TOKEN]!");
+        assert_eq!(stream.push(b"a-v"), b"");
+        assert_eq!(stream.push(b"ague"), b"a-vague");
+        assert!(stream.finish().is_empty());
+    }
+
+    #[test]
+    fn json_is_redacted_inside_strings_and_stays_valid() {
+        let r = redactor(&[("PW", "pa\"ss\\wo/rd"), ("K", "event"), ("PIN", "1")]);
+        let value = serde_json::json!({
+            "event": "run-started",
+            "attempt": 1,
+            "env": { "PW": "pa\"ss\\wo/rd", "note": "the event is 1 of 2" },
+        });
+        let text = r.to_json_pretty(&value).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            back,
+            serde_json::json!({
+                "event": "run-started",
+                "attempt": 1,
+                "env": {
+                    "PW": "[REDACTED:PW]",
+                    "note": "the [REDACTED:K] is [REDACTED:PIN] of 2",
+                },
+            })
+        );
+        assert!(!text.contains("wo/rd"));
     }
 
     proptest::proptest! {

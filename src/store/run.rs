@@ -4,12 +4,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::redact::Redactor;
 use crate::engine::event::{Event, Stamped};
 
 /// The summary of a run, `run.json`: written when the run starts and rewritten when it ends.
@@ -172,13 +170,13 @@ pub struct Journal {
     file: File,
     /// The lines of one write, kept to reuse its allocation.
     buffer: String,
-    redactor: Arc<Redactor>,
     started: Instant,
 }
 
 impl Journal {
-    /// Opens (appending) the journal of a run.
-    pub fn open(run: &RunDir, redactor: Arc<Redactor>) -> io::Result<Self> {
+    /// Opens (appending) the journal of a run. Events come to it redacted already (see
+    /// [`crate::engine::event::Event::redacted`]).
+    pub fn open(run: &RunDir) -> io::Result<Self> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -186,7 +184,6 @@ impl Journal {
         Ok(Self {
             file,
             buffer: String::new(),
-            redactor,
             started: Instant::now(),
         })
     }
@@ -204,7 +201,7 @@ impl Journal {
             let event = stamp(event, self.started);
             match serde_json::to_string(&event) {
                 Ok(json) => {
-                    self.buffer.push_str(&self.redactor.redact(&json));
+                    self.buffer.push_str(&json);
                     self.buffer.push('\n');
                 }
                 Err(e) => result = Err(e.into()),

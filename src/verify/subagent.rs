@@ -44,6 +44,7 @@ use crate::engine::process::{self, Cancel, ChildSpec};
 use crate::engine::prompt::{describe_output, render_argv};
 use crate::engine::response;
 use crate::model::{Agent, Millis, Phase};
+use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
 use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
@@ -284,13 +285,15 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     };
 
     let prompt = verification_prompt(c, &diff);
-    let prompt_file = c.attempt_dir.join(PROMPT_FILE);
-    std::fs::write(&prompt_file, c.redactor.redact(&prompt))
-        .map_err(|e| with_path(&e, &prompt_file))?;
-    let spec = verifier_spec(c, &prompt, &prompt_file)?;
+    let journal_copy = c.attempt_dir.join(PROMPT_FILE);
+    let reads_file = c.verifier.command.iter().any(|a| a.contains("prompt_file"));
+    let prompt_file = PromptFile::write(&journal_copy, &prompt, &c.redactor, reads_file)
+        .map_err(|e| with_path(&e, &journal_copy))?;
+    let spec = verifier_spec(c, &prompt, prompt_file.path())?;
     let prompt_len = prompt.len();
     drop(prompt);
     let run = process::run(spec, c.cancel).await;
+    drop(prompt_file);
 
     // Whatever happened to the verifier, what it changed is undone before anything else.
     let restoration = {
@@ -1212,8 +1215,11 @@ fn bounded_list(items: Vec<String>) -> Vec<String> {
 /// Writes `verdict.json` (redacted).
 fn write_record(c: &SubAgentCheck<'_>, record: &Record<'_>) -> io::Result<()> {
     let path = c.attempt_dir.join(VERDICT_FILE);
-    let json = serde_json::to_string_pretty(record).map_err(io::Error::other)?;
-    std::fs::write(&path, c.redactor.redact(&json)).map_err(|e| with_path(&e, &path))
+    let json = c
+        .redactor
+        .to_json_pretty(record)
+        .map_err(io::Error::other)?;
+    std::fs::write(&path, json).map_err(|e| with_path(&e, &path))
 }
 
 /// One gate as a list item, its details as sub-items (later lines of a detail indented under it).
