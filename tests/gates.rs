@@ -1163,3 +1163,134 @@ async fn syntax_lists_at_most_25_errors_in_path_order() {
         "… and 5 more syntax errors (30 in all, in 30 files)"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// edge cases of outputs, command, matches/absent and sections
+
+#[tokio::test]
+async fn near_misses_are_found_in_ignored_folders_and_links_are_files_only_when_they_lead_to_one() {
+    let ws = Workspace::new(&[(".gitignore", "build/\n")]);
+    ws.write("build/src/gen.py", "x = 1\n")
+        .write("build/dist/a.js", "")
+        .write("docs/real.md", "");
+    std::os::unix::fs::symlink("/nonexistent/file.md", ws.path().join("docs/dangling.md")).unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink("../sub", ws.path().join("docs/folder.md")).unwrap();
+    std::os::unix::fs::symlink("real.md", ws.path().join("docs/link.md")).unwrap();
+    let phase = ws.phase(
+        r#"outputs {
+    file "src/gen.py"
+    glob "dist/*.js"
+    glob "docs/*.md" min=3
+}"#,
+    );
+    let reports = ws.gates(&phase, Some("done")).await;
+    assert_eq!(
+        report(&reports, "outputs").details,
+        [
+            "missing `src/gen.py`; found `build/src/gen.py` — written to the wrong folder?",
+            "no file matches `dist/*.js`; at least 1 expected; found `build/dist/a.js` — written \
+             to the wrong folder?",
+            "`docs/*.md` matches 2 files (`docs/link.md`, `docs/real.md`); at least 3 expected",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_empty_list_of_expected_files_fails() {
+    let ws = Workspace::new(&[("doc.md", "---\nfiles:\n  create: []\n---\n# Plan\n")]);
+    let phase = ws.phase("outputs {\n    from \"doc.md\" key=\"files.create\"\n}");
+    let reports = ws.gates(&phase, Some("done")).await;
+    assert_eq!(
+        report(&reports, "outputs").details,
+        [
+            "`doc.md` lists no paths under `files.create`: an empty list of expected files never passes"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failing_command_whose_last_line_is_long_still_shows_its_end() {
+    let ws = Workspace::new(&[]);
+    let phase = ws.phase(
+        r#"gates {
+    command "head -c 5000 /dev/zero | tr '\\0' x >&2; echo ' AssertionError: 2 != 3' >&2; exit 1" name="t"
+}"#,
+    );
+    let reports = ws.gates(&phase, Some("done")).await;
+    let details = &report(&reports, "t").details;
+    assert_eq!(details.len(), 1, "{details:#?}");
+    assert!(
+        details[0].contains("` exited with code 1\nstderr:\n…xxx")
+            && details[0].ends_with("xxx AssertionError: 2 != 3"),
+        "{details:#?}"
+    );
+}
+
+#[tokio::test]
+async fn matches_and_absent_agree_on_crlf_lines_and_patterns_that_span_lines() {
+    let ws = Workspace::new(&[]);
+    ws.write("crlf.txt", "start\r\ndone\r\n")
+        .write("multi.py", "foo\nbar\n");
+    let phase = ws.phase(
+        r#"gates {
+    matches "crlf.txt" "^done$" name="matches-crlf"
+    absent "crlf.txt" "^done$" name="absent-crlf"
+    matches "multi.py" "foo\nbar" name="matches-multi"
+    absent "multi.py" "foo\nbar" name="absent-multi"
+    absent "multi.py" "(?s)o.*a" name="absent-dotall"
+    absent "response" "one\ntwo" name="absent-response"
+    absent "missing/**" "TODO" name="absent-nothing"
+}"#,
+    );
+    let reports = ws.gates(&phase, Some("zero\none\ntwo\n")).await;
+    assert_eq!(report(&reports, "matches-crlf").status, GateStatus::Passed);
+    assert_eq!(
+        report(&reports, "absent-crlf").details,
+        [
+            "`^done$` must not appear, but it matches 1 line",
+            "crlf.txt:2: done"
+        ]
+    );
+    assert_eq!(report(&reports, "matches-multi").status, GateStatus::Passed);
+    assert_eq!(
+        report(&reports, "absent-multi").details,
+        [
+            "`foo\nbar` must not appear, but it matches 1 line",
+            "multi.py:1: foo"
+        ]
+    );
+    assert_eq!(report(&reports, "absent-dotall").status, GateStatus::Failed);
+    assert_eq!(
+        report(&reports, "absent-response").details,
+        [
+            "`one\ntwo` must not appear, but it matches 1 line",
+            "response:2: one"
+        ]
+    );
+    let nothing = report(&reports, "absent-nothing");
+    assert_eq!(nothing.status, GateStatus::Passed);
+    assert_eq!(
+        nothing.details,
+        ["`missing/**` matches no file: nothing was checked for `TODO`"]
+    );
+}
+
+#[tokio::test]
+async fn sections_recognise_setext_headings() {
+    let ws = Workspace::new(&[(
+        "doc.md",
+        "Title\n=====\n\nSome text\nover two lines\n---\n\n---\n\nNot a heading\n\n    code\n    ---\n",
+    )]);
+    let phase = ws.phase(
+        "gates {\n    sections \"doc.md\" \"Title\" \"Some text over two lines\" \"Missing\"\n}",
+    );
+    let reports = ws.gates(&phase, Some("done")).await;
+    assert_eq!(
+        report(&reports, "sections").details,
+        [
+            "`doc.md` has no heading `Missing`",
+            "headings found: `Title`, `Some text over two lines`",
+        ]
+    );
+}

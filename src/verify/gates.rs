@@ -289,7 +289,11 @@ async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Find
         GateKind::Absent { target, pattern } => absent_gate(ctx, target, pattern).await,
         GateKind::FrontMatter { path, keys } => front_matter_gate(ctx.workspace, path, keys),
         GateKind::Sections { path, headings } => sections_gate(ctx.workspace, path, headings),
-        GateKind::PathsExist { doc, key } => Finding::from_problems(missing_listed(ctx, doc, key)),
+        GateKind::PathsExist { doc, key } => {
+            let everywhere = std::cell::OnceCell::new();
+            let all = || -> &[String] { everywhere.get_or_init(|| all_files(ctx)) };
+            Finding::from_problems(missing_listed(ctx, doc, key, all))
+        }
         GateKind::Changes { min } => changes_gate(ctx.changes, *min),
         // A person decides (engine::approvals) once every other gate passed; the gate runner only
         // holds its place in the order.
@@ -313,6 +317,10 @@ pub fn checks_response(phase: &Phase, name: &str) -> bool {
 
 fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
     let mut problems = Vec::new();
+    // Every file on disk, ignored or not, listed once and only when an output is missing: the
+    // near misses come from it (agents write into ignored folders like `build/` or `output/`).
+    let everywhere = std::cell::OnceCell::new();
+    let all = || -> &[String] { everywhere.get_or_init(|| all_files(ctx)) };
     for output in &ctx.phase.outputs {
         match output {
             Output::File { path } => {
@@ -321,7 +329,7 @@ fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
                 if full.is_dir() {
                     problems.push(format!("`{path}` is a folder; a file was expected"));
                 } else if !full.is_file() {
-                    problems.push(missing(&path, "", ctx.after));
+                    problems.push(missing(&path, "", all()));
                 }
             }
             Output::Glob { pattern, min } => {
@@ -331,12 +339,12 @@ fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
                         let found: Vec<&str> = found.iter().map(String::as_str).collect();
                         let min = usize::try_from(*min).unwrap_or(usize::MAX);
                         if found.len() < min {
-                            problems.push(too_few_matches(ctx.after, pattern, &found, min));
+                            problems.push(too_few_matches(all(), pattern, &found, min));
                         }
                     }
                 }
             }
-            Output::From { doc, key } => problems.extend(missing_listed(ctx, doc, key)),
+            Output::From { doc, key } => problems.extend(missing_listed(ctx, doc, key, all)),
         }
     }
     problems
@@ -344,26 +352,35 @@ fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
 
 /// A detail for each path listed under `key` in `doc` that does not exist, or why the list cannot
 /// be had.
-fn missing_listed(ctx: &GateContext<'_>, doc: &str, key: &str) -> Vec<String> {
+fn missing_listed<'f>(
+    ctx: &GateContext<'_>,
+    doc: &str,
+    key: &str,
+    all: impl Fn() -> &'f [String],
+) -> Vec<String> {
     match listed_paths(ctx.workspace, doc, key) {
+        Ok(paths) if paths.is_empty() => vec![format!(
+            "`{doc}` lists no paths under `{key}`: an empty list of expected files never passes"
+        )],
         Ok(paths) => paths
             .iter()
             .filter(|p| !ctx.workspace.join(p).exists())
-            .map(|p| missing(p, &format!(" (listed under `{key}` in `{doc}`)"), ctx.after))
+            .map(|p| missing(p, &format!(" (listed under `{key}` in `{doc}`)"), all()))
             .collect(),
         Err(problem) => vec![problem],
     }
 }
 
-/// "missing `a/b.py`{note}", with same-named files found elsewhere in the workspace.
-fn missing(path: &str, note: &str, after: &Snapshot) -> String {
+/// "missing `a/b.py`{note}", with same-named files found elsewhere in the workspace (`all`).
+fn missing(path: &str, note: &str, all: &[String]) -> String {
     let mut detail = format!("missing `{path}`{note}");
     let name = path.rsplit('/').next().unwrap_or(path);
-    let same_name: Vec<&str> = snapshot_files(after)
+    let files = || all.iter().map(String::as_str);
+    let same_name: Vec<&str> = files()
         .filter(|f| *f != path && f.rsplit('/').next() == Some(name))
         .collect();
     let (found, hint) = if same_name.is_empty() {
-        let other_case: Vec<&str> = snapshot_files(after)
+        let other_case: Vec<&str> = files()
             .filter(|f| {
                 let other = f.rsplit('/').next().unwrap_or(f);
                 other != name && other.eq_ignore_ascii_case(name)
@@ -385,7 +402,7 @@ fn missing(path: &str, note: &str, after: &Snapshot) -> String {
 
 /// The detail for a glob output with fewer than `min` matches, naming files elsewhere whose
 /// names match the glob's last part.
-fn too_few_matches(after: &Snapshot, pattern: &str, found: &[&str], min: usize) -> String {
+fn too_few_matches(all: &[String], pattern: &str, found: &[&str], min: usize) -> String {
     let mut detail = if found.is_empty() {
         format!("no file matches `{pattern}`; at least {min} expected")
     } else {
@@ -401,7 +418,9 @@ fn too_few_matches(after: &Snapshot, pattern: &str, found: &[&str], min: usize) 
         && let Ok(glob) = compile_glob(last)
     {
         let name_matcher = glob.compile_matcher();
-        let elsewhere: Vec<&str> = snapshot_files(after)
+        let elsewhere: Vec<&str> = all
+            .iter()
+            .map(String::as_str)
             .filter(|f| !found.contains(f))
             .filter(|f| name_matcher.is_match(f.rsplit('/').next().unwrap_or(f)))
             .collect();
@@ -716,12 +735,14 @@ fn output_tail(run: &ShellRun, whose: &str) -> Option<String> {
             Ok(tail) => {
                 // A tail cut from a longer log starts mid-line: drop that partial line.
                 let cut = std::fs::metadata(path).is_ok_and(|m| m.len() > TAIL_BYTES);
-                let whole = if cut {
-                    tail.split_once('\n').map_or("", |(_, rest)| rest)
-                } else {
-                    &tail
-                };
-                last_lines(whole, TAIL_LINES)
+                match tail.split_once('\n') {
+                    Some((_, rest)) if cut && !rest.trim().is_empty() => {
+                        last_lines(rest, TAIL_LINES)
+                    }
+                    // One long last line: its end is what matters (an assertion, an error).
+                    _ if cut => format!("…{}", last_lines(&tail, TAIL_LINES)),
+                    _ => last_lines(&tail, TAIL_LINES),
+                }
             }
             Err(error) => format!("(could not read {}: {error})", path.display()),
         };
@@ -780,8 +801,17 @@ fn target<'t>(ctx: &GateContext<'t>, target: &str) -> Result<Target<'t>, String>
     Ok(Target::Files(files.into_iter().collect()))
 }
 
+/// The regex of a `matches` or `absent` pattern: `^` and `$` match at every line's start and end,
+/// whether lines end with `\n` or `\r\n`.
+fn line_regex(pattern: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(pattern)
+        .multi_line(true)
+        .crlf(true)
+        .build()
+}
+
 async fn matches_gate(ctx: &GateContext<'_>, target_text: &str, pattern: &str) -> Finding {
-    let regex = match RegexBuilder::new(pattern).multi_line(true).build() {
+    let regex = match line_regex(pattern) {
         Ok(regex) => regex,
         Err(error) => return Finding::failed(format!("invalid pattern `{pattern}`: {error}")),
     };
@@ -833,7 +863,7 @@ async fn matches_gate(ctx: &GateContext<'_>, target_text: &str, pattern: &str) -
 }
 
 async fn absent_gate(ctx: &GateContext<'_>, target_text: &str, pattern: &str) -> Finding {
-    let regex = match Regex::new(pattern) {
+    let regex = match line_regex(pattern) {
         Ok(regex) => regex,
         Err(error) => return Finding::failed(format!("invalid pattern `{pattern}`: {error}")),
     };
@@ -841,10 +871,15 @@ async fn absent_gate(ctx: &GateContext<'_>, target_text: &str, pattern: &str) ->
         Err(problem) => return Finding::failed(problem),
         Ok(Target::Response(response)) => {
             let mut hits = Hits::default();
-            for (number, line) in response.lines().enumerate() {
-                hits.line(&regex, "response", number + 1, line);
-            }
+            hits.text(&regex, "response", response);
             hits
+        }
+        // Nothing to look in passes (generated files may not be there), but says so: a typo in
+        // the path must not look like a clean check.
+        Ok(Target::Files(files)) if files.is_empty() => {
+            return Finding::passed_with(format!(
+                "`{target_text}` matches no file: nothing was checked for `{pattern}`"
+            ));
         }
         Ok(Target::Files(files)) => {
             let workspace = ctx.workspace.to_owned();
@@ -889,6 +924,37 @@ struct Hits {
 }
 
 impl Hits {
+    /// Counts the lines of `text` where a match starts (a match may span lines), listing each as
+    /// `label:line: text`.
+    fn text(&mut self, regex: &Regex, label: &str, text: &str) {
+        let mut line_number = 1;
+        let mut counted_to = 0;
+        let mut last_listed_line = 0;
+        for found in regex.find_iter(text) {
+            line_number += text.as_bytes()[counted_to..found.start()]
+                .iter()
+                .filter(|&&byte| byte == b'\n')
+                .count();
+            counted_to = found.start();
+            if line_number == last_listed_line {
+                continue;
+            }
+            last_listed_line = line_number;
+            let start = text[..found.start()].rfind('\n').map_or(0, |at| at + 1);
+            let end = text[found.start()..]
+                .find('\n')
+                .map_or(text.len(), |at| found.start() + at);
+            let line = text[start..end].trim_end_matches('\r');
+            self.total += 1;
+            if self.listed.len() < MAX_LISTED_MATCHES {
+                let clamp = |at: usize| at.clamp(start, start + line.len()) - start;
+                let matched = clamp(found.start())..clamp(found.end());
+                self.listed
+                    .push(format!("{label}:{line_number}: {}", excerpt(line, matched)));
+            }
+        }
+    }
+
     fn line(&mut self, regex: &Regex, label: &str, number: usize, line: &str) {
         let Some(found) = regex.find(line) else {
             return;
@@ -903,8 +969,15 @@ impl Hits {
     }
 }
 
-/// Feeds each line of a text file to `hits`; binary files are skipped.
+/// Feeds a text file to `hits`; binary files are skipped. A file of up to [`READ_CAP`] bytes is
+/// searched whole, so a pattern may span lines; a larger one line by line, in constant memory.
 fn scan_lines(full: &Path, label: &str, regex: &Regex, hits: &mut Hits) -> io::Result<()> {
+    if std::fs::metadata(full)?.len() <= READ_CAP {
+        if let Some(text) = read_text(full, READ_CAP)? {
+            hits.text(regex, label, &text);
+        }
+        return Ok(());
+    }
     let mut reader = BufReader::new(std::fs::File::open(full)?);
     if reader
         .fill_buf()?
@@ -992,7 +1065,7 @@ fn sections_gate(workspace: &Path, path: &str, expected: &[String]) -> Finding {
         Ok(text) => text,
         Err(problem) => return Finding::failed(problem),
     };
-    let found = atx_headings(&text);
+    let found = headings(&text);
     let found_folded: Vec<String> = found.iter().map(|h| h.to_lowercase()).collect();
     let mut problems: Vec<String> = expected
         .iter()
@@ -1013,8 +1086,9 @@ fn sections_gate(workspace: &Path, path: &str, expected: &[String]) -> Finding {
     Finding::from_problems(problems)
 }
 
-/// The texts of a Markdown document's ATX headings, outside front matter and fenced code blocks.
-fn atx_headings(text: &str) -> Vec<String> {
+/// The texts of a Markdown document's headings (ATX `# …` and setext, underlined with `===` or
+/// `---`), outside front matter and fenced code blocks.
+fn headings(text: &str) -> Vec<String> {
     let body = match front_matter(text) {
         FrontMatter::Block { rest, .. } => rest,
         FrontMatter::None | FrontMatter::Unclosed => text,
@@ -1022,6 +1096,9 @@ fn atx_headings(text: &str) -> Vec<String> {
     let mut headings = Vec::new();
     // The fence character and length of the open fenced code block.
     let mut fence: Option<(char, usize)> = None;
+    // The lines of the paragraph read so far: a setext underline (`===` or `---`) below them makes
+    // them a heading.
+    let mut paragraph: Vec<&str> = Vec::new();
     for line in body.lines() {
         let trimmed = line.trim_start_matches(' ');
         let indented = line.len() - trimmed.len() > 3;
@@ -1033,16 +1110,37 @@ fn atx_headings(text: &str) -> Vec<String> {
             continue;
         }
         if indented {
+            // An indented line continues a paragraph; otherwise it is code.
+            if !paragraph.is_empty() {
+                paragraph.push(trimmed.trim());
+            }
             continue;
         }
         if let Some(opened) = opening_fence(trimmed) {
             fence = Some(opened);
+            paragraph.clear();
             continue;
         }
         let hashes = trimmed.chars().take_while(|c| *c == '#').count();
         let rest = &trimmed[hashes..];
         if (1..=6).contains(&hashes) && (rest.is_empty() || rest.starts_with([' ', '\t'])) {
             headings.push(heading_text(rest));
+            paragraph.clear();
+            continue;
+        }
+        let underline = trimmed.trim_end();
+        if !paragraph.is_empty()
+            && !underline.is_empty()
+            && (underline.bytes().all(|b| b == b'=') || underline.bytes().all(|b| b == b'-'))
+        {
+            headings.push(paragraph.join(" "));
+            paragraph.clear();
+            continue;
+        }
+        if trimmed.trim().is_empty() {
+            paragraph.clear();
+        } else {
+            paragraph.push(trimmed.trim());
         }
     }
     headings
@@ -1214,9 +1312,10 @@ fn scalar_text(key: &Yaml) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-/// Workspace-relative files of a snapshot.
-fn snapshot_files(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
-    snapshot.files().map(|(path, _)| path)
+/// Every file on disk in the workspace, ignored or not (`.git` and the state folder aside): where
+/// near misses of a missing output are looked for.
+fn all_files(ctx: &GateContext<'_>) -> Vec<String> {
+    glob_files(ctx.workspace, ctx.exclude, &["**".to_owned()]).unwrap_or_default()
 }
 
 /// The files on disk that match `patterns`, sorted. Unlike snapshots, this listing ignores
@@ -1251,9 +1350,10 @@ fn glob_files(
             })
             .build();
         for entry in walker.flatten() {
+            // A file, or a link to one (a dangling link or a link to a folder is not a file).
             if !entry
                 .file_type()
-                .is_some_and(|t| t.is_file() || t.is_symlink())
+                .is_some_and(|t| t.is_file() || (t.is_symlink() && entry.path().is_file()))
             {
                 continue;
             }
@@ -1348,7 +1448,7 @@ mod tests {
         let text = "---\n# comment: yes\ntitle: x\n---\n# Kontext\n```md\n# Not a heading\n```\n\
                     ## Entscheidung ##\n    # indented code\n~~~~\n# also code\n~~~\n# still code\n\
                     ~~~~\n###### Tiefe\n####### seven\n#no-space\n#\n";
-        assert_eq!(atx_headings(text), ["Kontext", "Entscheidung", "Tiefe", ""]);
+        assert_eq!(headings(text), ["Kontext", "Entscheidung", "Tiefe", ""]);
     }
 
     #[test]
