@@ -763,3 +763,61 @@ fn changes_are_recorded_only_for_phases_whose_checks_read_them() {
     assert_eq!(phase_status(&summary, "scoped").0, "passed");
     assert_eq!(phase_status(&summary, "stray").0, "failed");
 }
+
+#[test]
+fn report_files_written_into_the_workspace_are_not_the_phases_changes() {
+    // The reports are written while the step runs: outside the scope, they would fail it.
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "mkdir -p src && sleep 0.5 && echo x > src/a.txt"
+    scope "src/**"
+    outputs {
+        file "src/a.txt"
+    }
+    retries 0
+}
+"#,
+    );
+    test.with_args(&[
+        "run",
+        "--no-progress",
+        "--events",
+        "ev.jsonl",
+        "--junit",
+        "reports/junit.xml",
+    ])
+    .run()
+    .code(0);
+    assert!(test.path().join("ev.jsonl").is_file());
+    assert!(test.path().join("reports/junit.xml").is_file());
+
+    // Nor do they count as work done; paths are taken from the current folder, not the workspace.
+    let test = Test::new()
+        .pipeline(
+            "pipeline \"p\"\nphase \"a\" {\n    run \"sleep 0.3\"\n    gates {\n        changes min=1\n    }\n    retries 0\n}\n",
+        )
+        .dir("sub")
+        .current_dir("sub");
+    test.with_args(&[
+        "run",
+        "../pipeline.kdl",
+        "--no-progress",
+        "--events",
+        "../ev.jsonl",
+        "--junit",
+        "junit.xml",
+    ])
+    .run()
+    .code(1);
+    let changes: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/changes.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&changes["created"], &changes["modified"]),
+        (&serde_json::json!([]), &serde_json::json!([])),
+        "{changes:#}"
+    );
+}

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufWriter, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::input;
 use crate::diagnostics::did_you_mean;
@@ -86,6 +86,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         jobs: args.jobs,
         only: args.only.clone(),
         grace,
+        reports: report_files(args),
     };
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that
@@ -132,6 +133,35 @@ fn kill_grace() -> Result<std::time::Duration, String> {
                 format!("HELIXFLOW_KILL_GRACE must be a number of seconds, not \"{text}\"")
             }),
     }
+}
+
+/// The report files asked for, as absolute paths: snapshots of the workspace leave them out.
+fn report_files(args: &Args) -> Vec<PathBuf> {
+    args.events
+        .iter()
+        .filter(|path| path.as_os_str() != "-")
+        .chain(&args.junit)
+        .map(|path| absolute(path))
+        .collect()
+}
+
+/// `path` made absolute, with its folder's symbolic links and `..` resolved when that folder
+/// exists, so that it compares with paths inside the (canonical) workspace.
+fn absolute(path: &Path) -> PathBuf {
+    let resolved = match (path.parent(), path.file_name()) {
+        (Some(folder), Some(name)) => {
+            let folder = if folder.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                folder
+            };
+            std::fs::canonicalize(folder).ok().map(|f| f.join(name))
+        }
+        _ => None,
+    };
+    resolved
+        .or_else(|| std::path::absolute(path).ok())
+        .unwrap_or_else(|| path.to_owned())
 }
 
 fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {

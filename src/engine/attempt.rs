@@ -358,7 +358,7 @@ async fn one_attempt(
                 cancel: &shared.cancel,
                 redactor: shared.redactor.clone(),
                 grace: shared.options.grace,
-                exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+                exclude: &shared.excluded,
             };
             let mut on_report = |report: &GateReport| {
                 // Approval gates are decided below, once everything else passed.
@@ -481,7 +481,7 @@ async fn sub_agent(
         changes: review.changes,
         before: review.before,
         env: review.env,
-        exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+        exclude: &shared.excluded,
         cancel: &shared.cancel,
         redactor: shared.redactor.clone(),
         grace: shared.options.grace,
@@ -759,10 +759,11 @@ fn lists_files(phase: &Phase) -> bool {
 /// Largest file whose contents a snapshot keeps for diffs and restores.
 const KEPT_CONTENTS: u64 = 1 << 20;
 
-/// How the engine snapshots the workspace: never the state folder; contents kept on request.
+/// How the engine snapshots the workspace: never the state folder or helixflow's report files;
+/// contents kept on request.
 pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> SnapshotOptions {
     SnapshotOptions {
-        exclude: vec![shared.pipeline.state_dir.clone()],
+        exclude: shared.excluded.clone(),
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
     }
 }

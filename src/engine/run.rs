@@ -2,6 +2,7 @@
 //! and the dispatcher that journals every event and hands it to the reporters.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,6 +39,10 @@ pub struct RunOptions {
     pub only: Vec<String>,
     /// Time between TERM and KILL.
     pub grace: Duration,
+    /// helixflow's own report files (`--events FILE`, `--junit FILE`): like the state folder,
+    /// they are left out of workspace snapshots, so writing them is never taken for an agent's
+    /// change. Absolute, or relative to the workspace.
+    pub reports: Vec<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -46,6 +51,7 @@ impl Default for RunOptions {
             jobs: None,
             only: Vec::new(),
             grace: GRACE,
+            reports: Vec::new(),
         }
     }
 }
@@ -76,7 +82,10 @@ pub(crate) struct Shared {
     /// Attempts now running, for `helixflow verify` over the control socket.
     pub live: LiveAttempts,
     /// The control socket's path, when it could be opened.
-    pub socket: Option<std::path::PathBuf>,
+    pub socket: Option<PathBuf>,
+    /// What workspace snapshots and gate searches leave out: the state folder and helixflow's
+    /// own report files.
+    pub excluded: Vec<PathBuf>,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
     pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
@@ -195,6 +204,9 @@ pub async fn execute(
     let socket_path = control::socket_path(&run.path, &run.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
+    let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
+        .chain(options.reports.iter().cloned())
+        .collect();
     let shared = Arc::new(Shared {
         pipeline,
         run: run.clone(),
@@ -207,6 +219,7 @@ pub async fn execute(
         cancel_reason: Mutex::new(String::new()),
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
+        excluded,
         latest_snapshot: Mutex::new(None),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
