@@ -821,3 +821,46 @@ phase "a" {
         "{changes:#}"
     );
 }
+
+#[test]
+fn dry_run_shows_the_effective_limit_and_the_prompt_the_run_gives() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p" {
+    max-parallel 3
+}
+agent "bot" {
+    command "sh" "-c" "true" "{{ prompt }}"
+}
+phase "a" {
+    agent "bot"
+    prompt "Write x.txt"
+    verify "self"
+    outputs {
+        file "x.txt"
+    }
+    retries 0
+}
+"#,
+    );
+    let plan = test
+        .with_args(&["run", "--dry-run", "--jobs", "1"])
+        .run()
+        .code(0);
+    assert!(
+        plan.stdout
+            .starts_with("pipeline \"p\": 1 phase, at most 1 at once, workspace "),
+        "{}",
+        plan.stdout
+    );
+    let shown: Vec<&str> = plan
+        .stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("    | "))
+        .collect();
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let given =
+        std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/prompt.md"))
+            .unwrap();
+    assert!(given.contains("helixflow verify"), "{given}");
+    assert_eq!(shown, given.lines().collect::<Vec<_>>(), "{}", plan.stdout);
+}

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::input;
 use crate::diagnostics::did_you_mean;
-use crate::engine::prompt::{PromptContext, render_argv, render_prompt, shell_quote};
-use crate::engine::{RunOptions, execute};
+use crate::engine::prompt::{render_argv, shell_quote};
+use crate::engine::{RunOptions, attempt_prompt, execute};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
@@ -66,7 +66,12 @@ pub(crate) fn run(args: &Args) -> i32 {
         return input::fail(&message);
     }
     if args.dry_run {
-        return super::emit(&plan(&pipeline, &args.only));
+        let jobs = RunOptions {
+            jobs: args.jobs,
+            ..RunOptions::default()
+        }
+        .max_parallel(&pipeline);
+        return super::emit(&plan(&pipeline, &args.only, jobs));
     }
     let reporters = match reporters(args, &pipeline) {
         Ok(reporters) => reporters,
@@ -204,20 +209,21 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
     Ok(Reporters::new(list))
 }
 
-/// The dry-run plan: levels, then each phase with its command and rendered first prompt.
-fn plan(pipeline: &Pipeline, only: &[String]) -> String {
+/// The dry-run plan: levels, then each phase with its command and the prompt its first attempt
+/// gets, `max_parallel` phases at once.
+fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
     let mut out = String::new();
     let selected = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    let phases = pipeline
+        .phases
+        .iter()
+        .filter(|p| selected(&p.name.value))
+        .count();
     let _ = writeln!(
         out,
-        "pipeline \"{}\": {} phases, at most {} at once, workspace {}",
+        "pipeline \"{}\": {phases} phase{}, at most {max_parallel} at once, workspace {}",
         pipeline.name,
-        pipeline
-            .phases
-            .iter()
-            .filter(|p| selected(&p.name.value))
-            .count(),
-        pipeline.max_parallel,
+        if phases == 1 { "" } else { "s" },
         pipeline.workspace.display()
     );
     let graph = PhaseGraph::new(pipeline);
@@ -249,16 +255,8 @@ fn plan(pipeline: &Pipeline, only: &[String]) -> String {
             }
             Worker::Agent(name) => {
                 let agent = &pipeline.agents[&name.value];
-                let context = PromptContext {
-                    phase,
-                    attempt: 1,
-                    max_attempts: attempts,
-                    feedback: "",
-                    verify_instructions: "",
-                };
-                let prompt =
-                    render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
-                        .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
+                let prompt = attempt_prompt(phase, 1, attempts, "")
+                    .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
                 let values = BTreeMap::from([
                     ("prompt", prompt.clone()),
                     ("prompt_file", "<attempt folder>/prompt.md".to_owned()),

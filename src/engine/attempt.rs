@@ -163,11 +163,6 @@ async fn one_attempt(
 
     let (feedback_text, feedback_file) =
         previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
-    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
-        verify_instructions(phase)
-    } else {
-        String::new()
-    };
     // What the phase was asked to do, for a verifier.
     let mut task = String::new();
     let mut spec = match &phase.worker {
@@ -184,15 +179,7 @@ async fn one_attempt(
         }
         Worker::Agent(agent_name) => {
             let agent = &shared.pipeline.agents[&agent_name.value];
-            let context = PromptContext {
-                phase,
-                attempt,
-                max_attempts,
-                feedback: feedback_text,
-                verify_instructions: &instructions,
-            };
-            let template = phase.prompt.as_ref().map_or("", |p| p.text());
-            let prompt = match render_prompt(template, &context) {
+            let prompt = match attempt_prompt(phase, attempt, max_attempts, feedback_text) {
                 Ok(prompt) => prompt,
                 Err(e) => return Ok(fatal(format!("the prompt does not render: {e:#}"))),
             };
@@ -510,6 +497,29 @@ async fn sub_agent(
             vec!["the run was cancelled during the review".into()],
         ),
     })
+}
+
+/// The prompt an attempt gives its agent: the phase's template rendered with the attempt's
+/// variables, with the verify instructions in `self` mode. `run --dry-run` shows this same text.
+pub(crate) fn attempt_prompt(
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    feedback: &str,
+) -> Result<String, minijinja::Error> {
+    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
+        verify_instructions(phase)
+    } else {
+        String::new()
+    };
+    let context = PromptContext {
+        phase,
+        attempt,
+        max_attempts,
+        feedback,
+        verify_instructions: &instructions,
+    };
+    render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
 }
 
 /// What a `self`-verified agent is told: the outputs, the gates, and the exact command.

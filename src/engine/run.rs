@@ -45,6 +45,13 @@ pub struct RunOptions {
     pub reports: Vec<PathBuf>,
 }
 
+impl RunOptions {
+    /// Phases at once: `jobs` when given, else the pipeline's `max-parallel`.
+    pub fn max_parallel(&self, pipeline: &Pipeline) -> u32 {
+        self.jobs.unwrap_or(pipeline.max_parallel).max(1)
+    }
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         Self {
@@ -197,7 +204,7 @@ pub async fn execute(
     });
 
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
-    let max_parallel = options.jobs.unwrap_or(pipeline.max_parallel).max(1) as usize;
+    let max_parallel = options.max_parallel(&pipeline) as usize;
     let timeout = pipeline.timeout.map(|t| t.duration());
     // `self` verification talks to this run over a socket; without one, `helixflow verify`
     // inside the run reports that it cannot reach the run.
