@@ -864,3 +864,45 @@ phase "a" {
     assert!(given.contains("helixflow verify"), "{given}");
     assert_eq!(shown, given.lines().collect::<Vec<_>>(), "{}", plan.stdout);
 }
+
+#[test]
+fn a_junit_report_that_cannot_be_written_is_refused_before_the_run() {
+    let pipeline = "pipeline \"p\"\nphase \"a\" {\n    run \"touch ran\"\n}\n";
+    for target in [".", "reports", "/proc/junit.xml"] {
+        let test = Test::new().pipeline(pipeline).dir("reports");
+        let outcome = test
+            .with_args(&["run", "--no-progress", "--junit", target])
+            .run()
+            .code(2);
+        assert!(
+            outcome
+                .stderr
+                .contains(&format!("--junit: cannot write {target}:")),
+            "{}",
+            outcome.stderr
+        );
+        assert!(!test.path().join("ran").exists(), "{target}");
+        assert!(!test.path().join(".helixflow").exists(), "{target}");
+    }
+}
+
+#[test]
+fn a_junit_report_that_cannot_be_written_at_the_end_fails_the_run() {
+    // The step takes the report's folder away: the report is written only when the run ends.
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"rm -r reports && touch reports\"\n}\n");
+    let outcome = test
+        .with_args(&["run", "--no-progress", "--junit", "reports/junit.xml"])
+        .run()
+        .code(3);
+    assert!(
+        outcome
+            .stderr
+            .contains("JUnit report reports/junit.xml failed"),
+        "{}",
+        outcome.stderr
+    );
+    let summary = summary(test.path());
+    assert_eq!(summary["status"], "passed");
+    assert_eq!(summary["exit-code"], 3);
+}

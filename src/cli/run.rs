@@ -183,6 +183,11 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
 }
 
 fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
+    // Checked before anything is written or run: a report that cannot be written is found out
+    // now, not after the work is done.
+    if let Some(path) = &args.junit {
+        Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
+    }
     let mut list: Vec<Box<dyn Reporter>> = Vec::new();
     let stderr = std::io::stderr();
     if !args.no_progress && stderr.is_terminal() {
@@ -198,8 +203,8 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
         }
         Some(path) => {
             let file = std::fs::File::create(path)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            list.push(Box::new(Ndjson::new(BufWriter::new(file))));
+                .map_err(|e| format!("--events: cannot write {}: {e}", path.display()))?;
+            list.push(Box::new(Ndjson::file(BufWriter::new(file))));
         }
     }
     if let Some(path) = &args.junit {

@@ -277,10 +277,11 @@ pub async fn execute(
     });
     drop(shared);
     // The dispatcher stops after `RunFinished`; joined off the runtime's threads all the same.
-    tokio::task::spawn_blocking(move || dispatcher.join())
+    let recorded = tokio::task::spawn_blocking(move || dispatcher.join())
         .await
         .map_err(|_| std::io::Error::other("the event dispatcher could not be joined"))?
         .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
+    let exit_code = recorded.unwrap_or(exit_code);
     Ok(RunOutcome {
         status,
         exit_code,
@@ -473,14 +474,15 @@ async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunSta
     }
 }
 
-/// Journals every event, keeps `run.json` current, and feeds the reporters.
+/// Journals every event, keeps `run.json` current, and feeds the reporters. Returns the exit code
+/// `run.json` ends with: the run's, unless a report the user asked for could not be written.
 fn dispatch(
     mut receiver: mpsc::UnboundedReceiver<Event>,
     mut journal: Journal,
     mut reporters: Reporters,
     run: RunDir,
     mut summary: Summary,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<i32>> {
     let mut first_error = None;
     let mut last_written = Instant::now();
     let mut dirty = false;
@@ -517,7 +519,14 @@ fn dispatch(
         }
     }
     reporters.finish();
-    first_error.map_or(Ok(()), Err)
+    // The work is done, but a report CI reads is missing: helixflow itself failed.
+    if reporters.failed_required() > 0 && summary.summary.exit_code == Some(crate::exit::SUCCESS) {
+        summary.summary.exit_code = Some(crate::exit::INTERNAL);
+        if let Err(e) = run.write_summary(&summary.summary) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(summary.summary.exit_code), Err)
 }
 
 /// `run.json` as the events tell it.

@@ -38,6 +38,12 @@ pub trait Reporter: Send {
     fn name(&self) -> String {
         "reporter".to_owned()
     }
+
+    /// Whether the run must not end with exit code 0 when this reporter fails: a report file the
+    /// user asked for, which CI reads after the run, as opposed to what the terminal shows.
+    fn required(&self) -> bool {
+        false
+    }
 }
 
 /// Fans one event out to many reporters; a failing reporter is reported once on stderr and then
@@ -75,7 +81,7 @@ impl Reporters {
             if !slot.failed
                 && let Err(error) = slot.reporter.event(event)
             {
-                slot.fail(&error);
+                slot.fail(&error, "it is off for the rest of this run");
             }
         }
     }
@@ -91,7 +97,7 @@ impl Reporters {
             if !slot.failed
                 && let Err(error) = slot.reporter.finish()
             {
-                slot.fail(&error);
+                slot.fail(&error, "it was not written completely");
             }
         }
     }
@@ -100,16 +106,24 @@ impl Reporters {
     pub fn failed(&self) -> usize {
         self.list.iter().filter(|slot| slot.failed).count()
     }
+
+    /// How many of the failed reporters are [required](Reporter::required).
+    pub fn failed_required(&self) -> usize {
+        self.list
+            .iter()
+            .filter(|slot| slot.failed && slot.reporter.required())
+            .count()
+    }
 }
 
 impl Slot {
-    fn fail(&mut self, error: &std::io::Error) {
+    fn fail(&mut self, error: &std::io::Error, consequence: &str) {
         self.failed = true;
         // A closed or broken stderr must not turn a reporting problem into a panic, so the message
         // is written without `eprintln!`.
         let _ = writeln!(
             std::io::stderr().lock(),
-            "helixflow: {} failed: {error}; it is off for the rest of this run",
+            "helixflow: {} failed: {error}; {consequence}",
             self.reporter.name()
         );
     }
