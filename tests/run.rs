@@ -906,3 +906,131 @@ fn a_junit_report_that_cannot_be_written_at_the_end_fails_the_run() {
     assert_eq!(summary["status"], "passed");
     assert_eq!(summary["exit-code"], 3);
 }
+
+#[test]
+fn attempts_that_fail_before_any_gate_say_why_everywhere() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+agent "ghost" {
+    command "no-such-agent-on-path" "{{ prompt }}"
+}
+agent "text" {
+    command "sh" "-c" "echo plain words"
+    response "json"
+}
+agent "unfinished" {
+    command "sh" "-c" "echo '{\"type\":\"assistant\"}'"
+    response "claude-stream-json"
+}
+agent "erring" {
+    command "sh" "-c" "echo '{\"type\":\"result\",\"is_error\":true,\"result\":\"quota exceeded\"}'"
+    response "claude-stream-json"
+}
+agent "idle" {
+    command "sh" "-c" "echo done"
+    evidence "tool_use"
+}
+defaults {
+    retries 0
+    on-failure "continue"
+    prompt "work"
+}
+phase "missing" {
+    agent "ghost"
+}
+phase "unrendered" {
+    agent "text"
+    prompt "{{ 1 | no_such_filter }}"
+}
+phase "notjson" {
+    agent "text"
+}
+phase "noresult" {
+    agent "unfinished"
+}
+phase "iserror" {
+    agent "erring"
+}
+phase "noevidence" {
+    agent "idle"
+}
+"#,
+    );
+    let outcome = test
+        .with_args(&["run", "--no-progress", "--junit", "junit.xml"])
+        .run()
+        .code(1);
+    let expected = [
+        ("missing", "program not found on PATH"),
+        ("unrendered", "the prompt does not render"),
+        ("notjson", "is not one JSON document"),
+        ("noresult", "has no `result` event"),
+        ("iserror", "reported an error: quota exceeded"),
+        ("noevidence", "evidence `tool_use`"),
+    ];
+    let events = journal(test.path());
+    let summary = summary(test.path());
+    let junit = test.read("junit.xml");
+    let run = latest_run(test.path());
+    for (phase, why) in expected {
+        let finished = events
+            .iter()
+            .find(|e| e["event"] == "attempt-finished" && e["phase"] == phase)
+            .unwrap_or_else(|| panic!("{phase}: no attempt-finished in the journal"));
+        assert!(
+            finished["error"].as_str().unwrap_or("").contains(why),
+            "{phase}: {finished}"
+        );
+        let line = format!("[{phase}] attempt 1/1 failed in ");
+        assert!(
+            outcome
+                .stderr
+                .lines()
+                .any(|l| l.starts_with(&line) && l.contains(why)),
+            "{phase}: {}",
+            outcome.stderr
+        );
+        assert!(
+            outcome
+                .stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("{phase} "))
+                    && l.contains("agent (")
+                    && l.contains(why)),
+            "{phase}: {}",
+            outcome.stderr
+        );
+        let recorded = summary["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == phase)
+            .unwrap();
+        assert_eq!(
+            recorded["failed-gates"],
+            serde_json::json!(["agent"]),
+            "{phase}"
+        );
+        assert!(
+            recorded["error"].as_str().unwrap_or("").contains(why),
+            "{phase}: {recorded}"
+        );
+        let case = format!("<testcase name=\"agent\" classname=\"{phase}\"");
+        let at = junit
+            .find(&case)
+            .unwrap_or_else(|| panic!("{phase}: no agent case in\n{junit}"));
+        let end = at + junit[at..].find("</testcase>").unwrap();
+        assert!(
+            junit[at..end].contains("<failure") && junit[at..end].contains(why),
+            "{phase}: {}",
+            &junit[at..end]
+        );
+        let attempt = run.join(format!("phases/{phase}/attempt-1"));
+        assert!(attempt.join("gates.json").is_file(), "{phase}");
+        let shown = test
+            .with_args(&["show", &run.file_name().unwrap().to_string_lossy(), phase])
+            .run()
+            .code(0);
+        assert!(shown.stdout.contains(why), "{phase}: {}", shown.stdout);
+    }
+}

@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::input;
+use crate::report::one_line;
+use crate::report::record::failing_column;
 use crate::store::run::{RunDir, list_runs};
 
 /// Arguments of `helixflow runs`.
@@ -145,11 +147,21 @@ fn show_run(run: &RunDir) -> i32 {
         "phase", "status", "attempts", "duration"
     );
     for phase in &summary.phases {
-        let why = if phase.failed_gates.is_empty() {
-            phase.reason.clone().unwrap_or_default()
-        } else {
-            phase.failed_gates.join(", ")
+        // As the table at the end of the run shows it.
+        let why = match phase.status.as_str() {
+            "passed" | "pending" => String::new(),
+            "skipped" | "cancelled" => phase
+                .reason
+                .as_ref()
+                .map(|r| format!("({r})"))
+                .unwrap_or_default(),
+            _ => failing_column(
+                &phase.failed_gates,
+                phase.error.as_deref(),
+                phase.reason.as_deref(),
+            ),
         };
+        let why = one_line(&why);
         let _ = writeln!(
             out,
             "{:<24} {:<10} {:>8} {:>9.1}s  {why}",

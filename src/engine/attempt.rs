@@ -54,6 +54,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             attempt,
             max_attempts,
         });
+        let attempt_started = Instant::now();
         let result = match one_attempt(
             &shared,
             phase,
@@ -64,12 +65,18 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         .await
         {
             Ok(result) => result,
-            Err(e) => AttemptResult {
-                outcome: AttemptOutcome::Failed,
-                feedback: None,
-                fatal: Some(format!("helixflow could not run the attempt: {e}")),
-            },
+            Err(e) => fatal(format!("helixflow could not run the attempt: {e}")),
         };
+        if let Some(reason) = &result.fatal {
+            could_not_run(
+                &shared,
+                phase,
+                attempt,
+                max_attempts,
+                attempt_started,
+                reason,
+            );
+        }
         let finished = |status, reason: Option<String>| PhaseResult {
             status,
             attempts: attempt,
@@ -148,6 +155,7 @@ async fn one_attempt(
             AttemptOutcome::Cancelled,
             None,
             Vec::new(),
+            None,
         )
     };
 
@@ -400,6 +408,7 @@ async fn one_attempt(
             AttemptOutcome::Passed,
             None,
             Vec::new(),
+            None,
         ));
     }
     let text = feedback::render(
@@ -419,6 +428,7 @@ async fn one_attempt(
         AttemptOutcome::Failed,
         Some(text),
         failed_gates,
+        agent_failure.as_ref().and_then(AgentFailure::error),
     ))
 }
 
@@ -698,6 +708,7 @@ fn finish(
     outcome: AttemptOutcome,
     feedback: Option<String>,
     failed_gates: Vec<String>,
+    error: Option<String>,
 ) -> AttemptResult {
     shared.emit(Event::AttemptFinished {
         phase: phase.name.value.clone(),
@@ -706,12 +717,39 @@ fn finish(
         duration_ms: millis(started.elapsed()),
         failed_gates,
         feedback: feedback.clone(),
+        error,
     });
     AttemptResult {
         outcome,
         feedback,
         fatal: None,
     }
+}
+
+/// Ends an attempt that could not run, or could not be judged, in the journal with the reason,
+/// and leaves the same account in its folder (no gate ran).
+fn could_not_run(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    started: Instant,
+    reason: &str,
+) {
+    if let Ok(dir) = shared.run.attempt_dir(&phase.name.value, attempt) {
+        let _ = std::fs::write(dir.join("gates.json"), "[]");
+        let text = format!("# Attempt {attempt} of {max_attempts} could not run\n\n{reason}\n");
+        let _ = std::fs::write(dir.join("feedback.md"), shared.redactor.redact(&text));
+    }
+    shared.emit(Event::AttemptFinished {
+        phase: phase.name.value.clone(),
+        attempt,
+        outcome: AttemptOutcome::Failed,
+        duration_ms: millis(started.elapsed()),
+        failed_gates: Vec::new(),
+        feedback: None,
+        error: Some(reason.to_owned()),
+    });
 }
 
 fn fatal(message: String) -> AttemptResult {

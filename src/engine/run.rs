@@ -12,12 +12,12 @@ use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::control::{self, LiveAttempts};
-use super::event::{Event, PhaseStatus, RunStatus, Stamped};
+use super::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
 use super::process::Cancel;
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::report::Reporters;
-use crate::report::record::{AttemptRecord, RunRecord};
+use crate::report::record::RunRecord;
 use crate::store::redact::Redactor;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
 
@@ -191,6 +191,7 @@ pub async fn execute(
                 attempts: 0,
                 duration_ms: 0,
                 failed_gates: Vec::new(),
+                error: None,
                 reason: None,
             })
             .collect(),
@@ -572,14 +573,21 @@ impl Summary {
                 }
                 false
             }
-            Event::AttemptFinished { phase, .. } => {
-                let failures = record
+            Event::AttemptFinished { phase, outcome, .. } => {
+                let attempt = record
                     .phase(phase)
-                    .and_then(|record| record.attempt.as_ref())
-                    .map(AttemptRecord::failures);
-                if let (Some(i), Some(failures)) = (at(phase), failures) {
-                    // As the table at the end of a run shows it: the agent or run command first.
-                    phases[i].failed_gates = failures;
+                    .and_then(|record| record.attempt.as_ref());
+                if let (Some(i), Some(attempt)) = (at(phase), attempt) {
+                    let p = &mut phases[i];
+                    if *outcome == AttemptOutcome::Cancelled {
+                        // Stopped, not failed: the phase's reason says why.
+                        p.failed_gates.clear();
+                        p.error = None;
+                    } else {
+                        // As the table at the end of a run shows it: the agent or run command first.
+                        p.failed_gates = attempt.failures();
+                        p.error = attempt.error().map(str::to_owned);
+                    }
                 }
                 false
             }

@@ -13,9 +13,9 @@ use super::text::{describe_exit, sanitize};
 const MESSAGE_CHARS: usize = 200;
 
 /// Writes JUnit XML when the run finishes: `<testsuites>` with one `<testsuite>` per phase, holding
-/// one `<testcase>` per gate of the phase's last attempt (plus `agent` when the agent failed);
-/// failures carry the gate's details and the attempt's feedback; a phase that did not run is one
-/// skipped test case named `phase`.
+/// one `<testcase>` per gate of the phase's last attempt (plus `agent` when the agent failed, by its
+/// exit or with an error); failures carry the gate's details and the attempt's feedback; a phase
+/// that did not run is one skipped test case named `phase`.
 pub struct Junit {
     path: PathBuf,
     run: RunRecord,
@@ -183,6 +183,16 @@ fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
             name: attempt.worker().to_owned(),
             time_ms: exit.duration_ms,
             verdict,
+        });
+    } else if let Some(error) = attempt.error() {
+        cases.push(Case {
+            name: attempt.worker().to_owned(),
+            time_ms: attempt.exit.as_ref().map_or(0, |exit| exit.duration_ms),
+            verdict: Verdict::Failed {
+                text: failure_text(&[error.to_owned()], feedback),
+                message: error.to_owned(),
+                kind: attempt.worker().to_owned(),
+            },
         });
     }
     for gate in &attempt.gates {

@@ -23,6 +23,7 @@ pub use plain::Plain;
 pub use progress::Progress;
 pub use summary::Summary;
 pub use text::human_duration;
+pub(crate) use text::one_line;
 
 /// A consumer of run events.
 pub trait Reporter: Send {

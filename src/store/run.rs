@@ -54,6 +54,10 @@ pub struct PhaseSummary {
     /// then the gates that failed.
     #[serde(default)]
     pub failed_gates: Vec<String>,
+    /// Why the last attempt's agent or `run` step failed, when how it exited does not say: it
+    /// could not start, its response could not be read, or its transcript lacks the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Why it failed or was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
