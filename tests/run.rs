@@ -1034,3 +1034,33 @@ phase "noevidence" {
         assert!(shown.stdout.contains(why), "{phase}: {}", shown.stdout);
     }
 }
+
+#[test]
+fn run_json_and_show_are_current_while_a_phase_runs() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nphase \"first\" {\n    run \"true\"\n}\nphase \"slow\" {\n    depends-on \"first\"\n    run \"touch started && sleep 4\"\n}\n",
+    );
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    // No event comes while `slow` sleeps; the summary must catch up within about a second.
+    std::thread::sleep(Duration::from_millis(1600));
+    let during = summary(test.path());
+    let run_id = latest_run(test.path())
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let shown = test.with_args(&["show", &run_id, "slow"]).run().code(0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(during["status"], "running", "{during:#}");
+    assert_eq!(phase_status(&during, "first").0, "passed", "{during:#}");
+    assert_eq!(phase_status(&during, "slow").0, "running", "{during:#}");
+    assert!(
+        shown
+            .stdout
+            .contains("running: this attempt has not finished yet"),
+        "{}",
+        shown.stdout
+    );
+    assert!(!shown.stdout.contains("no feedback"), "{}", shown.stdout);
+}

@@ -1,5 +1,6 @@
 //! `helixflow runs` and `helixflow show`: past runs from the journal.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -204,9 +205,20 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
         ));
     }
     attempts.sort();
+    let summary = run.read_summary().ok();
+    let running = summary
+        .as_ref()
+        .is_some_and(|s| s.current_status() == "running");
+    let reason = summary
+        .as_ref()
+        .and_then(|s| s.phases.iter().find(|p| p.name == phase))
+        .and_then(|p| p.reason.clone());
+    let ends = attempt_ends(run, phase);
     let mut out = String::new();
     for (n, path) in attempts {
         let _ = writeln!(out, "── attempt {n} ({})", path.display());
+        let end = ends.get(&n);
+        let outcome = end.and_then(|e| e["outcome"].as_str());
         if let Ok(gates) = std::fs::read_to_string(path.join("gates.json"))
             && let Ok(serde_json::Value::Array(reports)) =
                 serde_json::from_str::<serde_json::Value>(&gates)
@@ -221,17 +233,58 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
                 );
             }
         }
-        match std::fs::read_to_string(path.join("feedback.md")) {
-            Ok(feedback) => {
+        let feedback = std::fs::read_to_string(path.join("feedback.md")).ok();
+        match (outcome, feedback) {
+            (Some("failed") | None, Some(feedback)) => {
                 let _ = writeln!(out, "   feedback:");
                 for line in feedback.lines() {
                     let _ = writeln!(out, "   | {line}");
                 }
             }
-            Err(_) => {
-                let _ = writeln!(out, "   (no feedback: the attempt passed or was cancelled)");
+            (Some("failed"), None) => {
+                let why = end
+                    .and_then(|e| e["error"].as_str())
+                    .unwrap_or("no feedback was written");
+                let _ = writeln!(out, "   failed: {why}");
+            }
+            (Some("passed"), _) => {
+                let _ = writeln!(out, "   passed");
+            }
+            (Some("cancelled"), _) => {
+                let _ = writeln!(
+                    out,
+                    "   cancelled: {}",
+                    reason.as_deref().unwrap_or("the run was stopped")
+                );
+            }
+            (Some(other), _) => {
+                let _ = writeln!(out, "   {other}");
+            }
+            (None, None) if running => {
+                let _ = writeln!(out, "   running: this attempt has not finished yet");
+            }
+            (None, None) => {
+                let _ = writeln!(out, "   unfinished: the run ended before this attempt did");
             }
         }
     }
     super::emit(&out)
+}
+
+/// The `attempt-finished` events of `phase` in the run's journal, by attempt number. An attempt
+/// without one has not finished.
+fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, serde_json::Value> {
+    let Ok(text) = std::fs::read_to_string(run.path.join("events.jsonl")) else {
+        return HashMap::new();
+    };
+    text.lines()
+        // Only the lines that can be one are parsed.
+        .filter(|line| line.contains("\"attempt-finished\""))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "attempt-finished" && event["phase"] == phase)
+        .filter_map(|event| {
+            let attempt = u32::try_from(event["attempt"].as_u64()?).ok()?;
+            Some((attempt, event))
+        })
+        .collect()
 }

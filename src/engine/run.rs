@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
@@ -81,7 +81,7 @@ pub(crate) struct Shared {
     pub redactor: Arc<Redactor>,
     pub cancel: Cancel,
     pub options: RunOptions,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::Sender<Event>,
     stopping: AtomicBool,
     /// Retries left in the run's budget; `None` is unlimited.
     retries_left: Option<AtomicU32>,
@@ -198,7 +198,7 @@ pub async fn execute(
     };
     run.write_summary(&summary)?;
 
-    let (sender, receiver) = mpsc::unbounded_channel();
+    let (sender, receiver) = mpsc::channel();
     let dispatcher = std::thread::spawn({
         let run = run.clone();
         move || dispatch(receiver, journal, reporters, run, Summary::new(summary))
@@ -478,7 +478,7 @@ async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunSta
 /// Journals every event, keeps `run.json` current, and feeds the reporters. Returns the exit code
 /// `run.json` ends with: the run's, unless a report the user asked for could not be written.
 fn dispatch(
-    mut receiver: mpsc::UnboundedReceiver<Event>,
+    receiver: mpsc::Receiver<Event>,
     mut journal: Journal,
     mut reporters: Reporters,
     run: RunDir,
@@ -488,7 +488,26 @@ fn dispatch(
     let mut last_written = Instant::now();
     let mut dirty = false;
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    'events: while let Some(event) = receiver.blocking_recv() {
+    'events: loop {
+        // A change waits at most until a second has passed since the last write, even when no
+        // further event comes: `helixflow show` during a long attempt sees the run as it is.
+        let next = if dirty {
+            receiver.recv_timeout(SUMMARY_INTERVAL.saturating_sub(last_written.elapsed()))
+        } else {
+            receiver.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
+        let event = match next {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                last_written = Instant::now();
+                dirty = false;
+                if let Err(e) = run.write_summary(&summary.summary) {
+                    first_error.get_or_insert(e);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         // Events that queued up meanwhile go to the journal in the same write.
         batch.push(event);
         while batch.len() < MAX_BATCH
@@ -571,7 +590,7 @@ impl Summary {
                     p.status = "running".into();
                     p.attempts = *attempt;
                 }
-                false
+                true
             }
             Event::AttemptFinished { phase, outcome, .. } => {
                 let attempt = record
@@ -589,7 +608,7 @@ impl Summary {
                         p.error = attempt.error().map(str::to_owned);
                     }
                 }
-                false
+                true
             }
             Event::PhaseFinished {
                 phase,

@@ -38,6 +38,32 @@ pub struct RunSummary {
     pub phases: Vec<PhaseSummary>,
 }
 
+impl RunSummary {
+    /// The run's status as it stands: `crashed` when `run.json` says `running` but the helixflow
+    /// process that ran it is gone (killed outright, or the machine stopped), else as recorded.
+    /// `helixflow runs` and `helixflow show` both tell a run's status by this.
+    pub fn current_status(&self) -> &str {
+        if self.status == "running" && !process_exists(self.pid) {
+            "crashed"
+        } else {
+            &self.status
+        }
+    }
+}
+
+/// Whether a process still exists.
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    // Another user's process exists too; it only may not be signalled.
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// One phase's line in `run.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
