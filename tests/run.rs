@@ -1064,3 +1064,152 @@ fn run_json_and_show_are_current_while_a_phase_runs() {
     );
     assert!(!shown.stdout.contains("no feedback"), "{}", shown.stdout);
 }
+
+/// The run id of the latest run of `workspace`.
+fn latest_run_id(workspace: &Path) -> String {
+    latest_run(workspace)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_killed_run_is_crashed_in_runs_and_in_show() {
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"touch started && sleep 30\"\n}\n");
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    // Give run.json the second it may take to list the phase as running.
+    std::thread::sleep(Duration::from_millis(1200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let listed = test.with_args(&["runs"]).run().code(0);
+    assert!(listed.stdout.contains(" crashed "), "{}", listed.stdout);
+    let shown = test.with_args(&["show"]).run().code(0);
+    assert!(shown.stdout.contains("status: crashed"), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("a ") && l.contains(" unfinished ")),
+        "{}",
+        shown.stdout
+    );
+    let phase = test.with_args(&["show", "latest", "a"]).run().code(0);
+    assert!(
+        phase
+            .stdout
+            .contains("unfinished: the run ended before this attempt did"),
+        "{}",
+        phase.stdout
+    );
+}
+
+#[test]
+fn show_gives_a_cancelled_phase_the_reason_the_final_table_gives() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nagent \"bot\" {\n    command \"sh\" \"-c\" \"touch started && sleep 30\"\n}\nphase \"a\" {\n    agent \"bot\"\n    prompt \"x\"\n}\n",
+    );
+    let child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let table_row = stderr
+        .lines()
+        .find(|l| l.starts_with("a ") && l.contains("cancelled"))
+        .unwrap_or_else(|| panic!("no row for a:\n{stderr}"));
+    assert!(table_row.ends_with("(the run was interrupted)"), "{stderr}");
+    let shown = test.with_args(&["show"]).run().code(0);
+    let row = shown
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("a "))
+        .unwrap_or_else(|| panic!("{}", shown.stdout));
+    assert!(
+        row.contains("cancelled") && row.ends_with("(the run was interrupted)"),
+        "{row}"
+    );
+    assert_eq!(
+        summary(test.path())["phases"][0]["failed-gates"],
+        serde_json::json!([])
+    );
+    let phase = test.with_args(&["show", "latest", "a"]).run().code(0);
+    assert!(
+        phase.stdout.contains("cancelled: the run was interrupted"),
+        "{}",
+        phase.stdout
+    );
+}
+
+#[test]
+fn show_explains_skipped_and_unknown_phases_and_takes_latest() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nphase \"a\" {\n    run \"exit 3\"\n    retries 0\n}\nphase \"dep\" {\n    depends-on \"a\"\n    run \"true\"\n}\n",
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let run_id = latest_run_id(test.path());
+    let skipped = test.with_args(&["show", &run_id, "dep"]).run().code(0);
+    assert_eq!(
+        skipped.stdout,
+        format!("phase \"dep\" was skipped: dependency \"a\" failed (run {run_id})\n")
+    );
+    let unknown = test.with_args(&["show", &run_id, "nope"]).run().code(2);
+    assert_eq!(
+        unknown.stderr,
+        format!("error: no phase named \"nope\" in run {run_id}; its phases: a, dep\n")
+    );
+    let latest = test.with_args(&["show", "latest"]).run().code(0);
+    assert!(
+        latest.stdout.starts_with(&format!("run {run_id} of \"p\"")),
+        "{}",
+        latest.stdout
+    );
+    let mistaken = test.with_args(&["show", "a"]).run().code(2);
+    assert!(
+        mistaken.stderr.contains("`helixflow show latest a`"),
+        "{}",
+        mistaken.stderr
+    );
+}
+
+#[test]
+fn runs_and_show_keep_working_while_the_pipeline_has_errors() {
+    let valid =
+        "pipeline \"p\" {\n    state-dir \"state\"\n}\nphase \"a\" {\n    run \"true\"\n}\n";
+    let test = Test::new().pipeline(valid);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let run_id = std::fs::read_dir(test.path().join("state/runs"))
+        .unwrap()
+        .next()
+        .expect("a run in the state-dir")
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    // A lint error, then a syntax error (a brace never closed), as while editing the file.
+    for broken in [
+        valid.replace("run \"true\"", "run \"true\"\n    retries \"two\""),
+        valid.replace("run \"true\"\n}", "run \"true\""),
+    ] {
+        std::fs::write(test.path().join("pipeline.kdl"), &broken).unwrap();
+        let listed = test.with_args(&["runs"]).run().code(0);
+        assert!(
+            listed.stdout.contains(&run_id),
+            "{broken}\n{}",
+            listed.stdout
+        );
+        assert!(
+            listed
+                .stderr
+                .starts_with("warning: pipeline.kdl has errors"),
+            "{}",
+            listed.stderr
+        );
+        let shown = test.with_args(&["show", &run_id, "a"]).run().code(0);
+        assert!(shown.stdout.contains("passed"), "{}", shown.stdout);
+    }
+}
