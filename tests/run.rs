@@ -1213,3 +1213,41 @@ fn runs_and_show_keep_working_while_the_pipeline_has_errors() {
         assert!(shown.stdout.contains("passed"), "{}", shown.stdout);
     }
 }
+
+#[test]
+fn only_takes_one_phase_per_option_and_leaves_the_file_argument_alone() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nphase \"a\" {\n    run \"touch a-ran\"\n}\nphase \"b\" {\n    run \"touch b-ran\"\n}\nphase \"c\" {\n    run \"touch c-ran\"\n}\n",
+    );
+    test.with_args(&["run", "--only", "a", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    assert!(test.path().join("a-ran").exists() && !test.path().join("b-ran").exists());
+    test.with_args(&["run", "--only", "b", "--only", "c", "--no-progress"])
+        .run()
+        .code(0);
+    assert!(test.path().join("b-ran").exists() && test.path().join("c-ran").exists());
+    let mistaken = test
+        .with_args(&["run", "--only", "a", "b", "--no-progress"])
+        .run()
+        .code(2);
+    assert_eq!(
+        mistaken.stderr,
+        "error: no pipeline file b; --only takes one phase, so for more phases repeat it: --only a --only b\n"
+    );
+}
+
+#[test]
+fn a_state_dir_that_is_a_file_is_named_in_the_error() {
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n}\n")
+        .file(".helixflow", "");
+    let outcome = test.with_args(&["run", "--no-progress"]).run().code(3);
+    assert!(
+        outcome.stderr_redacted().contains(
+            "error: the run failed: cannot create a run folder in [TMP]/.helixflow/runs: Not a directory"
+        ),
+        "{}",
+        outcome.stderr
+    );
+}

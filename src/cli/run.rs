@@ -21,8 +21,9 @@ pub(crate) struct Args {
     /// Phases at once (overrides the pipeline's `max-parallel`).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
-    /// Run only these phases; their other dependencies are taken as done.
-    #[arg(long, value_name = "PHASE", num_args = 1..)]
+    /// Run only this phase (repeat the option for more); their other dependencies are taken as
+    /// done. One name per option, so that a pipeline file after it stays the file.
+    #[arg(long, value_name = "PHASE")]
     only: Vec<String>,
     /// Print the plan (order, levels, each agent's argv with its prompt) and run nothing.
     #[arg(long)]
@@ -39,6 +40,16 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
+    // `--only a b` (one option, two phases) reads `b` as the pipeline file.
+    if let (Some(file), Some(last)) = (&args.file, args.only.last())
+        && !file.exists()
+    {
+        return input::fail(&format!(
+            "no pipeline file {}; --only takes one phase, so for more phases repeat it: --only {last} --only {}",
+            file.display(),
+            file.display()
+        ));
+    }
     let (compilation, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
         Ok(checked) => checked,
         Err(code) => return code,

@@ -155,7 +155,12 @@ pub async fn execute(
     reporters: Reporters,
 ) -> std::io::Result<RunOutcome> {
     let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
-    let run = RunDir::create(&runs_dir)?;
+    let run = RunDir::create(&runs_dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot create a run folder in {}: {e}", runs_dir.display()),
+        )
+    })?;
     let redactor = Arc::new(Redactor::from_env(&pipeline.secrets, &|name: &str| {
         pipeline
             .env
