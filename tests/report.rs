@@ -93,6 +93,7 @@ fn attempt_finished(
         duration_ms,
         failed_gates: failed_gates.iter().map(|g| (*g).to_owned()).collect(),
         feedback: feedback.map(str::to_owned),
+        error: None,
     }
 }
 

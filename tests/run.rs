@@ -876,3 +876,491 @@ fn changes_are_recorded_only_for_phases_whose_checks_read_them() {
     assert_eq!(phase_status(&summary, "scoped").0, "passed");
     assert_eq!(phase_status(&summary, "stray").0, "failed");
 }
+
+#[test]
+fn report_files_written_into_the_workspace_are_not_the_phases_changes() {
+    // The reports are written while the step runs: outside the scope, they would fail it.
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "mkdir -p src && sleep 0.5 && echo x > src/a.txt"
+    scope "src/**"
+    outputs {
+        file "src/a.txt"
+    }
+    retries 0
+}
+"#,
+    );
+    test.with_args(&[
+        "run",
+        "--no-progress",
+        "--events",
+        "ev.jsonl",
+        "--junit",
+        "reports/junit.xml",
+    ])
+    .run()
+    .code(0);
+    assert!(test.path().join("ev.jsonl").is_file());
+    assert!(test.path().join("reports/junit.xml").is_file());
+
+    // Nor do they count as work done; paths are taken from the current folder, not the workspace.
+    let test = Test::new()
+        .pipeline(
+            "pipeline \"p\"\nphase \"a\" {\n    run \"sleep 0.3\"\n    gates {\n        changes min=1\n    }\n    retries 0\n}\n",
+        )
+        .dir("sub")
+        .current_dir("sub");
+    test.with_args(&[
+        "run",
+        "../pipeline.kdl",
+        "--no-progress",
+        "--events",
+        "../ev.jsonl",
+        "--junit",
+        "junit.xml",
+    ])
+    .run()
+    .code(1);
+    let changes: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/changes.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&changes["created"], &changes["modified"]),
+        (&serde_json::json!([]), &serde_json::json!([])),
+        "{changes:#}"
+    );
+}
+
+#[test]
+fn dry_run_shows_the_effective_limit_and_the_prompt_the_run_gives() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p" {
+    max-parallel 3
+}
+agent "bot" {
+    command "sh" "-c" "true" "{{ prompt }}"
+}
+phase "a" {
+    agent "bot"
+    prompt "Write x.txt"
+    verify "self"
+    outputs {
+        file "x.txt"
+    }
+    retries 0
+}
+"#,
+    );
+    let plan = test
+        .with_args(&["run", "--dry-run", "--jobs", "1"])
+        .run()
+        .code(0);
+    assert!(
+        plan.stdout
+            .starts_with("pipeline \"p\": 1 phase, at most 1 at once, workspace "),
+        "{}",
+        plan.stdout
+    );
+    let shown: Vec<&str> = plan
+        .stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("    | "))
+        .collect();
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let given =
+        std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/prompt.md"))
+            .unwrap();
+    assert!(given.contains("helixflow verify"), "{given}");
+    assert_eq!(shown, given.lines().collect::<Vec<_>>(), "{}", plan.stdout);
+}
+
+#[test]
+fn a_junit_report_that_cannot_be_written_is_refused_before_the_run() {
+    let pipeline = "pipeline \"p\"\nphase \"a\" {\n    run \"touch ran\"\n}\n";
+    for target in [".", "reports", "/proc/junit.xml"] {
+        let test = Test::new().pipeline(pipeline).dir("reports");
+        let outcome = test
+            .with_args(&["run", "--no-progress", "--junit", target])
+            .run()
+            .code(2);
+        assert!(
+            outcome
+                .stderr
+                .contains(&format!("--junit: cannot write {target}:")),
+            "{}",
+            outcome.stderr
+        );
+        assert!(!test.path().join("ran").exists(), "{target}");
+        assert!(!test.path().join(".helixflow").exists(), "{target}");
+    }
+}
+
+#[test]
+fn a_junit_report_that_cannot_be_written_at_the_end_fails_the_run() {
+    // The step takes the report's folder away: the report is written only when the run ends.
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"rm -r reports && touch reports\"\n}\n");
+    let outcome = test
+        .with_args(&["run", "--no-progress", "--junit", "reports/junit.xml"])
+        .run()
+        .code(3);
+    assert!(
+        outcome
+            .stderr
+            .contains("JUnit report reports/junit.xml failed"),
+        "{}",
+        outcome.stderr
+    );
+    let summary = summary(test.path());
+    assert_eq!(summary["status"], "passed");
+    assert_eq!(summary["exit-code"], 3);
+}
+
+#[test]
+fn attempts_that_fail_before_any_gate_say_why_everywhere() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+agent "ghost" {
+    command "no-such-agent-on-path" "{{ prompt }}"
+}
+agent "text" {
+    command "sh" "-c" "echo plain words"
+    response "json"
+}
+agent "unfinished" {
+    command "sh" "-c" "echo '{\"type\":\"assistant\"}'"
+    response "claude-stream-json"
+}
+agent "erring" {
+    command "sh" "-c" "echo '{\"type\":\"result\",\"is_error\":true,\"result\":\"quota exceeded\"}'"
+    response "claude-stream-json"
+}
+agent "idle" {
+    command "sh" "-c" "echo done"
+    evidence "tool_use"
+}
+defaults {
+    retries 0
+    on-failure "continue"
+    prompt "work"
+}
+phase "missing" {
+    agent "ghost"
+}
+phase "unrendered" {
+    agent "text"
+    prompt "{{ 1 | no_such_filter }}"
+}
+phase "notjson" {
+    agent "text"
+}
+phase "noresult" {
+    agent "unfinished"
+}
+phase "iserror" {
+    agent "erring"
+}
+phase "noevidence" {
+    agent "idle"
+}
+"#,
+    );
+    let outcome = test
+        .with_args(&["run", "--no-progress", "--junit", "junit.xml"])
+        .run()
+        .code(1);
+    let expected = [
+        ("missing", "program not found on PATH"),
+        ("unrendered", "the prompt does not render"),
+        ("notjson", "is not one JSON document"),
+        ("noresult", "has no `result` event"),
+        ("iserror", "reported an error: quota exceeded"),
+        ("noevidence", "evidence `tool_use`"),
+    ];
+    let events = journal(test.path());
+    let summary = summary(test.path());
+    let junit = test.read("junit.xml");
+    let run = latest_run(test.path());
+    for (phase, why) in expected {
+        let finished = events
+            .iter()
+            .find(|e| e["event"] == "attempt-finished" && e["phase"] == phase)
+            .unwrap_or_else(|| panic!("{phase}: no attempt-finished in the journal"));
+        assert!(
+            finished["error"].as_str().unwrap_or("").contains(why),
+            "{phase}: {finished}"
+        );
+        let line = format!("[{phase}] attempt 1/1 failed in ");
+        assert!(
+            outcome
+                .stderr
+                .lines()
+                .any(|l| l.starts_with(&line) && l.contains(why)),
+            "{phase}: {}",
+            outcome.stderr
+        );
+        assert!(
+            outcome
+                .stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("{phase} "))
+                    && l.contains("agent (")
+                    && l.contains(why)),
+            "{phase}: {}",
+            outcome.stderr
+        );
+        let recorded = summary["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == phase)
+            .unwrap();
+        assert_eq!(
+            recorded["failed-gates"],
+            serde_json::json!(["agent"]),
+            "{phase}"
+        );
+        assert!(
+            recorded["error"].as_str().unwrap_or("").contains(why),
+            "{phase}: {recorded}"
+        );
+        let case = format!("<testcase name=\"agent\" classname=\"{phase}\"");
+        let at = junit
+            .find(&case)
+            .unwrap_or_else(|| panic!("{phase}: no agent case in\n{junit}"));
+        let end = at + junit[at..].find("</testcase>").unwrap();
+        assert!(
+            junit[at..end].contains("<failure") && junit[at..end].contains(why),
+            "{phase}: {}",
+            &junit[at..end]
+        );
+        let attempt = run.join(format!("phases/{phase}/attempt-1"));
+        assert!(attempt.join("gates.json").is_file(), "{phase}");
+        let shown = test
+            .with_args(&["show", &run.file_name().unwrap().to_string_lossy(), phase])
+            .run()
+            .code(0);
+        assert!(shown.stdout.contains(why), "{phase}: {}", shown.stdout);
+    }
+}
+
+#[test]
+fn run_json_and_show_are_current_while_a_phase_runs() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nphase \"first\" {\n    run \"true\"\n}\nphase \"slow\" {\n    depends-on \"first\"\n    run \"touch started && sleep 4\"\n}\n",
+    );
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    // No event comes while `slow` sleeps; the summary must catch up within about a second.
+    std::thread::sleep(Duration::from_millis(1600));
+    let during = summary(test.path());
+    let run_id = latest_run(test.path())
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let shown = test.with_args(&["show", &run_id, "slow"]).run().code(0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(during["status"], "running", "{during:#}");
+    assert_eq!(phase_status(&during, "first").0, "passed", "{during:#}");
+    assert_eq!(phase_status(&during, "slow").0, "running", "{during:#}");
+    assert!(
+        shown
+            .stdout
+            .contains("running: this attempt has not finished yet"),
+        "{}",
+        shown.stdout
+    );
+    assert!(!shown.stdout.contains("no feedback"), "{}", shown.stdout);
+}
+
+/// The run id of the latest run of `workspace`.
+fn latest_run_id(workspace: &Path) -> String {
+    latest_run(workspace)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_killed_run_is_crashed_in_runs_and_in_show() {
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"touch started && sleep 30\"\n}\n");
+    let mut child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    // Give run.json the second it may take to list the phase as running.
+    std::thread::sleep(Duration::from_millis(1200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let listed = test.with_args(&["runs"]).run().code(0);
+    assert!(listed.stdout.contains(" crashed "), "{}", listed.stdout);
+    let shown = test.with_args(&["show"]).run().code(0);
+    assert!(shown.stdout.contains("status: crashed"), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("a ") && l.contains(" unfinished ")),
+        "{}",
+        shown.stdout
+    );
+    let phase = test.with_args(&["show", "latest", "a"]).run().code(0);
+    assert!(
+        phase
+            .stdout
+            .contains("unfinished: the run ended before this attempt did"),
+        "{}",
+        phase.stdout
+    );
+}
+
+#[test]
+fn show_gives_a_cancelled_phase_the_reason_the_final_table_gives() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nagent \"bot\" {\n    command \"sh\" \"-c\" \"touch started && sleep 30\"\n}\nphase \"a\" {\n    agent \"bot\"\n    prompt \"x\"\n}\n",
+    );
+    let child = start_run(&test, &["run", "--no-progress"]);
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let table_row = stderr
+        .lines()
+        .find(|l| l.starts_with("a ") && l.contains("cancelled"))
+        .unwrap_or_else(|| panic!("no row for a:\n{stderr}"));
+    assert!(table_row.ends_with("(the run was interrupted)"), "{stderr}");
+    let shown = test.with_args(&["show"]).run().code(0);
+    let row = shown
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("a "))
+        .unwrap_or_else(|| panic!("{}", shown.stdout));
+    assert!(
+        row.contains("cancelled") && row.ends_with("(the run was interrupted)"),
+        "{row}"
+    );
+    assert_eq!(
+        summary(test.path())["phases"][0]["failed-gates"],
+        serde_json::json!([])
+    );
+    let phase = test.with_args(&["show", "latest", "a"]).run().code(0);
+    assert!(
+        phase.stdout.contains("cancelled: the run was interrupted"),
+        "{}",
+        phase.stdout
+    );
+}
+
+#[test]
+fn show_explains_skipped_and_unknown_phases_and_takes_latest() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nphase \"a\" {\n    run \"exit 3\"\n    retries 0\n}\nphase \"dep\" {\n    depends-on \"a\"\n    run \"true\"\n}\n",
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let run_id = latest_run_id(test.path());
+    let skipped = test.with_args(&["show", &run_id, "dep"]).run().code(0);
+    assert_eq!(
+        skipped.stdout,
+        format!("phase \"dep\" was skipped: dependency \"a\" failed (run {run_id})\n")
+    );
+    let unknown = test.with_args(&["show", &run_id, "nope"]).run().code(2);
+    assert_eq!(
+        unknown.stderr,
+        format!("error: no phase named \"nope\" in run {run_id}; its phases: a, dep\n")
+    );
+    let latest = test.with_args(&["show", "latest"]).run().code(0);
+    assert!(
+        latest.stdout.starts_with(&format!("run {run_id} of \"p\"")),
+        "{}",
+        latest.stdout
+    );
+    let mistaken = test.with_args(&["show", "a"]).run().code(2);
+    assert!(
+        mistaken.stderr.contains("`helixflow show latest a`"),
+        "{}",
+        mistaken.stderr
+    );
+}
+
+#[test]
+fn runs_and_show_keep_working_while_the_pipeline_has_errors() {
+    let valid =
+        "pipeline \"p\" {\n    state-dir \"state\"\n}\nphase \"a\" {\n    run \"true\"\n}\n";
+    let test = Test::new().pipeline(valid);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let run_id = std::fs::read_dir(test.path().join("state/runs"))
+        .unwrap()
+        .next()
+        .expect("a run in the state-dir")
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    // A lint error, then a syntax error (a brace never closed), as while editing the file.
+    for broken in [
+        valid.replace("run \"true\"", "run \"true\"\n    retries \"two\""),
+        valid.replace("run \"true\"\n}", "run \"true\""),
+    ] {
+        std::fs::write(test.path().join("pipeline.kdl"), &broken).unwrap();
+        let listed = test.with_args(&["runs"]).run().code(0);
+        assert!(
+            listed.stdout.contains(&run_id),
+            "{broken}\n{}",
+            listed.stdout
+        );
+        assert!(
+            listed
+                .stderr
+                .starts_with("warning: pipeline.kdl has errors"),
+            "{}",
+            listed.stderr
+        );
+        let shown = test.with_args(&["show", &run_id, "a"]).run().code(0);
+        assert!(shown.stdout.contains("passed"), "{}", shown.stdout);
+    }
+}
+
+#[test]
+fn only_takes_one_phase_per_option_and_leaves_the_file_argument_alone() {
+    let test = Test::new().pipeline(
+        "pipeline \"p\"\nphase \"a\" {\n    run \"touch a-ran\"\n}\nphase \"b\" {\n    run \"touch b-ran\"\n}\nphase \"c\" {\n    run \"touch c-ran\"\n}\n",
+    );
+    test.with_args(&["run", "--only", "a", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    assert!(test.path().join("a-ran").exists() && !test.path().join("b-ran").exists());
+    test.with_args(&["run", "--only", "b", "--only", "c", "--no-progress"])
+        .run()
+        .code(0);
+    assert!(test.path().join("b-ran").exists() && test.path().join("c-ran").exists());
+    let mistaken = test
+        .with_args(&["run", "--only", "a", "b", "--no-progress"])
+        .run()
+        .code(2);
+    assert_eq!(
+        mistaken.stderr,
+        "error: no pipeline file b; --only takes one phase, so for more phases repeat it: --only a --only b\n"
+    );
+}
+
+#[test]
+fn a_state_dir_that_is_a_file_is_named_in_the_error() {
+    let test = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n}\n")
+        .file(".helixflow", "");
+    let outcome = test.with_args(&["run", "--no-progress"]).run().code(3);
+    assert!(
+        outcome.stderr_redacted().contains(
+            "error: the run failed: cannot create a run folder in [TMP]/.helixflow/runs: Not a directory"
+        ),
+        "{}",
+        outcome.stderr
+    );
+}

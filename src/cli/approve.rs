@@ -54,11 +54,10 @@ pub(crate) fn reject(args: &RejectArgs) -> i32 {
 }
 
 fn answer(file: Option<PathBuf>, run_id: &str, phase: &str, approved: bool, reason: String) -> i32 {
-    let (_, pipeline) = match input::checked_pipeline(file) {
-        Ok(checked) => checked,
+    let runs_dir = match input::runs_dir(file) {
+        Ok(dir) => dir,
         Err(code) => return code,
     };
-    let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
     let runs = list_runs(&runs_dir).unwrap_or_default();
     let run = if run_id == "latest" {
         runs.last()

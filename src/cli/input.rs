@@ -77,3 +77,48 @@ pub(crate) fn checked_pipeline(
     let pipeline = compilation.pipeline.take().ok_or(crate::exit::INVALID)?;
     Ok((compilation, pipeline))
 }
+
+/// The folder of a pipeline's runs (`<workspace>/<state-dir>/runs`). Past runs must stay
+/// inspectable while the file is being edited, so a file with errors does not stop this: the
+/// settings are taken from what can be read of it, else the defaults (the file's folder and
+/// `.helixflow`), with a warning.
+pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
+    let path = super::pipeline_path(file).map_err(|e| fail(&e))?;
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let (state, problem) = match read(&path, None) {
+        Err(e) => ((folder, PathBuf::from(".helixflow")), Some(e)),
+        Ok(input) => {
+            let compilation = compile(&input);
+            let problem = compilation.has_errors().then(|| {
+                format!(
+                    "{} has errors (`helixflow lint {}` lists them)",
+                    path.display(),
+                    path.display()
+                )
+            });
+            match compilation.pipeline {
+                Some(pipeline) => ((pipeline.workspace, pipeline.state_dir), problem),
+                None => {
+                    let settings = language::state_location(&input.text);
+                    let workspace = settings.workspace.map_or_else(
+                        || folder.clone(),
+                        |w| language::loader::normalize(&folder, Path::new(&w)),
+                    );
+                    let state_dir = settings.state_dir.unwrap_or_else(|| ".helixflow".into());
+                    ((workspace, PathBuf::from(state_dir)), problem)
+                }
+            }
+        }
+    };
+    let runs = state.0.join(state.1).join("runs");
+    if let Some(problem) = problem {
+        eprintln!(
+            "warning: {problem}; looking for its runs in {}",
+            runs.display()
+        );
+    }
+    Ok(runs)
+}

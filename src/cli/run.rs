@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufWriter, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::input;
 use crate::diagnostics::did_you_mean;
-use crate::engine::prompt::{PromptContext, render_argv, render_prompt, shell_quote};
-use crate::engine::{RunOptions, execute};
+use crate::engine::prompt::{render_argv, shell_quote};
+use crate::engine::{RunOptions, attempt_prompt, execute};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
@@ -21,8 +21,9 @@ pub(crate) struct Args {
     /// Phases at once (overrides the pipeline's `max-parallel`).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
-    /// Run only these phases; their other dependencies are taken as done.
-    #[arg(long, value_name = "PHASE", num_args = 1..)]
+    /// Run only this phase (repeat the option for more); their other dependencies are taken as
+    /// done. One name per option, so that a pipeline file after it stays the file.
+    #[arg(long, value_name = "PHASE")]
     only: Vec<String>,
     /// Print the plan (order, levels, each agent's argv with its prompt) and run nothing.
     #[arg(long)]
@@ -39,6 +40,16 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
+    // `--only a b` (one option, two phases) reads `b` as the pipeline file.
+    if let (Some(file), Some(last)) = (&args.file, args.only.last())
+        && !file.exists()
+    {
+        return input::fail(&format!(
+            "no pipeline file {}; --only takes one phase, so for more phases repeat it: --only {last} --only {}",
+            file.display(),
+            file.display()
+        ));
+    }
     let (compilation, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
         Ok(checked) => checked,
         Err(code) => return code,
@@ -66,9 +77,14 @@ pub(crate) fn run(args: &Args) -> i32 {
         return input::fail(&message);
     }
     if args.dry_run {
+        let jobs = RunOptions {
+            jobs: args.jobs,
+            ..RunOptions::default()
+        }
+        .max_parallel(&pipeline);
         // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
         let redactor = crate::store::redact::Redactor::for_pipeline(&pipeline);
-        return super::emit(&redactor.redact(&plan(&pipeline, &args.only)));
+        return super::emit(&redactor.redact(&plan(&pipeline, &args.only, jobs)));
     }
     let reporters = match reporters(args, &pipeline) {
         Ok(reporters) => reporters,
@@ -88,6 +104,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         jobs: args.jobs,
         only: args.only.clone(),
         grace,
+        reports: report_files(args),
     };
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that
@@ -136,6 +153,35 @@ fn kill_grace() -> Result<std::time::Duration, String> {
     }
 }
 
+/// The report files asked for, as absolute paths: snapshots of the workspace leave them out.
+fn report_files(args: &Args) -> Vec<PathBuf> {
+    args.events
+        .iter()
+        .filter(|path| path.as_os_str() != "-")
+        .chain(&args.junit)
+        .map(|path| absolute(path))
+        .collect()
+}
+
+/// `path` made absolute, with its folder's symbolic links and `..` resolved when that folder
+/// exists, so that it compares with paths inside the (canonical) workspace.
+fn absolute(path: &Path) -> PathBuf {
+    let resolved = match (path.parent(), path.file_name()) {
+        (Some(folder), Some(name)) => {
+            let folder = if folder.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                folder
+            };
+            std::fs::canonicalize(folder).ok().map(|f| f.join(name))
+        }
+        _ => None,
+    };
+    resolved
+        .or_else(|| std::path::absolute(path).ok())
+        .unwrap_or_else(|| path.to_owned())
+}
+
 fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     for name in only {
         if pipeline.phase(name).is_none() {
@@ -150,6 +196,11 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
 }
 
 fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
+    // Checked before anything is written or run: a report that cannot be written is found out
+    // now, not after the work is done.
+    if let Some(path) = &args.junit {
+        Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
+    }
     let mut list: Vec<Box<dyn Reporter>> = Vec::new();
     let stderr = std::io::stderr();
     if !args.no_progress && stderr.is_terminal() {
@@ -165,8 +216,8 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
         }
         Some(path) => {
             let file = std::fs::File::create(path)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            list.push(Box::new(Ndjson::new(BufWriter::new(file))));
+                .map_err(|e| format!("--events: cannot write {}: {e}", path.display()))?;
+            list.push(Box::new(Ndjson::file(BufWriter::new(file))));
         }
     }
     if let Some(path) = &args.junit {
@@ -176,20 +227,21 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
     Ok(Reporters::new(list))
 }
 
-/// The dry-run plan: levels, then each phase with its command and rendered first prompt.
-fn plan(pipeline: &Pipeline, only: &[String]) -> String {
+/// The dry-run plan: levels, then each phase with its command and the prompt its first attempt
+/// gets, `max_parallel` phases at once.
+fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
     let mut out = String::new();
     let selected = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    let phases = pipeline
+        .phases
+        .iter()
+        .filter(|p| selected(&p.name.value))
+        .count();
     let _ = writeln!(
         out,
-        "pipeline \"{}\": {} phases, at most {} at once, workspace {}",
+        "pipeline \"{}\": {phases} phase{}, at most {max_parallel} at once, workspace {}",
         pipeline.name,
-        pipeline
-            .phases
-            .iter()
-            .filter(|p| selected(&p.name.value))
-            .count(),
-        pipeline.max_parallel,
+        if phases == 1 { "" } else { "s" },
         pipeline.workspace.display()
     );
     let graph = PhaseGraph::new(pipeline);
@@ -221,16 +273,8 @@ fn plan(pipeline: &Pipeline, only: &[String]) -> String {
             }
             Worker::Agent(name) => {
                 let agent = &pipeline.agents[&name.value];
-                let context = PromptContext {
-                    phase,
-                    attempt: 1,
-                    max_attempts: attempts,
-                    feedback: "",
-                    verify_instructions: "",
-                };
-                let prompt =
-                    render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
-                        .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
+                let prompt = attempt_prompt(phase, 1, attempts, "")
+                    .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
                 let values = BTreeMap::from([
                     ("prompt", prompt.clone()),
                     ("prompt_file", "<attempt folder>/prompt.md".to_owned()),

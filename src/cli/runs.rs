@@ -1,9 +1,12 @@
 //! `helixflow runs` and `helixflow show`: past runs from the journal.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::input;
+use crate::report::one_line;
+use crate::report::record::failing_column;
 use crate::store::run::{RunDir, list_runs};
 
 /// Arguments of `helixflow runs`.
@@ -17,7 +20,7 @@ pub(crate) struct RunsArgs {
 /// Arguments of `helixflow show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// A run id (default: the latest run).
+    /// A run id, or `latest` (the default).
     run: Option<String>,
     /// A phase: show its attempts and their feedback.
     phase: Option<String>,
@@ -26,13 +29,8 @@ pub(crate) struct ShowArgs {
     file: Option<PathBuf>,
 }
 
-fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
-    let (_, pipeline) = input::checked_pipeline(file)?;
-    Ok(pipeline.workspace.join(&pipeline.state_dir).join("runs"))
-}
-
 pub(crate) fn runs(args: &RunsArgs) -> i32 {
-    let dir = match runs_dir(args.file.clone()) {
+    let dir = match input::runs_dir(args.file.clone()) {
         Ok(dir) => dir,
         Err(code) => return code,
     };
@@ -57,16 +55,11 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
                     .iter()
                     .filter(|p| p.status == "passed")
                     .count();
-                let status = if summary.status == "running" && !alive(summary.pid) {
-                    "crashed".to_owned()
-                } else {
-                    summary.status
-                };
                 let _ = writeln!(
                     out,
                     "{:<20} {:<10} {:<22} {passed}/{} passed",
                     run.run_id,
-                    status,
+                    summary.current_status(),
                     summary.started,
                     summary.phases.len()
                 );
@@ -79,16 +72,8 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
     super::emit(&out)
 }
 
-/// Whether a process still exists (to tell a crashed run from a running one).
-fn alive(pid: u32) -> bool {
-    i32::try_from(pid).is_ok_and(|pid| {
-        // SAFETY: kill with signal 0 only checks that the process exists.
-        unsafe { libc::kill(pid, 0) == 0 }
-    })
-}
-
 pub(crate) fn show(args: &ShowArgs) -> i32 {
-    let dir = match runs_dir(args.file.clone()) {
+    let dir = match input::runs_dir(args.file.clone()) {
         Ok(dir) => dir,
         Err(code) => return code,
     };
@@ -96,16 +81,32 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
         Ok(runs) => runs,
         Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
     };
-    let run = match &args.run {
+    // `latest` names the latest run, as for `approve`.
+    let wanted = args.run.as_deref().filter(|id| *id != "latest");
+    let run = match wanted {
         None => runs.last(),
-        Some(id) => runs.iter().find(|r| r.run_id == *id),
+        Some(id) => runs.iter().find(|r| r.run_id == id),
     };
     let Some(run) = run else {
-        return input::fail(&match &args.run {
-            Some(id) => format!(
-                "no run \"{id}\" in {}; `helixflow runs` lists them",
-                dir.display()
-            ),
+        return input::fail(&match wanted {
+            Some(id) => {
+                let mut message = format!(
+                    "no run \"{id}\" in {}; `helixflow runs` lists them",
+                    dir.display()
+                );
+                // `show PHASE` was perhaps meant as the latest run's phase.
+                let latest_has_phase = runs
+                    .last()
+                    .and_then(|latest| latest.read_summary().ok())
+                    .is_some_and(|s| s.phases.iter().any(|p| p.name == id));
+                if args.phase.is_none() && latest_has_phase {
+                    let _ = write!(
+                        message,
+                        " (for phase \"{id}\" of the latest run: `helixflow show latest {id}`)"
+                    );
+                }
+                message
+            }
             None => format!("no runs yet in {}", dir.display()),
         });
     };
@@ -129,10 +130,10 @@ fn show_run(run: &RunDir) -> i32 {
         summary.file.display(),
         summary.started
     );
+    let status = summary.current_status();
     let _ = writeln!(
         out,
-        "status: {}{}",
-        summary.status,
+        "status: {status}{}",
         summary
             .exit_code
             .map(|c| format!(" (exit {c})"))
@@ -145,16 +146,31 @@ fn show_run(run: &RunDir) -> i32 {
         "phase", "status", "attempts", "duration"
     );
     for phase in &summary.phases {
-        let why = if phase.failed_gates.is_empty() {
-            phase.reason.clone().unwrap_or_default()
-        } else {
-            phase.failed_gates.join(", ")
+        // A phase a crashed run left running never finished.
+        let phase_status = match phase.status.as_str() {
+            "running" if status == "crashed" => "unfinished",
+            other => other,
         };
+        // As the table at the end of the run shows it.
+        let why = match phase_status {
+            "passed" | "pending" => String::new(),
+            "skipped" | "cancelled" => phase
+                .reason
+                .as_ref()
+                .map(|r| format!("({r})"))
+                .unwrap_or_default(),
+            _ => failing_column(
+                &phase.failed_gates,
+                phase.error.as_deref(),
+                phase.reason.as_deref(),
+            ),
+        };
+        let why = one_line(&why);
         let _ = writeln!(
             out,
             "{:<24} {:<10} {:>8} {:>9.1}s  {why}",
             phase.name,
-            phase.status,
+            phase_status,
             phase.attempts,
             phase.duration_ms as f64 / 1000.0
         );
@@ -168,6 +184,24 @@ fn show_run(run: &RunDir) -> i32 {
 }
 
 fn show_phase(run: &RunDir, phase: &str) -> i32 {
+    let summary = run.read_summary().ok();
+    let recorded = summary
+        .as_ref()
+        .and_then(|s| s.phases.iter().find(|p| p.name == phase));
+    if let Some(summary) = &summary
+        && recorded.is_none()
+    {
+        let names: Vec<&str> = summary.phases.iter().map(|p| p.name.as_str()).collect();
+        return input::fail(&format!(
+            "no phase named \"{phase}\" in run {}; its phases: {}",
+            run.run_id,
+            names.join(", ")
+        ));
+    }
+    let running = summary
+        .as_ref()
+        .is_some_and(|s| s.current_status() == "running");
+    let reason = recorded.and_then(|p| p.reason.clone());
     let dir = run.phase_dir(phase);
     let mut attempts: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
         .map(|entries| {
@@ -186,15 +220,32 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
         })
         .unwrap_or_default();
     if attempts.is_empty() {
-        return input::fail(&format!(
-            "phase \"{phase}\" has no attempts in run {}",
-            run.run_id
-        ));
+        let status = recorded.map_or("", |p| p.status.as_str());
+        let why = reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        let text = match status {
+            "skipped" => format!("phase \"{phase}\" was skipped{why}"),
+            "pending" if running => format!("phase \"{phase}\" has not started yet"),
+            "pending" => format!("phase \"{phase}\" never started: the run ended before it"),
+            "" => {
+                return input::fail(&format!(
+                    "phase \"{phase}\" has no attempts in run {}",
+                    run.run_id
+                ));
+            }
+            status => format!("phase \"{phase}\" is {status}, with no attempts{why}"),
+        };
+        return super::emit(&format!("{text} (run {})\n", run.run_id));
     }
     attempts.sort();
+    let ends = attempt_ends(run, phase);
     let mut out = String::new();
     for (n, path) in attempts {
         let _ = writeln!(out, "── attempt {n} ({})", path.display());
+        let end = ends.get(&n);
+        let outcome = end.and_then(|e| e["outcome"].as_str());
         if let Ok(gates) = std::fs::read_to_string(path.join("gates.json"))
             && let Ok(serde_json::Value::Array(reports)) =
                 serde_json::from_str::<serde_json::Value>(&gates)
@@ -209,17 +260,58 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
                 );
             }
         }
-        match std::fs::read_to_string(path.join("feedback.md")) {
-            Ok(feedback) => {
+        let feedback = std::fs::read_to_string(path.join("feedback.md")).ok();
+        match (outcome, feedback) {
+            (Some("failed") | None, Some(feedback)) => {
                 let _ = writeln!(out, "   feedback:");
                 for line in feedback.lines() {
                     let _ = writeln!(out, "   | {line}");
                 }
             }
-            Err(_) => {
-                let _ = writeln!(out, "   (no feedback: the attempt passed or was cancelled)");
+            (Some("failed"), None) => {
+                let why = end
+                    .and_then(|e| e["error"].as_str())
+                    .unwrap_or("no feedback was written");
+                let _ = writeln!(out, "   failed: {why}");
+            }
+            (Some("passed"), _) => {
+                let _ = writeln!(out, "   passed");
+            }
+            (Some("cancelled"), _) => {
+                let _ = writeln!(
+                    out,
+                    "   cancelled: {}",
+                    reason.as_deref().unwrap_or("the run was stopped")
+                );
+            }
+            (Some(other), _) => {
+                let _ = writeln!(out, "   {other}");
+            }
+            (None, None) if running => {
+                let _ = writeln!(out, "   running: this attempt has not finished yet");
+            }
+            (None, None) => {
+                let _ = writeln!(out, "   unfinished: the run ended before this attempt did");
             }
         }
     }
     super::emit(&out)
+}
+
+/// The `attempt-finished` events of `phase` in the run's journal, by attempt number. An attempt
+/// without one has not finished.
+fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, serde_json::Value> {
+    let Ok(text) = std::fs::read_to_string(run.path.join("events.jsonl")) else {
+        return HashMap::new();
+    };
+    text.lines()
+        // Only the lines that can be one are parsed.
+        .filter(|line| line.contains("\"attempt-finished\""))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "attempt-finished" && event["phase"] == phase)
+        .filter_map(|event| {
+            let attempt = u32::try_from(event["attempt"].as_u64()?).ok()?;
+            Some((attempt, event))
+        })
+        .collect()
 }

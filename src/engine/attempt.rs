@@ -55,6 +55,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             attempt,
             max_attempts,
         });
+        let attempt_started = Instant::now();
         let result = match one_attempt(
             &shared,
             phase,
@@ -65,12 +66,18 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         .await
         {
             Ok(result) => result,
-            Err(e) => AttemptResult {
-                outcome: AttemptOutcome::Failed,
-                feedback: None,
-                fatal: Some(format!("helixflow could not run the attempt: {e}")),
-            },
+            Err(e) => fatal(format!("helixflow could not run the attempt: {e}")),
         };
+        if let Some(reason) = &result.fatal {
+            could_not_run(
+                &shared,
+                phase,
+                attempt,
+                max_attempts,
+                attempt_started,
+                reason,
+            );
+        }
         let finished = |status, reason: Option<String>| PhaseResult {
             status,
             attempts: attempt,
@@ -149,6 +156,7 @@ async fn one_attempt(
             AttemptOutcome::Cancelled,
             None,
             Vec::new(),
+            None,
         )
     };
 
@@ -164,11 +172,6 @@ async fn one_attempt(
 
     let (feedback_text, feedback_file) =
         previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
-    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
-        verify_instructions(phase)
-    } else {
-        String::new()
-    };
     // What the phase was asked to do, for a verifier.
     let mut task = String::new();
     let mut prompt_file: Option<PromptFile> = None;
@@ -186,15 +189,7 @@ async fn one_attempt(
         }
         Worker::Agent(agent_name) => {
             let agent = &shared.pipeline.agents[&agent_name.value];
-            let context = PromptContext {
-                phase,
-                attempt,
-                max_attempts,
-                feedback: feedback_text,
-                verify_instructions: &instructions,
-            };
-            let template = phase.prompt.as_ref().map_or("", |p| p.text());
-            let prompt = match render_prompt(template, &context) {
+            let prompt = match attempt_prompt(phase, attempt, max_attempts, feedback_text) {
                 Ok(prompt) => prompt,
                 Err(e) => return Ok(fatal(format!("the prompt does not render: {e:#}"))),
             };
@@ -370,7 +365,7 @@ async fn one_attempt(
                 cancel: &shared.cancel,
                 redactor: shared.redactor.clone(),
                 grace: shared.options.grace,
-                exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+                exclude: &shared.excluded,
             };
             let mut on_report = |report: &GateReport| {
                 // Approval gates are decided below, once everything else passed.
@@ -423,6 +418,7 @@ async fn one_attempt(
             AttemptOutcome::Passed,
             None,
             Vec::new(),
+            None,
         ));
     }
     let text = feedback::render(
@@ -442,6 +438,7 @@ async fn one_attempt(
         AttemptOutcome::Failed,
         Some(text),
         failed_gates,
+        agent_failure.as_ref().and_then(AgentFailure::error),
     ))
 }
 
@@ -491,7 +488,7 @@ async fn sub_agent(
         changes: review.changes,
         before: review.before,
         env: review.env,
-        exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+        exclude: &shared.excluded,
         cancel: &shared.cancel,
         redactor: shared.redactor.clone(),
         grace: shared.options.grace,
@@ -520,6 +517,29 @@ async fn sub_agent(
             vec!["the run was cancelled during the review".into()],
         ),
     })
+}
+
+/// The prompt an attempt gives its agent: the phase's template rendered with the attempt's
+/// variables, with the verify instructions in `self` mode. `run --dry-run` shows this same text.
+pub(crate) fn attempt_prompt(
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    feedback: &str,
+) -> Result<String, minijinja::Error> {
+    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
+        verify_instructions(phase)
+    } else {
+        String::new()
+    };
+    let context = PromptContext {
+        phase,
+        attempt,
+        max_attempts,
+        feedback,
+        verify_instructions: &instructions,
+    };
+    render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
 }
 
 /// What a `self`-verified agent is told: the outputs, the gates, and the exact command.
@@ -698,6 +718,7 @@ fn finish(
     outcome: AttemptOutcome,
     feedback: Option<String>,
     failed_gates: Vec<String>,
+    error: Option<String>,
 ) -> AttemptResult {
     shared.emit(Event::AttemptFinished {
         phase: phase.name.value.clone(),
@@ -706,12 +727,39 @@ fn finish(
         duration_ms: millis(started.elapsed()),
         failed_gates,
         feedback: feedback.clone(),
+        error,
     });
     AttemptResult {
         outcome,
         feedback,
         fatal: None,
     }
+}
+
+/// Ends an attempt that could not run, or could not be judged, in the journal with the reason,
+/// and leaves the same account in its folder (no gate ran).
+fn could_not_run(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    started: Instant,
+    reason: &str,
+) {
+    if let Ok(dir) = shared.run.attempt_dir(&phase.name.value, attempt) {
+        let _ = std::fs::write(dir.join("gates.json"), "[]");
+        let text = format!("# Attempt {attempt} of {max_attempts} could not run\n\n{reason}\n");
+        let _ = std::fs::write(dir.join("feedback.md"), shared.redactor.redact(&text));
+    }
+    shared.emit(Event::AttemptFinished {
+        phase: phase.name.value.clone(),
+        attempt,
+        outcome: AttemptOutcome::Failed,
+        duration_ms: millis(started.elapsed()),
+        failed_gates: Vec::new(),
+        feedback: None,
+        error: Some(reason.to_owned()),
+    });
 }
 
 fn fatal(message: String) -> AttemptResult {
@@ -769,10 +817,11 @@ fn lists_files(phase: &Phase) -> bool {
 /// Largest file whose contents a snapshot keeps for diffs and restores.
 const KEPT_CONTENTS: u64 = 1 << 20;
 
-/// How the engine snapshots the workspace: never the state folder; contents kept on request.
+/// How the engine snapshots the workspace: never the state folder or helixflow's report files;
+/// contents kept on request.
 pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> SnapshotOptions {
     SnapshotOptions {
-        exclude: vec![shared.pipeline.state_dir.clone()],
+        exclude: shared.excluded.clone(),
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
     }
 }

@@ -175,15 +175,11 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         cancel: &shared.cancel,
         redactor: shared.redactor.clone(),
         grace: shared.options.grace,
-        exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+        exclude: &shared.excluded,
     };
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
-    let mut paths = resolve_outputs(
-        &shared.pipeline.workspace,
-        phase,
-        std::slice::from_ref(&shared.pipeline.state_dir),
-    );
+    let mut paths = resolve_outputs(&shared.pipeline.workspace, phase, &shared.excluded);
     paths.extend(changes.all().map(str::to_owned));
     paths.sort();
     paths.dedup();

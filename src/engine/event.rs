@@ -183,6 +183,11 @@ pub enum Event {
         /// The feedback for the next attempt, when it failed.
         #[serde(skip_serializing_if = "Option::is_none")]
         feedback: Option<String>,
+        /// Why the agent or `run` step failed, when how it exited does not say: it could not
+        /// start, its response could not be read or reported an error, or its transcript lacks
+        /// the `evidence`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// A failed phase will be tried again.
     RetryScheduled {
@@ -301,6 +306,7 @@ impl Event {
                 duration_ms,
                 failed_gates,
                 feedback,
+                error,
             } => Self::AttemptFinished {
                 phase: r(phase),
                 attempt,
@@ -308,6 +314,7 @@ impl Event {
                 duration_ms,
                 failed_gates: all(failed_gates),
                 feedback: feedback.map(r),
+                error: error.map(r),
             },
             Self::RetryScheduled {
                 phase,

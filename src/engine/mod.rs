@@ -12,5 +12,6 @@ pub mod run;
 mod shell;
 pub mod watchdog;
 
+pub(crate) use attempt::attempt_prompt;
 pub use attempt::gate_env;
 pub use run::{GRACE, RunOptions, RunOutcome, execute};

@@ -2,21 +2,22 @@
 //! and the dispatcher that journals every event and hands it to the reporters.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::control::{self, LiveAttempts};
-use super::event::{Event, PhaseStatus, RunStatus, Stamped};
+use super::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
 use super::process::Cancel;
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::report::Reporters;
-use crate::report::record::{AttemptRecord, RunRecord};
+use crate::report::record::RunRecord;
 use crate::store::redact::Redactor;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
 
@@ -38,6 +39,17 @@ pub struct RunOptions {
     pub only: Vec<String>,
     /// Time between TERM and KILL.
     pub grace: Duration,
+    /// helixflow's own report files (`--events FILE`, `--junit FILE`): like the state folder,
+    /// they are left out of workspace snapshots, so writing them is never taken for an agent's
+    /// change. Absolute, or relative to the workspace.
+    pub reports: Vec<PathBuf>,
+}
+
+impl RunOptions {
+    /// Phases at once: `jobs` when given, else the pipeline's `max-parallel`.
+    pub fn max_parallel(&self, pipeline: &Pipeline) -> u32 {
+        self.jobs.unwrap_or(pipeline.max_parallel).max(1)
+    }
 }
 
 impl Default for RunOptions {
@@ -46,6 +58,7 @@ impl Default for RunOptions {
             jobs: None,
             only: Vec::new(),
             grace: GRACE,
+            reports: Vec::new(),
         }
     }
 }
@@ -68,7 +81,7 @@ pub(crate) struct Shared {
     pub redactor: Arc<Redactor>,
     pub cancel: Cancel,
     pub options: RunOptions,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::Sender<Event>,
     stopping: AtomicBool,
     /// Retries left in the run's budget; `None` is unlimited.
     retries_left: Option<AtomicU32>,
@@ -76,7 +89,10 @@ pub(crate) struct Shared {
     /// Attempts now running, for `helixflow verify` over the control socket.
     pub live: LiveAttempts,
     /// The control socket's path, when it could be opened.
-    pub socket: Option<std::path::PathBuf>,
+    pub socket: Option<PathBuf>,
+    /// What workspace snapshots and gate searches leave out: the state folder and helixflow's
+    /// own report files.
+    pub excluded: Vec<PathBuf>,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
     pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
@@ -139,7 +155,12 @@ pub async fn execute(
     reporters: Reporters,
 ) -> std::io::Result<RunOutcome> {
     let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
-    let run = RunDir::create(&runs_dir)?;
+    let run = RunDir::create(&runs_dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot create a run folder in {}: {e}", runs_dir.display()),
+        )
+    })?;
     let redactor = Arc::new(Redactor::for_pipeline(&pipeline));
     let journal = Journal::open(&run)?;
     std::fs::write(
@@ -169,26 +190,30 @@ pub async fn execute(
                 attempts: 0,
                 duration_ms: 0,
                 failed_gates: Vec::new(),
+                error: None,
                 reason: None,
             })
             .collect(),
     };
     run.write_summary(&summary)?;
 
-    let (sender, receiver) = mpsc::unbounded_channel();
+    let (sender, receiver) = mpsc::channel();
     let dispatcher = std::thread::spawn({
         let run = run.clone();
         move || dispatch(receiver, journal, reporters, run, Summary::new(summary))
     });
 
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
-    let max_parallel = options.jobs.unwrap_or(pipeline.max_parallel).max(1) as usize;
+    let max_parallel = options.max_parallel(&pipeline) as usize;
     let timeout = pipeline.timeout.map(|t| t.duration());
     // `self` verification talks to this run over a socket; without one, `helixflow verify`
     // inside the run reports that it cannot reach the run.
     let socket_path = control::socket_path(&run.path, &run.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
+    let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
+        .chain(options.reports.iter().cloned())
+        .collect();
     let shared = Arc::new(Shared {
         pipeline,
         run: run.clone(),
@@ -201,6 +226,7 @@ pub async fn execute(
         cancel_reason: Mutex::new(String::new()),
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
+        excluded,
         latest_snapshot: Mutex::new(None),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
@@ -251,10 +277,11 @@ pub async fn execute(
     });
     drop(shared);
     // The dispatcher stops after `RunFinished`; joined off the runtime's threads all the same.
-    tokio::task::spawn_blocking(move || dispatcher.join())
+    let recorded = tokio::task::spawn_blocking(move || dispatcher.join())
         .await
         .map_err(|_| std::io::Error::other("the event dispatcher could not be joined"))?
         .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
+    let exit_code = recorded.unwrap_or(exit_code);
     Ok(RunOutcome {
         status,
         exit_code,
@@ -447,19 +474,39 @@ async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunSta
     }
 }
 
-/// Journals every event, keeps `run.json` current, and feeds the reporters.
+/// Journals every event, keeps `run.json` current, and feeds the reporters. Returns the exit code
+/// `run.json` ends with: the run's, unless a report the user asked for could not be written.
 fn dispatch(
-    mut receiver: mpsc::UnboundedReceiver<Event>,
+    receiver: mpsc::Receiver<Event>,
     mut journal: Journal,
     mut reporters: Reporters,
     run: RunDir,
     mut summary: Summary,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<i32>> {
     let mut first_error = None;
     let mut last_written = Instant::now();
     let mut dirty = false;
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    'events: while let Some(event) = receiver.blocking_recv() {
+    'events: loop {
+        // A change waits at most until a second has passed since the last write, even when no
+        // further event comes: `helixflow show` during a long attempt sees the run as it is.
+        let next = if dirty {
+            receiver.recv_timeout(SUMMARY_INTERVAL.saturating_sub(last_written.elapsed()))
+        } else {
+            receiver.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
+        let event = match next {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                last_written = Instant::now();
+                dirty = false;
+                if let Err(e) = run.write_summary(&summary.summary) {
+                    first_error.get_or_insert(e);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         // Events that queued up meanwhile go to the journal in the same write.
         batch.push(event);
         while batch.len() < MAX_BATCH
@@ -491,7 +538,14 @@ fn dispatch(
         }
     }
     reporters.finish();
-    first_error.map_or(Ok(()), Err)
+    // The work is done, but a report CI reads is missing: helixflow itself failed.
+    if reporters.failed_required() > 0 && summary.summary.exit_code == Some(crate::exit::SUCCESS) {
+        summary.summary.exit_code = Some(crate::exit::INTERNAL);
+        if let Err(e) = run.write_summary(&summary.summary) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(summary.summary.exit_code), Err)
 }
 
 /// `run.json` as the events tell it.
@@ -535,18 +589,25 @@ impl Summary {
                     p.status = "running".into();
                     p.attempts = *attempt;
                 }
-                false
+                true
             }
-            Event::AttemptFinished { phase, .. } => {
-                let failures = record
+            Event::AttemptFinished { phase, outcome, .. } => {
+                let attempt = record
                     .phase(phase)
-                    .and_then(|record| record.attempt.as_ref())
-                    .map(AttemptRecord::failures);
-                if let (Some(i), Some(failures)) = (at(phase), failures) {
-                    // As the table at the end of a run shows it: the agent or run command first.
-                    phases[i].failed_gates = failures;
+                    .and_then(|record| record.attempt.as_ref());
+                if let (Some(i), Some(attempt)) = (at(phase), attempt) {
+                    let p = &mut phases[i];
+                    if *outcome == AttemptOutcome::Cancelled {
+                        // Stopped, not failed: the phase's reason says why.
+                        p.failed_gates.clear();
+                        p.error = None;
+                    } else {
+                        // As the table at the end of a run shows it: the agent or run command first.
+                        p.failed_gates = attempt.failures();
+                        p.error = attempt.error().map(str::to_owned);
+                    }
                 }
-                false
+                true
             }
             Event::PhaseFinished {
                 phase,

@@ -9,9 +9,11 @@ pub mod lexer;
 pub mod loader;
 pub mod parse;
 pub mod schema;
+mod state_location;
 mod template;
 mod validate;
 
 pub use compile::{Compilation, Options, TemplateDef, compile};
 pub use decode::{compile_glob, escape_problem};
 pub use loader::{FsLoader, Loader};
+pub use state_location::{StateLocation, state_location};

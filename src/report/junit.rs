@@ -13,9 +13,9 @@ use super::text::{describe_exit, sanitize};
 const MESSAGE_CHARS: usize = 200;
 
 /// Writes JUnit XML when the run finishes: `<testsuites>` with one `<testsuite>` per phase, holding
-/// one `<testcase>` per gate of the phase's last attempt (plus `agent` when the agent failed);
-/// failures carry the gate's details and the attempt's feedback; a phase that did not run is one
-/// skipped test case named `phase`.
+/// one `<testcase>` per gate of the phase's last attempt (plus `agent` when the agent failed, by its
+/// exit or with an error); failures carry the gate's details and the attempt's feedback; a phase
+/// that did not run is one skipped test case named `phase`.
 pub struct Junit {
     path: PathBuf,
     run: RunRecord,
@@ -47,6 +47,23 @@ impl Junit {
             path: path.into(),
             run: RunRecord::default(),
         }
+    }
+
+    /// Checks, before a run, that a report can be written to `path`: creates its folder, and a
+    /// temporary file where the report's will go, removed at once.
+    ///
+    /// # Errors
+    /// When `path` is a folder or names none, or the folder or the file cannot be created.
+    pub fn check(path: &Path) -> std::io::Result<()> {
+        if path.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "it is a folder",
+            ));
+        }
+        let temporary = temporary_beside(path)?;
+        std::fs::File::create(&temporary)?;
+        std::fs::remove_file(&temporary)
     }
 
     /// The report for the events seen so far.
@@ -89,6 +106,10 @@ impl Reporter for Junit {
 
     fn name(&self) -> String {
         format!("the JUnit report {}", self.path.display())
+    }
+
+    fn required(&self) -> bool {
+        true
     }
 }
 
@@ -162,6 +183,16 @@ fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
             name: attempt.worker().to_owned(),
             time_ms: exit.duration_ms,
             verdict,
+        });
+    } else if let Some(error) = attempt.error() {
+        cases.push(Case {
+            name: attempt.worker().to_owned(),
+            time_ms: attempt.exit.as_ref().map_or(0, |exit| exit.duration_ms),
+            verdict: Verdict::Failed {
+                text: failure_text(&[error.to_owned()], feedback),
+                message: error.to_owned(),
+                kind: attempt.worker().to_owned(),
+            },
         });
     }
     for gate in &attempt.gates {
@@ -317,23 +348,25 @@ fn escape(text: &str, in_attribute: bool) -> String {
     out
 }
 
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a CI system
-/// never reads half a report.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// The temporary file a report for `path` is first written to, beside it; creates the folder.
+fn temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
     let folder = match path.parent() {
         Some(folder) if !folder.as_os_str().is_empty() => folder,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(folder)?;
     let file_name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{} does not name a file", path.display()),
-        )
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "it does not name a file")
     })?;
+    std::fs::create_dir_all(folder)?;
     let mut temporary = file_name.to_os_string();
     temporary.push(format!(".{}.tmp", std::process::id()));
-    let temporary = folder.join(temporary);
+    Ok(folder.join(temporary))
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a CI system
+/// never reads half a report.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let temporary = temporary_beside(path)?;
     if let Err(error) = std::fs::write(&temporary, bytes) {
         let _ = std::fs::remove_file(&temporary);
         return Err(error);

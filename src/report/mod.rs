@@ -23,6 +23,7 @@ pub use plain::Plain;
 pub use progress::Progress;
 pub use summary::Summary;
 pub use text::human_duration;
+pub(crate) use text::one_line;
 
 /// A consumer of run events.
 pub trait Reporter: Send {
@@ -37,6 +38,12 @@ pub trait Reporter: Send {
     /// What to call this reporter when it fails, e.g. `JUnit report target/junit.xml`.
     fn name(&self) -> String {
         "reporter".to_owned()
+    }
+
+    /// Whether the run must not end with exit code 0 when this reporter fails: a report file the
+    /// user asked for, which CI reads after the run, as opposed to what the terminal shows.
+    fn required(&self) -> bool {
+        false
     }
 }
 
@@ -75,7 +82,7 @@ impl Reporters {
             if !slot.failed
                 && let Err(error) = slot.reporter.event(event)
             {
-                slot.fail(&error);
+                slot.fail(&error, "it is off for the rest of this run");
             }
         }
     }
@@ -91,7 +98,7 @@ impl Reporters {
             if !slot.failed
                 && let Err(error) = slot.reporter.finish()
             {
-                slot.fail(&error);
+                slot.fail(&error, "it was not written completely");
             }
         }
     }
@@ -100,16 +107,24 @@ impl Reporters {
     pub fn failed(&self) -> usize {
         self.list.iter().filter(|slot| slot.failed).count()
     }
+
+    /// How many of the failed reporters are [required](Reporter::required).
+    pub fn failed_required(&self) -> usize {
+        self.list
+            .iter()
+            .filter(|slot| slot.failed && slot.reporter.required())
+            .count()
+    }
 }
 
 impl Slot {
-    fn fail(&mut self, error: &std::io::Error) {
+    fn fail(&mut self, error: &std::io::Error, consequence: &str) {
         self.failed = true;
         // A closed or broken stderr must not turn a reporting problem into a panic, so the message
         // is written without `eprintln!`.
         let _ = writeln!(
             std::io::stderr().lock(),
-            "helixflow: {} failed: {error}; it is off for the rest of this run",
+            "helixflow: {} failed: {error}; {consequence}",
             self.reporter.name()
         );
     }

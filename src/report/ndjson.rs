@@ -10,12 +10,19 @@ use super::Reporter;
 /// so a reader following the file sees every event as it happens.
 pub struct Ndjson<W: Write + Send> {
     out: W,
+    /// Whether `out` is a file the user named (see [`Reporter::required`]).
+    file: bool,
 }
 
 impl<W: Write + Send> Ndjson<W> {
     /// Writes to `out`.
     pub fn new(out: W) -> Self {
-        Self { out }
+        Self { out, file: false }
+    }
+
+    /// Writes to a file the user named: should it fail, the run does not end with exit code 0.
+    pub fn file(out: W) -> Self {
+        Self { out, file: true }
     }
 
     /// The writer back.
@@ -39,5 +46,9 @@ impl<W: Write + Send> Reporter for Ndjson<W> {
 
     fn name(&self) -> String {
         "the event stream (--events)".to_owned()
+    }
+
+    fn required(&self) -> bool {
+        self.file
     }
 }

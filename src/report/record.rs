@@ -69,6 +69,8 @@ pub(crate) struct AttemptEnd {
     pub duration_ms: u64,
     pub failed_gates: Vec<String>,
     pub feedback: Option<String>,
+    /// Why the agent or `run` step failed, when how it exited does not say.
+    pub error: Option<String>,
 }
 
 /// Where a phase stands, including the states a run that ended abnormally leaves behind.
@@ -151,14 +153,20 @@ impl RunRecord {
                 duration_ms,
                 failed_gates,
                 feedback,
+                error,
                 ..
             } => {
                 let record = self.attempt_mut(phase, *attempt, now);
+                if record.exit.is_none() {
+                    // It never ran, or never exited: the step it was in says what it was.
+                    record.run_step = record.step.as_deref() == Some(RUN_STEP);
+                }
                 record.step = None;
                 record.end = Some(AttemptEnd {
                     duration_ms: *duration_ms,
                     failed_gates: failed_gates.clone(),
                     feedback: feedback.clone(),
+                    error: error.clone(),
                 });
             }
             Event::PhaseFinished {
@@ -252,11 +260,17 @@ impl AttemptRecord {
         }
     }
 
+    /// Why the agent or `run` step failed, when how it exited does not say (it could not start,
+    /// its response could not be read, no evidence).
+    pub fn error(&self) -> Option<&str> {
+        self.end.as_ref().and_then(|end| end.error.as_deref())
+    }
+
     /// What failed, as the table at the end of a run names it: `agent` (or `run`, for a `run`
     /// step) when the child did, then the gates that failed.
     pub fn failures(&self) -> Vec<String> {
         let mut names = Vec::new();
-        if self.failed_exit().is_some() {
+        if self.failed_exit().is_some() || self.error().is_some() {
             names.push(self.worker().to_owned());
         }
         names.extend(self.failed_gates());
@@ -278,12 +292,15 @@ impl AttemptRecord {
     }
 
     /// What went wrong, in one phrase: `agent exited with code 1; gates syntax, tests` (`run
-    /// command exited …` for a `run` step). None when nothing did.
+    /// command exited …` for a `run` step; the error itself when the agent failed otherwise).
+    /// None when nothing did.
     pub fn failure_summary(&self) -> Option<String> {
         let mut parts = Vec::new();
         if let Some(exit) = self.failed_exit() {
             let worker = self.worker_phrase().trim_start_matches("the ");
             parts.push(format!("{worker} {}", describe_exit(exit)));
+        } else if let Some(error) = self.error() {
+            parts.push(first_line(error).to_owned());
         }
         let gates = self.failed_gates();
         match gates.len() {
@@ -329,4 +346,30 @@ impl PhaseRecord {
     pub fn reason(&self) -> Option<&str> {
         self.end.as_ref().and_then(|end| end.reason.as_deref())
     }
+}
+
+/// The last column of a table of phases, for a phase that failed or did not finish: what failed
+/// in its last attempt (`agent`, then gates), with the agent's error after it, else the phase's
+/// reason in parentheses. The summary at the end of a run and `helixflow show` both use it.
+pub(crate) fn failing_column(
+    failures: &[String],
+    error: Option<&str>,
+    reason: Option<&str>,
+) -> String {
+    if failures.is_empty() {
+        return reason.map(|r| format!("({r})")).unwrap_or_default();
+    }
+    let names = failures.join(", ");
+    match error {
+        Some(error) => format!("{names} ({})", first_line(error)),
+        None => names,
+    }
+}
+
+/// The first line of `text` that is not blank, trimmed: a long message's headline.
+pub(crate) fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or_default()
 }

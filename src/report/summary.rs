@@ -5,7 +5,7 @@ use std::io::Write;
 use crate::engine::event::{Event, PhaseStatus, Stamped};
 
 use super::Reporter;
-use super::record::{PhaseRecord, RunRecord, Standing};
+use super::record::{PhaseRecord, RunRecord, Standing, failing_column};
 use super::text::{human_duration, one_line};
 
 /// The column headings.
@@ -110,12 +110,7 @@ fn failing(phase: &PhaseRecord) -> String {
             let Some(attempt) = &phase.attempt else {
                 return reason();
             };
-            let names = attempt.failures();
-            if names.is_empty() {
-                reason()
-            } else {
-                names.join(", ")
-            }
+            failing_column(&attempt.failures(), attempt.error(), phase.reason())
         }
     }
 }

@@ -36,6 +36,32 @@ pub struct RunSummary {
     pub phases: Vec<PhaseSummary>,
 }
 
+impl RunSummary {
+    /// The run's status as it stands: `crashed` when `run.json` says `running` but the helixflow
+    /// process that ran it is gone (killed outright, or the machine stopped), else as recorded.
+    /// `helixflow runs` and `helixflow show` both tell a run's status by this.
+    pub fn current_status(&self) -> &str {
+        if self.status == "running" && !process_exists(self.pid) {
+            "crashed"
+        } else {
+            &self.status
+        }
+    }
+}
+
+/// Whether a process still exists.
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    // Another user's process exists too; it only may not be signalled.
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// One phase's line in `run.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -52,6 +78,10 @@ pub struct PhaseSummary {
     /// then the gates that failed.
     #[serde(default)]
     pub failed_gates: Vec<String>,
+    /// Why the last attempt's agent or `run` step failed, when how it exited does not say: it
+    /// could not start, its response could not be read, or its transcript lacks the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Why it failed or was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

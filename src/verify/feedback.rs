@@ -43,6 +43,20 @@ pub enum AgentFailure {
     },
 }
 
+impl AgentFailure {
+    /// One line for reports, when how the child exited does not already say what went wrong:
+    /// the response could not be read, or the evidence is missing. None for exits and timeouts.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            AgentFailure::Exit { .. } | AgentFailure::Timeout { .. } => None,
+            AgentFailure::Response(reason) => Some(reason.clone()),
+            AgentFailure::NoEvidence { pattern } => Some(format!(
+                "the agent's transcript does not match its evidence `{pattern}`: the work looks skipped"
+            )),
+        }
+    }
+}
+
 /// The feedback text (Markdown) for the attempt after `attempt`: what failed, precisely.
 pub fn render(
     phase: &Phase,
