@@ -160,7 +160,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         })?;
     let options = SnapshotOptions {
         exclude: vec![pipeline.state_dir.clone()],
-        keep_contents_under: None,
+        ..SnapshotOptions::default()
     };
     let now = Snapshot::take(&pipeline.workspace, &options, None)
         .map_err(|e| input::fail(&format!("cannot read the workspace: {e}")))?;

@@ -20,7 +20,7 @@ use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
 use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
-use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
+use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 
 /// How a phase ended, for the scheduler.
@@ -156,7 +156,8 @@ async fn one_attempt(
     let tracked = tracks_changes(phase);
     let before = if tracked {
         step("snapshot");
-        Some(Arc::new(take_snapshot(shared, None, keep_contents).await?))
+        let options = snapshot_options(shared, phase, keep_contents, None);
+        Some(Arc::new(take_snapshot(shared, options, None).await?))
     } else {
         None
     };
@@ -310,9 +311,13 @@ async fn one_attempt(
     if agent_failure.is_none() {
         step("verify");
         // Without a `before`, nothing reads the changes; the files on disk are still listed
-        // when an expected output may be missing, for the near-miss hints.
+        // when an expected output may be missing, for the near-miss hints. With one, the ignore
+        // rules are those from before the attempt: an ignore file the agent wrote or changed
+        // hides none of its changes.
         let after = if tracked || lists_files(phase) {
-            take_snapshot(shared, before.as_deref(), false).await?
+            let rules = before.as_ref().and_then(|before| before.ignore_rules());
+            let options = snapshot_options(shared, phase, false, rules);
+            take_snapshot(shared, options, before.as_deref()).await?
         } else {
             Snapshot::default()
         };
@@ -759,11 +764,20 @@ fn lists_files(phase: &Phase) -> bool {
 /// Largest file whose contents a snapshot keeps for diffs and restores.
 const KEPT_CONTENTS: u64 = 1 << 20;
 
-/// How the engine snapshots the workspace: never the state folder; contents kept on request.
-pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> SnapshotOptions {
+/// How the engine snapshots the workspace for `phase`: never the state folder; its protected
+/// files even where ignored; contents kept on request; judged by `rules` when given.
+pub(crate) fn snapshot_options(
+    shared: &Shared,
+    phase: &Phase,
+    keep_contents: bool,
+    rules: Option<IgnoreRules>,
+) -> SnapshotOptions {
     SnapshotOptions {
         exclude: vec![shared.pipeline.state_dir.clone()],
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
+        // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
+        protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
+        rules,
     }
 }
 
@@ -772,11 +786,10 @@ pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> Snapshot
 /// unchanged), so only files that changed are read again.
 async fn take_snapshot(
     shared: &Shared,
+    options: SnapshotOptions,
     previous: Option<&Snapshot>,
-    keep_contents: bool,
 ) -> std::io::Result<Snapshot> {
     let workspace = shared.pipeline.workspace.clone();
-    let options = snapshot_options(shared, keep_contents);
     let previous = match previous {
         Some(previous) => Some(previous.clone()),
         None => shared

@@ -140,7 +140,12 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         return refusal(format!("no phase \"{}\"", request.phase));
     };
     let workspace = shared.pipeline.workspace.clone();
-    let options = super::attempt::snapshot_options(shared, false);
+    // Judged as the attempt's after-snapshot will be: by the ignore rules before the attempt.
+    let rules = live
+        .before
+        .as_ref()
+        .and_then(|before| before.ignore_rules());
+    let options = super::attempt::snapshot_options(shared, phase, false, rules);
     let before = live.before.clone();
     let after = match tokio::task::spawn_blocking(move || {
         Snapshot::take(&workspace, &options, before.as_deref())

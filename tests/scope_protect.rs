@@ -1,0 +1,139 @@
+//! `scope` and `protect` in real runs: shell scripts act as agents that hide their changes behind
+//! ignore files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Test;
+use serde_json::Value;
+
+fn latest_run(workspace: &Path) -> PathBuf {
+    let mut ids: Vec<PathBuf> = std::fs::read_dir(workspace.join(".helixflow/runs"))
+        .expect("runs folder")
+        .map(|e| e.unwrap().path())
+        .collect();
+    ids.sort();
+    ids.pop().expect("a run")
+}
+
+/// The status and details of the gate `gate` in the first attempt of `phase`.
+fn gate(workspace: &Path, phase: &str, gate: &str) -> (String, Vec<String>) {
+    let path = latest_run(workspace).join(format!("phases/{phase}/attempt-1/gates.json"));
+    let reports: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let report = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == gate)
+        .unwrap_or_else(|| panic!("no gate {gate} in {reports:#}"));
+    let details = report["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect();
+    (report["status"].as_str().unwrap().to_owned(), details)
+}
+
+#[test]
+fn protected_files_are_compared_even_when_ignored() {
+    let test = Test::new()
+        .file(".gitignore", ".env\ndata/\n")
+        .file(".env", "TOKEN=original\n")
+        .file("data/d.txt", "original\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    run "echo TOKEN=stolen > .env && echo changed > data/d.txt && echo new > data/new.txt && mkdir -p src && echo ok > src/a.py"
+    protect ".env" "data/**"
+    retries 0
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(
+        gate(test.path(), "a", "protect"),
+        (
+            "failed".into(),
+            vec![
+                "protected file `data/new.txt` was created".into(),
+                "protected file `.env` was modified".into(),
+                "protected file `data/d.txt` was modified".into(),
+            ]
+        )
+    );
+}
+
+#[test]
+fn an_ignore_file_written_during_the_attempt_hides_nothing() {
+    let test = Test::new().file("src/keep.py", "x = 1\n").pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "mkdir -p other && echo evil > other/evil.py && printf '*\n' > other/.gitignore && echo y > src/new.py"
+    scope "src/**"
+    retries 0
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(
+        gate(test.path(), "a", "scope"),
+        (
+            "failed".into(),
+            vec![
+                "`other/.gitignore` was created, but the phase's scope is `src/**`".into(),
+                "`other/evil.py` was created, but the phase's scope is `src/**`".into(),
+            ]
+        )
+    );
+}
+
+#[test]
+fn git_s_exclude_file_changed_during_the_attempt_hides_nothing() {
+    let test = Test::new()
+        .file("tracked.txt", "tracked\n")
+        .file("src/keep.py", "x = 1\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    run "printf 'tracked.txt\nsneaky.py\n' >> .git/info/exclude && echo changed > tracked.txt && echo s > sneaky.py"
+    scope "src/**"
+    retries 0
+}
+"#,
+        );
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(test.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", test.path())
+            .output()
+            .expect("git runs");
+        assert!(status.status.success(), "git {args:?}: {status:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "tracked.txt", "src/keep.py", "pipeline.kdl"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-qm",
+        "start",
+    ]);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(
+        gate(test.path(), "a", "scope"),
+        (
+            "failed".into(),
+            vec![
+                "`sneaky.py` was created, but the phase's scope is `src/**`".into(),
+                "`tracked.txt` was modified, but the phase's scope is `src/**`".into(),
+            ]
+        )
+    );
+}
