@@ -1,5 +1,5 @@
 //! `scope` and `protect` in real runs: shell scripts act as agents that hide their changes behind
-//! ignore files.
+//! ignore files, or touch protected files from a gate.
 
 mod common;
 
@@ -16,6 +16,23 @@ fn latest_run(workspace: &Path) -> PathBuf {
         .collect();
     ids.sort();
     ids.pop().expect("a run")
+}
+
+/// The phase's status in `run.json`.
+fn status(workspace: &Path, phase: &str) -> String {
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(workspace).join("run.json")).unwrap(),
+    )
+    .unwrap();
+    summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == phase)
+        .unwrap_or_else(|| panic!("no phase {phase}"))["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// The status and details of the gate `gate` in the first attempt of `phase`.
@@ -136,4 +153,69 @@ phase "a" {
             ]
         )
     );
+}
+
+#[test]
+fn a_gate_command_or_fix_that_changes_a_protected_file_fails_the_attempt() {
+    let test = Test::new()
+        .file("tests/t.txt", "the test\n")
+        .file("tests/u.txt", "another test\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "fixing" {
+    run "mkdir -p src && echo ok > src/a.py"
+    scope "src/**"
+    protect "tests/**"
+    gates {
+        command "test -e fixed" name="check" fix="touch fixed; echo hacked > tests/t.txt"
+    }
+    retries 0
+    on-failure "continue"
+}
+phase "testing" {
+    run "true"
+    protect "tests/**"
+    gates {
+        command "echo more >> tests/u.txt" name="tests"
+    }
+    retries 0
+    on-failure "continue"
+}
+phase "building" {
+    run "mkdir -p src && echo ok > src/b.py"
+    scope "src/**"
+    protect "tests/**"
+    gates {
+        command "mkdir -p build && echo cached > build/cache.bin" name="build"
+    }
+    retries 0
+    on-failure "continue"
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress", "--jobs", "1"])
+        .run()
+        .code(1);
+    let ws = test.path();
+    assert_eq!(status(ws, "fixing"), "failed");
+    assert_eq!(
+        gate(ws, "fixing", "check"),
+        (
+            "failed".into(),
+            vec![
+                "`test -e fixed` exited with code 1 at first; it passed after the fix `touch fixed; echo hacked > tests/t.txt` ran".into(),
+                "protected file `tests/t.txt` was modified while the fix `touch fixed; echo hacked > tests/t.txt` ran; protected files must stay byte-identical".into(),
+            ]
+        )
+    );
+    assert_eq!(status(ws, "testing"), "failed");
+    assert_eq!(
+        gate(ws, "testing", "tests"),
+        (
+            "failed".into(),
+            vec!["protected file `tests/u.txt` was modified while `echo more >> tests/u.txt` ran; protected files must stay byte-identical".into()]
+        )
+    );
+    // What gate commands write elsewhere (builds, caches) is not held against the scope.
+    assert_eq!(status(ws, "building"), "passed");
 }

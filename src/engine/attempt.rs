@@ -777,6 +777,7 @@ pub(crate) fn snapshot_options(
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
         // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
         protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
+        only_protected: false,
         rules,
     }
 }

@@ -37,7 +37,7 @@ use crate::language::{compile_glob, escape_problem};
 use crate::model::{Gate, GateKind, Output, Phase};
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
-use crate::verify::snapshot::{Changes, Snapshot};
+use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::syntax::{self, Language, SyntaxError};
 
 /// Largest part of a file `matches` and the front-matter gates read.
@@ -93,6 +93,7 @@ pub async fn run_gates(
     let planned = plan(ctx.phase);
     let mut reports = Vec::with_capacity(planned.len());
     let mut stopped: Option<&'static str> = None;
+    let mut watch = ProtectWatch::new(ctx.phase);
     for (index, gate) in planned.iter().enumerate() {
         let started = Instant::now();
         if stopped.is_none() && ctx.cancel.is_cancelled() {
@@ -100,7 +101,7 @@ pub async fn run_gates(
         }
         let finding = match stopped {
             Some(reason) => Finding::skipped(reason),
-            None => check(ctx, index + 1, gate).await,
+            None => check(ctx, index + 1, gate, &mut watch).await,
         };
         if finding.status == GateStatus::Failed && ctx.phase.fail_fast {
             stopped = Some("an earlier gate failed and the phase has `fail-fast`");
@@ -261,7 +262,12 @@ impl Finding {
     }
 }
 
-async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Finding {
+async fn check(
+    ctx: &GateContext<'_>,
+    number: usize,
+    gate: &Planned<'_>,
+    watch: &mut ProtectWatch,
+) -> Finding {
     let gate = match gate {
         Planned::Outputs => return Finding::from_problems(outputs_gate(ctx)),
         Planned::Scope => return scope_gate(ctx),
@@ -283,7 +289,15 @@ async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Find
                 fix: fix.as_deref(),
                 log_stem: format!("gate-{number}-{}", file_safe(&gate.name)),
             };
-            command.check(ctx).await
+            let mut finding = command.check(ctx, watch).await;
+            // `protect` was judged before this gate ran; what the gate did to a protected file
+            // is judged here.
+            if !watch.notes.is_empty() && !finding.cancelled {
+                finding.status = GateStatus::Failed;
+                finding.details.append(&mut watch.notes);
+            }
+            watch.notes.clear();
+            finding
         }
         GateKind::Matches { target, pattern } => matches_gate(ctx, target, pattern).await,
         GateKind::Absent { target, pattern } => absent_gate(ctx, target, pattern).await,
@@ -581,7 +595,7 @@ struct ShellRun {
 }
 
 impl CommandGate<'_> {
-    async fn check(&self, ctx: &GateContext<'_>) -> Finding {
+    async fn check(&self, ctx: &GateContext<'_>, watch: &mut ProtectWatch) -> Finding {
         let cwd = match self.cwd {
             None => ctx.workspace.to_owned(),
             Some(cwd) => {
@@ -594,7 +608,7 @@ impl CommandGate<'_> {
                 full
             }
         };
-        let first = match self.shell(ctx, self.run, &cwd, "").await {
+        let first = match self.shell(ctx, self.run, &cwd, "", watch).await {
             Ok(run) => run,
             Err(detail) => return Finding::failed(detail),
         };
@@ -613,7 +627,7 @@ impl CommandGate<'_> {
             ));
         };
 
-        let fixed = match self.shell(ctx, fix, &cwd, ".fix").await {
+        let fixed = match self.shell(ctx, fix, &cwd, ".fix", watch).await {
             Ok(run) => run,
             Err(detail) => {
                 return Finding::failed(format!(
@@ -627,7 +641,7 @@ impl CommandGate<'_> {
         if fixed.exit.cancelled {
             return Finding::cancelled();
         }
-        let second = match self.shell(ctx, self.run, &cwd, ".recheck").await {
+        let second = match self.shell(ctx, self.run, &cwd, ".recheck", watch).await {
             Ok(run) => run,
             Err(detail) => return Finding::failed(detail),
         };
@@ -665,14 +679,17 @@ impl CommandGate<'_> {
         Finding::failed(detail)
     }
 
-    /// Runs `command` with the gate's limits, logging to `<stem><suffix>.stdout`/`.stderr`.
+    /// Runs `command` with the gate's limits, logging to `<stem><suffix>.stdout`/`.stderr`;
+    /// `watch` notes each protected file that changed while it ran.
     async fn shell(
         &self,
         ctx: &GateContext<'_>,
         command: &str,
         cwd: &Path,
         suffix: &str,
+        watch: &mut ProtectWatch,
     ) -> Result<ShellRun, String> {
+        watch.start(ctx).await;
         let stdout = ctx.logs.join(format!("{}{suffix}.stdout", self.log_stem));
         let stderr = ctx.logs.join(format!("{}{suffix}.stderr", self.log_stem));
         let mut spec = ChildSpec::shell(command, cwd, &stdout, &stderr);
@@ -680,13 +697,102 @@ impl CommandGate<'_> {
         spec.env = ctx.env.to_vec();
         spec.redactor = Arc::clone(&ctx.redactor);
         spec.grace = ctx.grace;
-        match process::run(spec, ctx.cancel).await {
+        let ran = process::run(spec, ctx.cancel).await;
+        let what = if suffix == ".fix" {
+            format!("the fix `{command}`")
+        } else {
+            format!("`{command}`")
+        };
+        watch.look(ctx, &what).await;
+        match ran {
             Ok(exit) => Ok(ShellRun {
                 exit,
                 stdout,
                 stderr,
             }),
             Err(error) => Err(format!("`{command}` could not be started: {error}")),
+        }
+    }
+}
+
+/// Protected files as they were when last looked at, to catch a gate command or fix that changes
+/// one: the `protect` gate judged them before any declared gate ran.
+struct ProtectWatch {
+    /// `None` when the phase protects nothing.
+    protected: Option<ProtectedPaths>,
+    /// The protected files when last looked at; `None` before the first command ran.
+    last: Option<Snapshot>,
+    /// A detail for each protected file changed by the gate running now.
+    notes: Vec<String>,
+}
+
+impl ProtectWatch {
+    fn new(phase: &Phase) -> Self {
+        Self {
+            protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
+            last: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Takes note of the protected files before the first command runs.
+    async fn start(&mut self, ctx: &GateContext<'_>) {
+        if self.protected.is_some() && self.last.is_none() {
+            match self.take(ctx).await {
+                Ok((_, now)) => self.last = Some(now),
+                Err(error) => self.notes.push(error),
+            }
+        }
+    }
+
+    /// Notes each protected file that changed while `what` (a command, named for people) ran.
+    async fn look(&mut self, ctx: &GateContext<'_>, what: &str) {
+        if self.protected.is_none() {
+            return;
+        }
+        match self.take(ctx).await {
+            Ok((Some(last), now)) => {
+                let changes = last.diff(&now);
+                self.notes.extend(changed(&changes).map(|(path, how)| {
+                    format!(
+                        "protected file `{path}` was {how} while {what} ran; protected files must \
+                         stay byte-identical"
+                    )
+                }));
+                self.last = Some(now);
+            }
+            Ok((None, now)) => self.last = Some(now),
+            Err(error) => self.notes.push(error),
+        }
+    }
+
+    /// The protected files now, walking only where they can be, and those last looked at.
+    async fn take(
+        &mut self,
+        ctx: &GateContext<'_>,
+    ) -> Result<(Option<Snapshot>, Snapshot), String> {
+        let Some(protected) = self.protected.clone() else {
+            return Ok((None, Snapshot::default()));
+        };
+        let last = self.last.take();
+        let reuse = match &last {
+            Some(last) => last.clone(),
+            None => ctx.after.only_protected(&protected),
+        };
+        let options = SnapshotOptions {
+            exclude: ctx.exclude.to_vec(),
+            protected: Some(protected),
+            only_protected: true,
+            ..SnapshotOptions::default()
+        };
+        let workspace = ctx.workspace.to_owned();
+        let taken =
+            tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, Some(&reuse)))
+                .await;
+        match taken {
+            Ok(Ok(now)) => Ok((last, now)),
+            Ok(Err(error)) => Err(format!("the protected files could not be checked: {error}")),
+            Err(error) => Err(format!("the protected files could not be checked: {error}")),
         }
     }
 }

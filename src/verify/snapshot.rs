@@ -143,6 +143,9 @@ pub struct SnapshotOptions {
     pub keep_contents_under: Option<u64>,
     /// Files recorded whether or not ignore rules leave them out: a phase's `protect` globs.
     pub protected: Option<ProtectedPaths>,
+    /// Record the files `protected` matches and nothing else, walking only the folders that can
+    /// hold them.
+    pub only_protected: bool,
     /// Judge what is ignored by these rules, an earlier snapshot's ([`Snapshot::ignore_rules`]),
     /// rather than by the ignore files on disk now: an ignore file added or changed since then
     /// hides nothing.
@@ -189,9 +192,10 @@ impl Snapshot {
             })
             .collect();
 
-        let outer = match &options.rules {
-            Some(rules) => Arc::clone(rules.outer()),
-            None => Arc::new(Outer::read(workspace)),
+        let outer = match (&options.rules, options.only_protected) {
+            (Some(rules), _) => Arc::clone(rules.outer()),
+            (None, true) => Arc::new(Outer::none()),
+            (None, false) => Arc::new(Outer::read(workspace)),
         };
         let shared = Shared {
             root: workspace,
@@ -200,6 +204,7 @@ impl Snapshot {
             outer: Arc::clone(&outer),
             recorded_rules: options.rules.as_ref(),
             protected: options.protected.as_ref(),
+            only_protected: options.only_protected,
             parts: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
         };
@@ -230,10 +235,12 @@ impl Snapshot {
             snapshot.hashed += part.hashed;
             folder_rules.extend(part.rules);
         }
-        snapshot.rules = Some(match &options.rules {
-            Some(rules) => rules.clone(),
-            None => IgnoreRules::new(outer, folder_rules),
-        });
+        snapshot.rules = match &options.rules {
+            Some(rules) => Some(rules.clone()),
+            // Its rules are not all the workspace's: only those on the way to protected files.
+            None if options.only_protected => None,
+            None => Some(IgnoreRules::new(outer, folder_rules)),
+        };
         let previous_files = previous.map_or(&[][..], |previous| previous.files.as_slice());
         let mut files = in_path_order(found.into_iter().flatten(), total, previous_files);
         // Two names that are not UTF-8 can read the same; keep one rather than confuse the diff.
@@ -278,9 +285,35 @@ impl Snapshot {
     }
 
     /// The ignore rules this snapshot was taken with, for a later one to judge by
-    /// ([`SnapshotOptions::rules`]); `None` when it was not taken from disk.
+    /// ([`SnapshotOptions::rules`]); `None` when it was not taken from disk, or holds only
+    /// protected files.
     pub fn ignore_rules(&self) -> Option<IgnoreRules> {
         self.rules.clone()
+    }
+
+    /// This snapshot with only the files `protected` matches: what a snapshot taken with
+    /// [`SnapshotOptions::only_protected`] would have held, to reuse hashes from.
+    pub fn only_protected(&self, protected: &ProtectedPaths) -> Snapshot {
+        let files: Vec<(Arc<str>, Entry)> = self
+            .files
+            .iter()
+            .filter(|(path, _)| protected.matches(&**path))
+            .cloned()
+            .collect();
+        let raw_names = self
+            .raw_names
+            .iter()
+            .filter(|(path, _)| protected.matches(path.as_str()))
+            .map(|(path, raw)| (path.clone(), raw.clone()))
+            .collect();
+        Snapshot {
+            files,
+            dirs: BTreeSet::new(),
+            raw_names,
+            started_ns: self.started_ns,
+            hashed: 0,
+            rules: None,
+        }
     }
 
     /// What changed from `self` (before) to `after`.
@@ -568,6 +601,9 @@ struct Shared<'s> {
     recorded_rules: Option<&'s IgnoreRules>,
     /// Files recorded even where the rules leave them out.
     protected: Option<&'s ProtectedPaths>,
+    /// Nothing but `protected` files is recorded: the walk starts as if the workspace itself
+    /// were left out.
+    only_protected: bool,
     /// Each thread's findings, added when it is done.
     parts: Mutex<Vec<Part>>,
     /// The first error that makes the snapshot fail.
@@ -874,6 +910,7 @@ fn walk_portable(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
         outer: Arc::clone(&shared.outer),
         recorded_rules: shared.recorded_rules.cloned(),
         protected: shared.protected.cloned(),
+        only_protected: shared.only_protected,
         folders: std::sync::RwLock::new(HashMap::new()),
         found: Mutex::new(Vec::new()),
     });
@@ -901,6 +938,7 @@ struct Judge {
     outer: Arc<Outer>,
     recorded_rules: Option<IgnoreRules>,
     protected: Option<ProtectedPaths>,
+    only_protected: bool,
     /// What holds for the entries of each folder met so far, by its path.
     folders: std::sync::RwLock<HashMap<PathBuf, FolderRules>>,
     /// Each folder's own ignore rules, by its key with a trailing slash.
@@ -974,7 +1012,11 @@ impl Judge {
             return known;
         }
         let judged = if dir == self.root {
-            self.rules_of(dir, None)
+            if self.only_protected {
+                FolderRules::LeftOut
+            } else {
+                self.rules_of(dir, None)
+            }
         } else {
             match dir.parent().map(|parent| self.folder(parent)) {
                 Some(FolderRules::Matched(parent)) => self.rules_of(dir, parent.as_ref()),
@@ -1754,6 +1796,11 @@ mod tests {
             for path in on_disk.iter().filter(|path| protected(path)) {
                 prop_assert!(before.get(path).is_some(), "protected `{}` is not recorded", path);
             }
+            let only = SnapshotOptions { only_protected: true, ..options.clone() };
+            let only = Snapshot::take(&root, &only, None).unwrap();
+            let expected: Vec<&str> =
+                before.files().map(|(path, _)| path).filter(|path| protected(path)).collect();
+            prop_assert_eq!(only.files().map(|(path, _)| path).collect::<Vec<_>>(), expected);
 
             let judged = SnapshotOptions { rules: before.ignore_rules(), ..options.clone() };
             let unchanged = Snapshot::take(&root, &judged, Some(&before)).unwrap();

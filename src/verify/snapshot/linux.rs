@@ -42,7 +42,7 @@ pub(super) fn walk(excludes: &[Exclude], shared: &Shared<'_>) {
                     path: root_bytes.to_vec(),
                     depth: 0,
                     rules: None,
-                    left_out: false,
+                    left_out: shared.only_protected,
                 }],
                 idle: 0,
                 done: false,
@@ -82,7 +82,8 @@ struct Folder {
     depth: usize,
     /// The ignore rules of the folders from here up to the workspace; `None` when none has any.
     rules: Option<Arc<Level>>,
-    /// Left out by the ignore rules: only protected files in it are recorded.
+    /// Left out by the ignore rules (or by [`Shared::only_protected`]): only protected files in
+    /// it are recorded.
     left_out: bool,
 }
 

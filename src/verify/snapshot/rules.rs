@@ -65,6 +65,15 @@ impl Outer {
         }
     }
 
+    /// No rule at all.
+    pub(super) fn none() -> Outer {
+        Outer {
+            above: Vec::new(),
+            canonical: PathBuf::new(),
+            global: Gitignore::empty(),
+        }
+    }
+
     /// Whether any rule holds for the whole workspace.
     pub(super) fn any(&self) -> bool {
         !self.above.is_empty() || !self.global.is_empty()
