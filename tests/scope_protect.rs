@@ -1,5 +1,5 @@
-//! `scope` and `protect` in real runs: shell scripts act as agents that hide their changes behind
-//! ignore files, or touch protected files from a gate.
+//! `scope`, `protect` and `changes` in real runs: shell scripts act as agents that work alongside
+//! each other, hide their changes behind ignore files, or touch protected files from a gate.
 
 mod common;
 
@@ -52,6 +52,100 @@ fn gate(workspace: &Path, phase: &str, gate: &str) -> (String, Vec<String>) {
         .map(|d| d.as_str().unwrap().to_owned())
         .collect();
     (report["status"].as_str().unwrap().to_owned(), details)
+}
+
+/// Writes `$1/file`, once the phase `$2` has started too, and exits once `$2/file` exists as
+/// well: both attempts see both files. The markers go to the run's folder, which no snapshot sees.
+const ALONGSIDE: &str = r#"sync="$HELIXFLOW_RUN_DIR/started"
+mkdir -p "$sync" && touch "$sync/$1"
+i=0; while [ ! -e "$sync/$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+mkdir -p "$1" && echo "$1" > "$1/file"
+i=0; while [ ! -e "$2/file" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+"#;
+
+#[test]
+fn phases_running_at_the_same_time_leave_each_other_their_changes() {
+    let test = Test::new().file("alongside.sh", ALONGSIDE).pipeline(
+        r#"pipeline "p" {
+    max-parallel 2
+}
+phase "a" {
+    run "sh alongside.sh a b"
+    scope "a/**"
+    gates { changes min=1; }
+    retries 0
+    on-failure "continue"
+}
+phase "b" {
+    run "sh alongside.sh b a"
+    scope "b/**"
+    gates { changes min=2; }
+    retries 0
+    on-failure "continue"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let ws = test.path();
+    let left_to = |phase: &str, path: &str| {
+        format!("1 change left to phase \"{phase}\", which ran at the same time: `{path}`")
+    };
+    assert_eq!(status(ws, "a"), "passed");
+    assert_eq!(
+        gate(ws, "a", "scope"),
+        ("passed".into(), vec![left_to("b", "b/file")])
+    );
+    assert_eq!(
+        gate(ws, "a", "changes"),
+        ("passed".into(), vec![left_to("b", "b/file")])
+    );
+    // b's own work is one file; a's file is not counted for it.
+    assert_eq!(status(ws, "b"), "failed");
+    assert_eq!(
+        gate(ws, "b", "scope"),
+        ("passed".into(), vec![left_to("a", "a/file")])
+    );
+    assert_eq!(
+        gate(ws, "b", "changes"),
+        (
+            "failed".into(),
+            vec![
+                "the attempt changed 1 file; at least 2 expected (changed: `b/file`)".into(),
+                left_to("a", "a/file"),
+            ]
+        )
+    );
+}
+
+#[test]
+fn a_change_no_phase_alongside_claims_stays_the_phase_s_own() {
+    // `b` declares no scope or outputs: what it writes is not claimed, so `a` answers for it.
+    let test = Test::new().file("alongside.sh", ALONGSIDE).pipeline(
+        r#"pipeline "p" {
+    max-parallel 2
+}
+phase "a" {
+    run "sh alongside.sh a b"
+    scope "a/**"
+    retries 0
+    on-failure "continue"
+}
+phase "b" {
+    run "sh alongside.sh b a"
+    retries 0
+    on-failure "continue"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(status(test.path(), "a"), "failed");
+    assert_eq!(
+        gate(test.path(), "a", "scope"),
+        (
+            "failed".into(),
+            vec!["`b/file` was created, but the phase's scope is `a/**`".into()]
+        )
+    );
 }
 
 #[test]

@@ -184,6 +184,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         redactor: std::sync::Arc::new(Redactor::default()),
         grace: crate::engine::GRACE,
         exclude: std::slice::from_ref(&pipeline.state_dir),
+        alongside: &[],
     };
     let mut gates = runtime.block_on(run_gates(&context, &mut |_| {}));
     for report in &mut gates {

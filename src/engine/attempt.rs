@@ -1,7 +1,7 @@
 //! One phase, attempt after attempt: render the prompt, start the agent or `run` step, verify the
 //! work, write the artifacts, and decide on a retry.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -44,6 +44,7 @@ struct AttemptResult {
 /// Runs every attempt of one phase.
 pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult {
     let phase = &shared.pipeline.phases[index];
+    let _running = PhaseRunning::start(&shared, index);
     let started = Instant::now();
     let max_attempts = phase.retries.saturating_add(1);
     let mut previous_feedback: Option<(String, PathBuf)> = None;
@@ -56,7 +57,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         });
         let result = match one_attempt(
             &shared,
-            phase,
+            index,
             attempt,
             max_attempts,
             previous_feedback.as_ref(),
@@ -124,12 +125,15 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
 
 async fn one_attempt(
     shared: &Shared,
-    phase: &Phase,
+    index: usize,
     attempt: u32,
     max_attempts: u32,
     previous: Option<&(String, PathBuf)>,
 ) -> std::io::Result<AttemptResult> {
+    let phase = &shared.pipeline.phases[index];
     let name = &phase.name.value;
+    // From here on, the phases running alongside are noted: their changes are not this attempt's.
+    let _window = AttemptWindow::open(shared, index);
     let dir = shared.run.attempt_dir(name, attempt)?;
     let step = |s: &str| {
         shared.emit(Event::Step {
@@ -321,6 +325,7 @@ async fn one_attempt(
         } else {
             Snapshot::default()
         };
+        let alongside = phases_alongside(shared, index);
         let (before, changes) = match &before {
             Some(before) => {
                 let changes = before.diff(&after);
@@ -364,6 +369,7 @@ async fn one_attempt(
                 redactor: shared.redactor.clone(),
                 grace: shared.options.grace,
                 exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+                alongside: &alongside,
             };
             let mut on_report = |report: &GateReport| {
                 // Approval gates are decided below, once everything else passed.
@@ -808,6 +814,87 @@ async fn take_snapshot(
         *latest = Some(snapshot.clone());
     }
     Ok(snapshot)
+}
+
+/// Which phases ran alongside each attempt under way. A change another phase made while an
+/// attempt ran is in that attempt's snapshots too; knowing who else ran lets the gates leave
+/// such a change to the phase whose `scope` or `outputs` claim it.
+#[derive(Debug, Default)]
+pub(crate) struct Alongside {
+    /// The phases running now.
+    running: BTreeSet<usize>,
+    /// For each phase with an attempt under way: every other phase running at any time since it
+    /// began.
+    attempts: HashMap<usize, BTreeSet<usize>>,
+}
+
+/// The phases that ran at some time during the attempt of phase `index` under way, in pipeline
+/// order.
+pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
+    let indices: Vec<usize> = shared
+        .alongside
+        .lock()
+        .ok()
+        .and_then(|alongside| alongside.attempts.get(&index).cloned())
+        .map(|set| set.into_iter().collect())
+        .unwrap_or_default();
+    indices
+        .into_iter()
+        .filter_map(|i| shared.pipeline.phases.get(i))
+        .collect()
+}
+
+/// Notes a phase as running for as long as it lives.
+struct PhaseRunning<'s> {
+    shared: &'s Shared,
+    index: usize,
+}
+
+impl<'s> PhaseRunning<'s> {
+    fn start(shared: &'s Shared, index: usize) -> PhaseRunning<'s> {
+        if let Ok(mut alongside) = shared.alongside.lock() {
+            for (&attempt_of, seen) in &mut alongside.attempts {
+                if attempt_of != index {
+                    seen.insert(index);
+                }
+            }
+            alongside.running.insert(index);
+        }
+        PhaseRunning { shared, index }
+    }
+}
+
+impl Drop for PhaseRunning<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut alongside) = self.shared.alongside.lock() {
+            alongside.running.remove(&self.index);
+        }
+    }
+}
+
+/// Notes the phases running alongside an attempt for as long as it lives.
+struct AttemptWindow<'s> {
+    shared: &'s Shared,
+    index: usize,
+}
+
+impl<'s> AttemptWindow<'s> {
+    fn open(shared: &'s Shared, index: usize) -> AttemptWindow<'s> {
+        if let Ok(mut alongside) = shared.alongside.lock() {
+            let mut seen = alongside.running.clone();
+            seen.remove(&index);
+            alongside.attempts.insert(index, seen);
+        }
+        AttemptWindow { shared, index }
+    }
+}
+
+impl Drop for AttemptWindow<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut alongside) = self.shared.alongside.lock() {
+            alongside.attempts.remove(&self.index);
+        }
+    }
 }
 
 /// Runs the phase's `escalate` command after its final failure.

@@ -162,6 +162,13 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         .map(|before| before.diff(&after))
         .unwrap_or_default();
     let untracked = Snapshot::default();
+    let alongside = shared
+        .pipeline
+        .phases
+        .iter()
+        .position(|p| p.name.value == phase.name.value)
+        .map(|index| super::attempt::phases_alongside(shared, index))
+        .unwrap_or_default();
     let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
     let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);
     let logs = live.dir.join(format!("verify-{number}"));
@@ -181,6 +188,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         redactor: shared.redactor.clone(),
         grace: shared.options.grace,
         exclude: std::slice::from_ref(&shared.pipeline.state_dir),
+        alongside: &alongside,
     };
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);

@@ -20,7 +20,7 @@
 //! - A `command` gate that passes only after its `fix` ran passes, with a detail saying so.
 //! - Every detail is redacted before it is reported.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -81,6 +81,10 @@ pub struct GateContext<'a> {
     pub grace: Duration,
     /// Workspace-relative folders never listed (the state folder).
     pub exclude: &'a [PathBuf],
+    /// The phases that ran at some time during the attempt. A change outside this phase's own
+    /// `scope` and `outputs` that one of theirs claims is theirs: `scope` and `changes` leave it
+    /// out. `protect` does not: a protected file stays byte-identical whoever changed it.
+    pub alongside: &'a [&'a Phase],
 }
 
 /// Runs the implicit gates and the phase's gates in order, calling `on_report` as each finishes.
@@ -304,7 +308,7 @@ async fn check(
         GateKind::FrontMatter { path, keys } => front_matter_gate(ctx.workspace, path, keys),
         GateKind::Sections { path, headings } => sections_gate(ctx.workspace, path, headings),
         GateKind::PathsExist { doc, key } => Finding::from_problems(missing_listed(ctx, doc, key)),
-        GateKind::Changes { min } => changes_gate(ctx.changes, *min),
+        GateKind::Changes { min } => changes_gate(ctx, *min),
         // A person decides (engine::approvals) once every other gate passed; the gate runner only
         // holds its place in the order.
         GateKind::Approval { .. } => {
@@ -438,6 +442,76 @@ fn changed(changes: &Changes) -> impl Iterator<Item = (&str, &'static str)> {
     created.chain(modified).chain(deleted)
 }
 
+/// The changes of an attempt that are another phase's: outside this phase's own `scope` and
+/// `outputs`, and claimed by the `scope` or `outputs` of a phase that ran alongside it.
+struct LeftToOthers<'c> {
+    /// Each such path with the phase it is left to (the first in pipeline order that claims it).
+    paths: BTreeMap<&'c str, &'c str>,
+}
+
+impl<'c> LeftToOthers<'c> {
+    fn of(ctx: &GateContext<'c>) -> Self {
+        let mut paths = BTreeMap::new();
+        if ctx.alongside.is_empty() || ctx.changes.is_empty() {
+            return Self { paths };
+        }
+        let own = claims(ctx.phase);
+        let others: Vec<(&str, GlobSet)> = ctx
+            .alongside
+            .iter()
+            .map(|phase| (phase.name.value.as_str(), claims(phase)))
+            .collect();
+        for (path, _) in changed(ctx.changes) {
+            if own.is_match(path) {
+                continue;
+            }
+            if let Some((name, _)) = others.iter().find(|(_, claim)| claim.is_match(path)) {
+                paths.insert(path, *name);
+            }
+        }
+        Self { paths }
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        self.paths.contains_key(path)
+    }
+
+    /// "1 change left to phase "b", which ran at the same time: `b/y`", one line per phase.
+    fn notes(&self) -> Vec<String> {
+        let mut by_phase: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (path, phase) in &self.paths {
+            by_phase.entry(phase).or_default().push(path);
+        }
+        by_phase
+            .into_iter()
+            .map(|(phase, paths)| {
+                format!(
+                    "{} left to phase \"{phase}\", which ran at the same time: {}",
+                    count(paths.len(), "change"),
+                    name_list(&paths, 10)
+                )
+            })
+            .collect()
+    }
+}
+
+/// The files a phase declares as its own: its `scope` globs and its `file` and `glob` outputs.
+/// Globs that do not compile claim nothing (the phase's own gates report them).
+fn claims(phase: &Phase) -> GlobSet {
+    let outputs = phase.outputs.iter().filter_map(|output| match output {
+        Output::File { path } => Some(globset::escape(&clean(path))),
+        Output::Glob { pattern, .. } => Some(clean(pattern)),
+        Output::From { .. } => None,
+    });
+    let mut builder = GlobSetBuilder::new();
+    for pattern in phase.scope.iter().map(|glob| clean(glob)).chain(outputs) {
+        if let Ok(glob) = compile_glob(&pattern) {
+            builder.add(glob);
+        }
+    }
+    builder.build().unwrap_or_default()
+}
+
 fn scope_gate(ctx: &GateContext<'_>) -> Finding {
     let scope = &ctx.phase.scope;
     let set = match glob_set(scope) {
@@ -449,12 +523,15 @@ fn scope_gate(ctx: &GateContext<'_>) -> Finding {
         .map(|g| format!("`{g}`"))
         .collect::<Vec<_>>()
         .join(", ");
-    Finding::from_problems(
+    let others = LeftToOthers::of(ctx);
+    let mut finding = Finding::from_problems(
         changed(ctx.changes)
-            .filter(|(path, _)| !set.is_match(path))
+            .filter(|(path, _)| !set.is_match(path) && !others.contains(path))
             .map(|(path, how)| format!("`{path}` was {how}, but the phase's scope is {listed}"))
             .collect(),
-    )
+    );
+    finding.details.extend(others.notes());
+    finding
 }
 
 fn protect_gate(ctx: &GateContext<'_>) -> Finding {
@@ -470,22 +547,29 @@ fn protect_gate(ctx: &GateContext<'_>) -> Finding {
     )
 }
 
-fn changes_gate(changes: &Changes, min: u32) -> Finding {
-    let total = changes.len();
-    if total >= usize::try_from(min).unwrap_or(usize::MAX) {
-        return Finding::from_problems(Vec::new());
-    }
-    let mut detail = format!(
-        "the attempt changed {}; at least {min} expected",
-        count(total, "file")
-    );
-    if total == 0 {
-        detail.push_str(" — was the work done?");
+fn changes_gate(ctx: &GateContext<'_>, min: u32) -> Finding {
+    let others = LeftToOthers::of(ctx);
+    let paths: Vec<&str> = changed(ctx.changes)
+        .map(|(path, _)| path)
+        .filter(|path| !others.contains(path))
+        .collect();
+    let total = paths.len();
+    let mut finding = if total >= usize::try_from(min).unwrap_or(usize::MAX) {
+        Finding::from_problems(Vec::new())
     } else {
-        let paths: Vec<&str> = changed(changes).map(|(path, _)| path).collect();
-        let _ = write!(detail, " (changed: {})", name_list(&paths, 10));
-    }
-    Finding::failed(detail)
+        let mut detail = format!(
+            "the attempt changed {}; at least {min} expected",
+            count(total, "file")
+        );
+        if total == 0 {
+            detail.push_str(" — was the work done?");
+        } else {
+            let _ = write!(detail, " (changed: {})", name_list(&paths, 10));
+        }
+        Finding::failed(detail)
+    };
+    finding.details.extend(others.notes());
+    finding
 }
 
 // ---------------------------------------------------------------------------------------------
