@@ -46,7 +46,7 @@ fn main() -> ExitCode {
 fn bench(dir: &Path, runs: usize) -> std::io::Result<()> {
     let plain = SnapshotOptions {
         exclude: vec![PathBuf::from(".helixflow")],
-        keep_contents_under: None,
+        ..SnapshotOptions::default()
     };
     let keeping = SnapshotOptions {
         keep_contents_under: Some(1 << 20),

@@ -70,7 +70,20 @@ impl Workspace {
     /// Runs the phase's gates after "the attempt", checking that `on_report` saw every report in
     /// order.
     async fn gates(&self, phase: &Phase, response: Option<&str>) -> Vec<GateReport> {
-        self.gates_cancelled_after(phase, response, None).await
+        self.gates_cancelled_after(phase, response, None, &[]).await
+    }
+
+    /// Like [`Workspace::gates`], with these phases having run alongside the attempt.
+    async fn gates_alongside(&self, phase: &Phase, alongside: &[&Phase]) -> Vec<GateReport> {
+        self.gates_cancelled_after(phase, Some("done"), None, alongside)
+            .await
+    }
+
+    /// A phase named `name` that is not the one under test, with this body.
+    fn other_phase(&self, name: &str, body: &str) -> Phase {
+        let mut phase = self.run_step(body);
+        phase.name.value = name.to_owned();
+        phase
     }
 
     /// Like [`Workspace::gates`], cancelling the run (softly) after `delay` when one is given.
@@ -79,6 +92,7 @@ impl Workspace {
         phase: &Phase,
         response: Option<&str>,
         delay: Option<Duration>,
+        alongside: &[&Phase],
     ) -> Vec<GateReport> {
         let after = Snapshot::take(self.path(), &SnapshotOptions::default(), Some(&self.before))
             .expect("snapshot after");
@@ -104,6 +118,7 @@ impl Workspace {
             redactor: Arc::new(self.redactor.clone()),
             grace: Duration::from_millis(500),
             exclude: &[],
+            alongside,
         };
         let mut seen = Vec::new();
         let reports = gates::run_gates(&ctx, &mut |report: &GateReport| {
@@ -372,6 +387,45 @@ async fn changes_require_work_to_be_done() {
         report(&reports, "changes").details,
         ["the attempt changed 1 file; at least 2 expected (changed: `a.txt`)"]
     );
+}
+
+#[tokio::test]
+async fn changes_claimed_by_a_phase_alongside_are_left_to_it() {
+    let ws = Workspace::new(&[("shared/s.txt", "s")]);
+    ws.write("src/a.rs", "")
+        .write("b/out.txt", "")
+        .write("gen/x.json", "{}")
+        .write("shared/s.txt", "changed")
+        .write("misc.txt", "");
+    let phase = ws.phase("scope \"src/**\" \"shared/**\"\ngates {\n    changes min=4\n}");
+    let b = ws.other_phase(
+        "b",
+        "outputs {\n    file \"b/out.txt\"\n    glob \"gen/*.json\"\n}",
+    );
+    // Its scope claims `shared/s.txt` too, but that is inside the phase's own scope: its own.
+    let c = ws.other_phase("c", "scope \"shared/**\" \"*.md\"");
+    let reports = ws.gates_alongside(&phase, &[&b, &c]).await;
+    let left =
+        "2 changes left to phase \"b\", which ran at the same time: `b/out.txt`, `gen/x.json`";
+    assert_eq!(
+        report(&reports, "scope").details,
+        [
+            "`misc.txt` was created, but the phase's scope is `src/**`, `shared/**`",
+            left,
+        ]
+    );
+    assert_eq!(
+        report(&reports, "changes").details,
+        [
+            "the attempt changed 3 files; at least 4 expected (changed: `misc.txt`, `src/a.rs`, \
+             `shared/s.txt`)",
+            left,
+        ]
+    );
+    // Without phases alongside, every change is the phase's.
+    let reports = ws.gates(&phase, Some("done")).await;
+    assert_eq!(statuses(&reports)[1], ("changes", GateStatus::Passed));
+    assert_eq!(report(&reports, "scope").details.len(), 3);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -969,7 +1023,7 @@ async fn cancelling_stops_the_running_command_and_skips_the_rest() {
     );
     let started = std::time::Instant::now();
     let reports = ws
-        .gates_cancelled_after(&phase, Some("done"), Some(Duration::from_millis(300)))
+        .gates_cancelled_after(&phase, Some("done"), Some(Duration::from_millis(300)), &[])
         .await;
     assert!(started.elapsed() < Duration::from_secs(10), "stopped early");
     assert_eq!(

@@ -16,7 +16,7 @@ fn write(root: &Path, rel: &str, bytes: impl AsRef<[u8]>) {
 fn options() -> SnapshotOptions {
     SnapshotOptions {
         exclude: vec![PathBuf::from(".helixflow")],
-        keep_contents_under: None,
+        ..SnapshotOptions::default()
     }
 }
 
@@ -202,7 +202,7 @@ fn excluded_folders_are_never_entered_even_when_not_ignored() {
             root.join("build/cache"),
             PathBuf::from("../elsewhere"),
         ],
-        keep_contents_under: None,
+        ..SnapshotOptions::default()
     };
     let before = Snapshot::take(root, &options, None).unwrap();
     assert_eq!(paths(&before), [".helixflow-notes.md", "build/out.txt"]);
@@ -906,7 +906,7 @@ fn nested_excludes_and_files_named_like_them() {
     );
     let options = SnapshotOptions {
         exclude: vec![PathBuf::from(".helixflow"), PathBuf::from("a/b/.helixflow")],
-        keep_contents_under: None,
+        ..SnapshotOptions::default()
     };
     let snapshot = Snapshot::take(root, &options, None).unwrap();
     assert_eq!(paths(&snapshot), ["a/.helixflow", "c/.helixflow/kept.json"]);

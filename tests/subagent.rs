@@ -133,6 +133,7 @@ fn keeping() -> SnapshotOptions {
     SnapshotOptions {
         exclude: vec![PathBuf::from(STATE_DIR)],
         keep_contents_under: Some(32 << 20),
+        ..SnapshotOptions::default()
     }
 }
 

@@ -160,7 +160,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         })?;
     let options = SnapshotOptions {
         exclude: vec![pipeline.state_dir.clone()],
-        keep_contents_under: None,
+        ..SnapshotOptions::default()
     };
     let now = Snapshot::take(&pipeline.workspace, &options, None)
         .map_err(|e| input::fail(&format!("cannot read the workspace: {e}")))?;
@@ -184,6 +184,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         redactor: std::sync::Arc::new(Redactor::default()),
         grace: crate::engine::GRACE,
         exclude: std::slice::from_ref(&pipeline.state_dir),
+        alongside: &[],
     };
     let mut gates = runtime.block_on(run_gates(&context, &mut |_| {}));
     for report in &mut gates {

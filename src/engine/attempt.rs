@@ -1,7 +1,7 @@
 //! One phase, attempt after attempt: render the prompt, start the agent or `run` step, verify the
 //! work, write the artifacts, and decide on a retry.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
-use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
+use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 
 /// How a phase ended, for the scheduler.
@@ -45,6 +45,7 @@ struct AttemptResult {
 /// Runs every attempt of one phase.
 pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult {
     let phase = &shared.pipeline.phases[index];
+    let _running = PhaseRunning::start(&shared, index);
     let started = Instant::now();
     let max_attempts = phase.retries.saturating_add(1);
     let mut previous_feedback: Option<(String, PathBuf)> = None;
@@ -58,7 +59,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         let attempt_started = Instant::now();
         let result = match one_attempt(
             &shared,
-            phase,
+            index,
             attempt,
             max_attempts,
             previous_feedback.as_ref(),
@@ -132,12 +133,15 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
 
 async fn one_attempt(
     shared: &Shared,
-    phase: &Phase,
+    index: usize,
     attempt: u32,
     max_attempts: u32,
     previous: Option<&(String, PathBuf)>,
 ) -> std::io::Result<AttemptResult> {
+    let phase = &shared.pipeline.phases[index];
     let name = &phase.name.value;
+    // From here on, the phases running alongside are noted: their changes are not this attempt's.
+    let _window = AttemptWindow::open(shared, index);
     let dir = shared.run.attempt_dir(name, attempt)?;
     let step = |s: &str| {
         shared.emit(Event::Step {
@@ -165,7 +169,8 @@ async fn one_attempt(
     let tracked = tracks_changes(phase);
     let before = if tracked {
         step("snapshot");
-        Some(Arc::new(take_snapshot(shared, None, keep_contents).await?))
+        let options = snapshot_options(shared, phase, keep_contents, None);
+        Some(Arc::new(take_snapshot(shared, options, None).await?))
     } else {
         None
     };
@@ -317,12 +322,17 @@ async fn one_attempt(
     if agent_failure.is_none() {
         step("verify");
         // Without a `before`, nothing reads the changes; the files on disk are still listed
-        // when an expected output may be missing, for the near-miss hints.
+        // when an expected output may be missing, for the near-miss hints. With one, the ignore
+        // rules are those from before the attempt: an ignore file the agent wrote or changed
+        // hides none of its changes.
         let after = if tracked || lists_files(phase) {
-            take_snapshot(shared, before.as_deref(), false).await?
+            let rules = before.as_ref().and_then(|before| before.ignore_rules());
+            let options = snapshot_options(shared, phase, false, rules);
+            take_snapshot(shared, options, before.as_deref()).await?
         } else {
             Snapshot::default()
         };
+        let alongside = phases_alongside(shared, index);
         let (before, changes) = match &before {
             Some(before) => {
                 let changes = before.diff(&after);
@@ -366,6 +376,7 @@ async fn one_attempt(
                 redactor: shared.redactor.clone(),
                 grace: shared.options.grace,
                 exclude: &shared.excluded,
+                alongside: &alongside,
             };
             let mut on_report = |report: &GateReport| {
                 // Approval gates are decided below, once everything else passed.
@@ -817,12 +828,22 @@ fn lists_files(phase: &Phase) -> bool {
 /// Largest file whose contents a snapshot keeps for diffs and restores.
 const KEPT_CONTENTS: u64 = 1 << 20;
 
-/// How the engine snapshots the workspace: never the state folder or helixflow's report files;
-/// contents kept on request.
-pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> SnapshotOptions {
+/// How the engine snapshots the workspace for `phase`: never the state folder or helixflow's
+/// report files; its protected files even where ignored; contents kept on request; judged by
+/// `rules` when given.
+pub(crate) fn snapshot_options(
+    shared: &Shared,
+    phase: &Phase,
+    keep_contents: bool,
+    rules: Option<IgnoreRules>,
+) -> SnapshotOptions {
     SnapshotOptions {
         exclude: shared.excluded.clone(),
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
+        // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
+        protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
+        only_protected: false,
+        rules,
     }
 }
 
@@ -831,11 +852,10 @@ pub(crate) fn snapshot_options(shared: &Shared, keep_contents: bool) -> Snapshot
 /// unchanged), so only files that changed are read again.
 async fn take_snapshot(
     shared: &Shared,
+    options: SnapshotOptions,
     previous: Option<&Snapshot>,
-    keep_contents: bool,
 ) -> std::io::Result<Snapshot> {
     let workspace = shared.pipeline.workspace.clone();
-    let options = snapshot_options(shared, keep_contents);
     let previous = match previous {
         Some(previous) => Some(previous.clone()),
         None => shared
@@ -853,6 +873,87 @@ async fn take_snapshot(
         *latest = Some(snapshot.clone());
     }
     Ok(snapshot)
+}
+
+/// Which phases ran alongside each attempt under way. A change another phase made while an
+/// attempt ran is in that attempt's snapshots too; knowing who else ran lets the gates leave
+/// such a change to the phase whose `scope` or `outputs` claim it.
+#[derive(Debug, Default)]
+pub(crate) struct Alongside {
+    /// The phases running now.
+    running: BTreeSet<usize>,
+    /// For each phase with an attempt under way: every other phase running at any time since it
+    /// began.
+    attempts: HashMap<usize, BTreeSet<usize>>,
+}
+
+/// The phases that ran at some time during the attempt of phase `index` under way, in pipeline
+/// order.
+pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
+    let indices: Vec<usize> = shared
+        .alongside
+        .lock()
+        .ok()
+        .and_then(|alongside| alongside.attempts.get(&index).cloned())
+        .map(|set| set.into_iter().collect())
+        .unwrap_or_default();
+    indices
+        .into_iter()
+        .filter_map(|i| shared.pipeline.phases.get(i))
+        .collect()
+}
+
+/// Notes a phase as running for as long as it lives.
+struct PhaseRunning<'s> {
+    shared: &'s Shared,
+    index: usize,
+}
+
+impl<'s> PhaseRunning<'s> {
+    fn start(shared: &'s Shared, index: usize) -> PhaseRunning<'s> {
+        if let Ok(mut alongside) = shared.alongside.lock() {
+            for (&attempt_of, seen) in &mut alongside.attempts {
+                if attempt_of != index {
+                    seen.insert(index);
+                }
+            }
+            alongside.running.insert(index);
+        }
+        PhaseRunning { shared, index }
+    }
+}
+
+impl Drop for PhaseRunning<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut alongside) = self.shared.alongside.lock() {
+            alongside.running.remove(&self.index);
+        }
+    }
+}
+
+/// Notes the phases running alongside an attempt for as long as it lives.
+struct AttemptWindow<'s> {
+    shared: &'s Shared,
+    index: usize,
+}
+
+impl<'s> AttemptWindow<'s> {
+    fn open(shared: &'s Shared, index: usize) -> AttemptWindow<'s> {
+        if let Ok(mut alongside) = shared.alongside.lock() {
+            let mut seen = alongside.running.clone();
+            seen.remove(&index);
+            alongside.attempts.insert(index, seen);
+        }
+        AttemptWindow { shared, index }
+    }
+}
+
+impl Drop for AttemptWindow<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut alongside) = self.shared.alongside.lock() {
+            alongside.attempts.remove(&self.index);
+        }
+    }
 }
 
 /// Runs the phase's `escalate` command after its final failure.

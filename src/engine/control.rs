@@ -140,7 +140,12 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         return refusal(format!("no phase \"{}\"", request.phase));
     };
     let workspace = shared.pipeline.workspace.clone();
-    let options = super::attempt::snapshot_options(shared, false);
+    // Judged as the attempt's after-snapshot will be: by the ignore rules before the attempt.
+    let rules = live
+        .before
+        .as_ref()
+        .and_then(|before| before.ignore_rules());
+    let options = super::attempt::snapshot_options(shared, phase, false, rules);
     let before = live.before.clone();
     let after = match tokio::task::spawn_blocking(move || {
         Snapshot::take(&workspace, &options, before.as_deref())
@@ -157,6 +162,13 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         .map(|before| before.diff(&after))
         .unwrap_or_default();
     let untracked = Snapshot::default();
+    let alongside = shared
+        .pipeline
+        .phases
+        .iter()
+        .position(|p| p.name.value == phase.name.value)
+        .map(|index| super::attempt::phases_alongside(shared, index))
+        .unwrap_or_default();
     let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
     let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);
     let logs = live.dir.join(format!("verify-{number}"));
@@ -176,6 +188,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         redactor: shared.redactor.clone(),
         grace: shared.options.grace,
         exclude: &shared.excluded,
+        alongside: &alongside,
     };
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);

@@ -95,6 +95,8 @@ pub(crate) struct Shared {
     pub excluded: Vec<PathBuf>,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
     pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
+    /// Which phases ran alongside each attempt under way.
+    pub alongside: Mutex<super::attempt::Alongside>,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
     /// than there are cores (see `ChildSpec::spawn_in_pool`).
     pub spawn_in_pool: bool,
@@ -228,6 +230,7 @@ pub async fn execute(
         socket: listener.as_ref().map(|_| socket_path.clone()),
         excluded,
         latest_snapshot: Mutex::new(None),
+        alongside: Mutex::default(),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),

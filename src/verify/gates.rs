@@ -20,7 +20,7 @@
 //! - A `command` gate that passes only after its `fix` ran passes, with a detail saying so.
 //! - Every detail is redacted before it is reported.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ use crate::language::{compile_glob, escape_problem};
 use crate::model::{Gate, GateKind, Output, Phase};
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
-use crate::verify::snapshot::{Changes, Snapshot};
+use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::syntax::{self, Language, SyntaxError};
 
 /// Largest part of a file `matches` and the front-matter gates read.
@@ -81,6 +81,10 @@ pub struct GateContext<'a> {
     pub grace: Duration,
     /// Workspace-relative folders never listed (the state folder).
     pub exclude: &'a [PathBuf],
+    /// The phases that ran at some time during the attempt. A change outside this phase's own
+    /// `scope` and `outputs` that one of theirs claims is theirs: `scope` and `changes` leave it
+    /// out. `protect` does not: a protected file stays byte-identical whoever changed it.
+    pub alongside: &'a [&'a Phase],
 }
 
 /// Runs the implicit gates and the phase's gates in order, calling `on_report` as each finishes.
@@ -93,6 +97,7 @@ pub async fn run_gates(
     let planned = plan(ctx.phase);
     let mut reports = Vec::with_capacity(planned.len());
     let mut stopped: Option<&'static str> = None;
+    let mut watch = ProtectWatch::new(ctx.phase);
     for (index, gate) in planned.iter().enumerate() {
         let started = Instant::now();
         if stopped.is_none() && ctx.cancel.is_cancelled() {
@@ -100,7 +105,7 @@ pub async fn run_gates(
         }
         let finding = match stopped {
             Some(reason) => Finding::skipped(reason),
-            None => check(ctx, index + 1, gate).await,
+            None => check(ctx, index + 1, gate, &mut watch).await,
         };
         if finding.status == GateStatus::Failed && ctx.phase.fail_fast {
             stopped = Some("an earlier gate failed and the phase has `fail-fast`");
@@ -261,7 +266,12 @@ impl Finding {
     }
 }
 
-async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Finding {
+async fn check(
+    ctx: &GateContext<'_>,
+    number: usize,
+    gate: &Planned<'_>,
+    watch: &mut ProtectWatch,
+) -> Finding {
     let gate = match gate {
         Planned::Outputs => return Finding::from_problems(outputs_gate(ctx)),
         Planned::Scope => return scope_gate(ctx),
@@ -283,7 +293,15 @@ async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Find
                 fix: fix.as_deref(),
                 log_stem: format!("gate-{number}-{}", file_safe(&gate.name)),
             };
-            command.check(ctx).await
+            let mut finding = command.check(ctx, watch).await;
+            // `protect` was judged before this gate ran; what the gate did to a protected file
+            // is judged here.
+            if !watch.notes.is_empty() && !finding.cancelled {
+                finding.status = GateStatus::Failed;
+                finding.details.append(&mut watch.notes);
+            }
+            watch.notes.clear();
+            finding
         }
         GateKind::Matches { target, pattern } => matches_gate(ctx, target, pattern).await,
         GateKind::Absent { target, pattern } => absent_gate(ctx, target, pattern).await,
@@ -294,7 +312,7 @@ async fn check(ctx: &GateContext<'_>, number: usize, gate: &Planned<'_>) -> Find
             let all = || -> &[String] { everywhere.get_or_init(|| all_files(ctx)) };
             Finding::from_problems(missing_listed(ctx, doc, key, all))
         }
-        GateKind::Changes { min } => changes_gate(ctx.changes, *min),
+        GateKind::Changes { min } => changes_gate(ctx, *min),
         // A person decides (engine::approvals) once every other gate passed; the gate runner only
         // holds its place in the order.
         GateKind::Approval { .. } => {
@@ -443,6 +461,76 @@ fn changed(changes: &Changes) -> impl Iterator<Item = (&str, &'static str)> {
     created.chain(modified).chain(deleted)
 }
 
+/// The changes of an attempt that are another phase's: outside this phase's own `scope` and
+/// `outputs`, and claimed by the `scope` or `outputs` of a phase that ran alongside it.
+struct LeftToOthers<'c> {
+    /// Each such path with the phase it is left to (the first in pipeline order that claims it).
+    paths: BTreeMap<&'c str, &'c str>,
+}
+
+impl<'c> LeftToOthers<'c> {
+    fn of(ctx: &GateContext<'c>) -> Self {
+        let mut paths = BTreeMap::new();
+        if ctx.alongside.is_empty() || ctx.changes.is_empty() {
+            return Self { paths };
+        }
+        let own = claims(ctx.phase);
+        let others: Vec<(&str, GlobSet)> = ctx
+            .alongside
+            .iter()
+            .map(|phase| (phase.name.value.as_str(), claims(phase)))
+            .collect();
+        for (path, _) in changed(ctx.changes) {
+            if own.is_match(path) {
+                continue;
+            }
+            if let Some((name, _)) = others.iter().find(|(_, claim)| claim.is_match(path)) {
+                paths.insert(path, *name);
+            }
+        }
+        Self { paths }
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        self.paths.contains_key(path)
+    }
+
+    /// "1 change left to phase "b", which ran at the same time: `b/y`", one line per phase.
+    fn notes(&self) -> Vec<String> {
+        let mut by_phase: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (path, phase) in &self.paths {
+            by_phase.entry(phase).or_default().push(path);
+        }
+        by_phase
+            .into_iter()
+            .map(|(phase, paths)| {
+                format!(
+                    "{} left to phase \"{phase}\", which ran at the same time: {}",
+                    count(paths.len(), "change"),
+                    name_list(&paths, 10)
+                )
+            })
+            .collect()
+    }
+}
+
+/// The files a phase declares as its own: its `scope` globs and its `file` and `glob` outputs.
+/// Globs that do not compile claim nothing (the phase's own gates report them).
+fn claims(phase: &Phase) -> GlobSet {
+    let outputs = phase.outputs.iter().filter_map(|output| match output {
+        Output::File { path } => Some(globset::escape(&clean(path))),
+        Output::Glob { pattern, .. } => Some(clean(pattern)),
+        Output::From { .. } => None,
+    });
+    let mut builder = GlobSetBuilder::new();
+    for pattern in phase.scope.iter().map(|glob| clean(glob)).chain(outputs) {
+        if let Ok(glob) = compile_glob(&pattern) {
+            builder.add(glob);
+        }
+    }
+    builder.build().unwrap_or_default()
+}
+
 fn scope_gate(ctx: &GateContext<'_>) -> Finding {
     let scope = &ctx.phase.scope;
     let set = match glob_set(scope) {
@@ -454,12 +542,15 @@ fn scope_gate(ctx: &GateContext<'_>) -> Finding {
         .map(|g| format!("`{g}`"))
         .collect::<Vec<_>>()
         .join(", ");
-    Finding::from_problems(
+    let others = LeftToOthers::of(ctx);
+    let mut finding = Finding::from_problems(
         changed(ctx.changes)
-            .filter(|(path, _)| !set.is_match(path))
+            .filter(|(path, _)| !set.is_match(path) && !others.contains(path))
             .map(|(path, how)| format!("`{path}` was {how}, but the phase's scope is {listed}"))
             .collect(),
-    )
+    );
+    finding.details.extend(others.notes());
+    finding
 }
 
 fn protect_gate(ctx: &GateContext<'_>) -> Finding {
@@ -475,22 +566,29 @@ fn protect_gate(ctx: &GateContext<'_>) -> Finding {
     )
 }
 
-fn changes_gate(changes: &Changes, min: u32) -> Finding {
-    let total = changes.len();
-    if total >= usize::try_from(min).unwrap_or(usize::MAX) {
-        return Finding::from_problems(Vec::new());
-    }
-    let mut detail = format!(
-        "the attempt changed {}; at least {min} expected",
-        count(total, "file")
-    );
-    if total == 0 {
-        detail.push_str(" — was the work done?");
+fn changes_gate(ctx: &GateContext<'_>, min: u32) -> Finding {
+    let others = LeftToOthers::of(ctx);
+    let paths: Vec<&str> = changed(ctx.changes)
+        .map(|(path, _)| path)
+        .filter(|path| !others.contains(path))
+        .collect();
+    let total = paths.len();
+    let mut finding = if total >= usize::try_from(min).unwrap_or(usize::MAX) {
+        Finding::from_problems(Vec::new())
     } else {
-        let paths: Vec<&str> = changed(changes).map(|(path, _)| path).collect();
-        let _ = write!(detail, " (changed: {})", name_list(&paths, 10));
-    }
-    Finding::failed(detail)
+        let mut detail = format!(
+            "the attempt changed {}; at least {min} expected",
+            count(total, "file")
+        );
+        if total == 0 {
+            detail.push_str(" — was the work done?");
+        } else {
+            let _ = write!(detail, " (changed: {})", name_list(&paths, 10));
+        }
+        Finding::failed(detail)
+    };
+    finding.details.extend(others.notes());
+    finding
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -600,7 +698,7 @@ struct ShellRun {
 }
 
 impl CommandGate<'_> {
-    async fn check(&self, ctx: &GateContext<'_>) -> Finding {
+    async fn check(&self, ctx: &GateContext<'_>, watch: &mut ProtectWatch) -> Finding {
         let cwd = match self.cwd {
             None => ctx.workspace.to_owned(),
             Some(cwd) => {
@@ -613,7 +711,7 @@ impl CommandGate<'_> {
                 full
             }
         };
-        let first = match self.shell(ctx, self.run, &cwd, "").await {
+        let first = match self.shell(ctx, self.run, &cwd, "", watch).await {
             Ok(run) => run,
             Err(detail) => return Finding::failed(detail),
         };
@@ -632,7 +730,7 @@ impl CommandGate<'_> {
             ));
         };
 
-        let fixed = match self.shell(ctx, fix, &cwd, ".fix").await {
+        let fixed = match self.shell(ctx, fix, &cwd, ".fix", watch).await {
             Ok(run) => run,
             Err(detail) => {
                 return Finding::failed(format!(
@@ -646,7 +744,7 @@ impl CommandGate<'_> {
         if fixed.exit.cancelled {
             return Finding::cancelled();
         }
-        let second = match self.shell(ctx, self.run, &cwd, ".recheck").await {
+        let second = match self.shell(ctx, self.run, &cwd, ".recheck", watch).await {
             Ok(run) => run,
             Err(detail) => return Finding::failed(detail),
         };
@@ -684,14 +782,17 @@ impl CommandGate<'_> {
         Finding::failed(detail)
     }
 
-    /// Runs `command` with the gate's limits, logging to `<stem><suffix>.stdout`/`.stderr`.
+    /// Runs `command` with the gate's limits, logging to `<stem><suffix>.stdout`/`.stderr`;
+    /// `watch` notes each protected file that changed while it ran.
     async fn shell(
         &self,
         ctx: &GateContext<'_>,
         command: &str,
         cwd: &Path,
         suffix: &str,
+        watch: &mut ProtectWatch,
     ) -> Result<ShellRun, String> {
+        watch.start(ctx).await;
         let stdout = ctx.logs.join(format!("{}{suffix}.stdout", self.log_stem));
         let stderr = ctx.logs.join(format!("{}{suffix}.stderr", self.log_stem));
         let mut spec = ChildSpec::shell(command, cwd, &stdout, &stderr);
@@ -699,13 +800,102 @@ impl CommandGate<'_> {
         spec.env = ctx.env.to_vec();
         spec.redactor = Arc::clone(&ctx.redactor);
         spec.grace = ctx.grace;
-        match process::run(spec, ctx.cancel).await {
+        let ran = process::run(spec, ctx.cancel).await;
+        let what = if suffix == ".fix" {
+            format!("the fix `{command}`")
+        } else {
+            format!("`{command}`")
+        };
+        watch.look(ctx, &what).await;
+        match ran {
             Ok(exit) => Ok(ShellRun {
                 exit,
                 stdout,
                 stderr,
             }),
             Err(error) => Err(format!("`{command}` could not be started: {error}")),
+        }
+    }
+}
+
+/// Protected files as they were when last looked at, to catch a gate command or fix that changes
+/// one: the `protect` gate judged them before any declared gate ran.
+struct ProtectWatch {
+    /// `None` when the phase protects nothing.
+    protected: Option<ProtectedPaths>,
+    /// The protected files when last looked at; `None` before the first command ran.
+    last: Option<Snapshot>,
+    /// A detail for each protected file changed by the gate running now.
+    notes: Vec<String>,
+}
+
+impl ProtectWatch {
+    fn new(phase: &Phase) -> Self {
+        Self {
+            protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
+            last: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Takes note of the protected files before the first command runs.
+    async fn start(&mut self, ctx: &GateContext<'_>) {
+        if self.protected.is_some() && self.last.is_none() {
+            match self.take(ctx).await {
+                Ok((_, now)) => self.last = Some(now),
+                Err(error) => self.notes.push(error),
+            }
+        }
+    }
+
+    /// Notes each protected file that changed while `what` (a command, named for people) ran.
+    async fn look(&mut self, ctx: &GateContext<'_>, what: &str) {
+        if self.protected.is_none() {
+            return;
+        }
+        match self.take(ctx).await {
+            Ok((Some(last), now)) => {
+                let changes = last.diff(&now);
+                self.notes.extend(changed(&changes).map(|(path, how)| {
+                    format!(
+                        "protected file `{path}` was {how} while {what} ran; protected files must \
+                         stay byte-identical"
+                    )
+                }));
+                self.last = Some(now);
+            }
+            Ok((None, now)) => self.last = Some(now),
+            Err(error) => self.notes.push(error),
+        }
+    }
+
+    /// The protected files now, walking only where they can be, and those last looked at.
+    async fn take(
+        &mut self,
+        ctx: &GateContext<'_>,
+    ) -> Result<(Option<Snapshot>, Snapshot), String> {
+        let Some(protected) = self.protected.clone() else {
+            return Ok((None, Snapshot::default()));
+        };
+        let last = self.last.take();
+        let reuse = match &last {
+            Some(last) => last.clone(),
+            None => ctx.after.only_protected(&protected),
+        };
+        let options = SnapshotOptions {
+            exclude: ctx.exclude.to_vec(),
+            protected: Some(protected),
+            only_protected: true,
+            ..SnapshotOptions::default()
+        };
+        let workspace = ctx.workspace.to_owned();
+        let taken =
+            tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, Some(&reuse)))
+                .await;
+        match taken {
+            Ok(Ok(now)) => Ok((last, now)),
+            Ok(Err(error)) => Err(format!("the protected files could not be checked: {error}")),
+            Err(error) => Err(format!("the protected files could not be checked: {error}")),
         }
     }
 }

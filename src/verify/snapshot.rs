@@ -4,11 +4,17 @@
 //!
 //! What a snapshot sees, and why:
 //! - Files and symlinks below the workspace, walked in parallel: on Linux by the walker in
-//!   `snapshot/linux.rs`, elsewhere by the `ignore` crate's; both apply the same rules.
+//!   `snapshot/linux.rs`, elsewhere by the `ignore` crate's with its own filters off; both judge
+//!   what is ignored with the same code (`snapshot/rules.rs`).
 //!   `.gitignore` files are honoured even outside a git repository (with `.git/info/exclude`, the
 //!   global git excludes file, as `git status` does, and the ignore files of the folders above the
 //!   workspace), and so are `.helixflowignore` files (same syntax, higher precedence). `.ignore`
 //!   files are not read: they tell search tools what to skip, not what belongs to the project.
+//!   The rules read are kept with the snapshot; a later one can judge by them instead of the
+//!   ignore files on disk ([`SnapshotOptions::rules`]), so that an ignore file written or changed
+//!   in between hides nothing: the snapshot after an attempt judges by the one before it.
+//! - Protected files ([`SnapshotOptions::protected`]) are recorded even where ignored: an ignored
+//!   folder is entered only when a protected file can be in it, and then only for those.
 //! - Hidden files are included (`.env` or `.github/` changed outside `scope` must be seen), but `.git`
 //!   (a repository's folder, or the file a worktree or submodule has instead) and the excluded
 //!   folders (the state dir) are never entered or recorded, whether ignored or not.
@@ -46,6 +52,12 @@ use serde::Serialize;
 
 #[cfg(target_os = "linux")]
 mod linux;
+mod rules;
+
+#[cfg(any(not(target_os = "linux"), test))]
+use rules::Level;
+pub use rules::{IgnoreRules, ProtectedPaths};
+use rules::{Matchers, Outer};
 
 /// Files stamped this close to (or after) a snapshot's start are re-read by the next snapshot even
 /// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
@@ -84,6 +96,8 @@ pub struct Snapshot {
     started_ns: i128,
     /// Files read and hashed by this walk rather than taken from the previous snapshot.
     hashed: usize,
+    /// The ignore rules it was taken with; `None` for a snapshot not taken from disk.
+    rules: Option<IgnoreRules>,
 }
 
 /// What differs between two snapshots.
@@ -127,6 +141,15 @@ pub struct SnapshotOptions {
     /// Keep the bytes of files up to this size (inclusive), so that [`Snapshot::restore`] can
     /// rewrite them; `None` keeps nothing.
     pub keep_contents_under: Option<u64>,
+    /// Files recorded whether or not ignore rules leave them out: a phase's `protect` globs.
+    pub protected: Option<ProtectedPaths>,
+    /// Record the files `protected` matches and nothing else, walking only the folders that can
+    /// hold them.
+    pub only_protected: bool,
+    /// Judge what is ignored by these rules, an earlier snapshot's ([`Snapshot::ignore_rules`]),
+    /// rather than by the ignore files on disk now: an ignore file added or changed since then
+    /// hides nothing.
+    pub rules: Option<IgnoreRules>,
 }
 
 impl Snapshot {
@@ -169,10 +192,19 @@ impl Snapshot {
             })
             .collect();
 
+        let outer = match (&options.rules, options.only_protected) {
+            (Some(rules), _) => Arc::clone(rules.outer()),
+            (None, true) => Arc::new(Outer::none()),
+            (None, false) => Arc::new(Outer::read(workspace)),
+        };
         let shared = Shared {
             root: workspace,
             previous,
             keep_contents_under: options.keep_contents_under,
+            outer: Arc::clone(&outer),
+            recorded_rules: options.rules.as_ref(),
+            protected: options.protected.as_ref(),
+            only_protected: options.only_protected,
             parts: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
         };
@@ -195,12 +227,20 @@ impl Snapshot {
         };
         let total = parts.iter().map(|part| part.files.len()).sum();
         let mut found = Vec::with_capacity(parts.len());
+        let mut folder_rules = HashMap::new();
         for part in parts {
             found.push(part.files);
             snapshot.dirs.extend(part.dirs);
             snapshot.raw_names.extend(part.raw_names);
             snapshot.hashed += part.hashed;
+            folder_rules.extend(part.rules);
         }
+        snapshot.rules = match &options.rules {
+            Some(rules) => Some(rules.clone()),
+            // Its rules are not all the workspace's: only those on the way to protected files.
+            None if options.only_protected => None,
+            None => Some(IgnoreRules::new(outer, folder_rules)),
+        };
         let previous_files = previous.map_or(&[][..], |previous| previous.files.as_slice());
         let mut files = in_path_order(found.into_iter().flatten(), total, previous_files);
         // Two names that are not UTF-8 can read the same; keep one rather than confuse the diff.
@@ -242,6 +282,38 @@ impl Snapshot {
     /// How many files this snapshot read and hashed; the others reused the previous snapshot's hash.
     pub fn files_hashed(&self) -> usize {
         self.hashed
+    }
+
+    /// The ignore rules this snapshot was taken with, for a later one to judge by
+    /// ([`SnapshotOptions::rules`]); `None` when it was not taken from disk, or holds only
+    /// protected files.
+    pub fn ignore_rules(&self) -> Option<IgnoreRules> {
+        self.rules.clone()
+    }
+
+    /// This snapshot with only the files `protected` matches: what a snapshot taken with
+    /// [`SnapshotOptions::only_protected`] would have held, to reuse hashes from.
+    pub fn only_protected(&self, protected: &ProtectedPaths) -> Snapshot {
+        let files: Vec<(Arc<str>, Entry)> = self
+            .files
+            .iter()
+            .filter(|(path, _)| protected.matches(&**path))
+            .cloned()
+            .collect();
+        let raw_names = self
+            .raw_names
+            .iter()
+            .filter(|(path, _)| protected.matches(path.as_str()))
+            .map(|(path, raw)| (path.clone(), raw.clone()))
+            .collect();
+        Snapshot {
+            files,
+            dirs: BTreeSet::new(),
+            raw_names,
+            started_ns: self.started_ns,
+            hashed: 0,
+            rules: None,
+        }
     }
 
     /// What changed from `self` (before) to `after`.
@@ -523,6 +595,15 @@ struct Shared<'s> {
     root: &'s Path,
     previous: Option<&'s Snapshot>,
     keep_contents_under: Option<u64>,
+    /// The rules from above the workspace and the global ones.
+    outer: Arc<Outer>,
+    /// Rules to judge by instead of the ignore files on disk.
+    recorded_rules: Option<&'s IgnoreRules>,
+    /// Files recorded even where the rules leave them out.
+    protected: Option<&'s ProtectedPaths>,
+    /// Nothing but `protected` files is recorded: the walk starts as if the workspace itself
+    /// were left out.
+    only_protected: bool,
     /// Each thread's findings, added when it is done.
     parts: Mutex<Vec<Part>>,
     /// The first error that makes the snapshot fail.
@@ -545,6 +626,8 @@ struct Part {
     dirs: Vec<String>,
     raw_names: Vec<(String, PathBuf)>,
     hashed: usize,
+    /// The ignore rules of each folder that has some, by its key with a trailing slash.
+    rules: Vec<(String, Arc<Matchers>)>,
 }
 
 /// Stats, reuses or hashes the files one walker thread finds, on that thread, so hashing runs as
@@ -809,16 +892,175 @@ fn walk(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
     linux::walk(&excludes, shared);
 }
 
-/// The walk: the `ignore` crate's parallel walker.
+/// The walk elsewhere: see [`walk_portable`].
 #[cfg(not(target_os = "linux"))]
 fn walk(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
-    walk_with_ignore(excludes, shared);
+    walk_portable(excludes, shared);
+}
+
+/// Walks with the `ignore` crate's parallel walker with its own filters off: what is left out,
+/// and what is recorded all the same, is judged in its `filter_entry` by [`rules`], as the Linux
+/// walker judges it. The crate's own ignore handling cannot judge by an earlier snapshot's rules,
+/// nor record protected files it ignores.
+#[cfg(any(not(target_os = "linux"), test))]
+fn walk_portable(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
+    let judge = Arc::new(Judge {
+        root: shared.root.to_path_buf(),
+        excludes,
+        outer: Arc::clone(&shared.outer),
+        recorded_rules: shared.recorded_rules.cloned(),
+        protected: shared.protected.cloned(),
+        only_protected: shared.only_protected,
+        folders: std::sync::RwLock::new(HashMap::new()),
+        found: Mutex::new(Vec::new()),
+    });
+    let mut builder = WalkBuilder::new(shared.root);
+    builder.standard_filters(false).follow_links(false);
+    let filter = Arc::clone(&judge);
+    builder.filter_entry(move |entry| filter.keeps(entry));
+    builder.build_parallel().visit(&mut Collectors { shared });
+    let found = std::mem::take(&mut *judge.found.lock().unwrap_or_else(PoisonError::into_inner));
+    shared
+        .parts
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Part {
+            rules: found,
+            ..Part::default()
+        });
+}
+
+/// Decides, for [`walk_portable`], which entries are walked.
+#[cfg(any(not(target_os = "linux"), test))]
+struct Judge {
+    root: PathBuf,
+    excludes: Arc<[Exclude]>,
+    outer: Arc<Outer>,
+    recorded_rules: Option<IgnoreRules>,
+    protected: Option<ProtectedPaths>,
+    only_protected: bool,
+    /// What holds for the entries of each folder met so far, by its path.
+    folders: std::sync::RwLock<HashMap<PathBuf, FolderRules>>,
+    /// Each folder's own ignore rules, by its key with a trailing slash.
+    found: Mutex<Vec<(String, Arc<Matchers>)>>,
+}
+
+/// What holds for the entries of one folder.
+#[cfg(any(not(target_os = "linux"), test))]
+#[derive(Clone)]
+enum FolderRules {
+    /// They are matched against these rules (`None`: none from the workspace's folders).
+    Matched(Option<Arc<Level>>),
+    /// The folder is left out: only protected files in it are recorded.
+    LeftOut,
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl Judge {
+    /// Whether the walk records `entry` and, for a folder, enters it.
+    fn keeps(&self, entry: &DirEntry) -> bool {
+        if !entered(entry, &self.root, &self.excludes) {
+            return false;
+        }
+        let path = entry.path();
+        let (Some(folder), Some(rel)) = (path.parent(), below(path, &self.root)) else {
+            return true;
+        };
+        let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
+        let left_out = match self.folder(folder) {
+            FolderRules::LeftOut => true,
+            FolderRules::Matched(level) => {
+                (level.is_some() || self.outer.any()) && {
+                    let from_above = if self.outer.has_above() {
+                        self.outer.canonical.join(rel)
+                    } else {
+                        PathBuf::new()
+                    };
+                    self.outer
+                        .ignored(level.as_deref(), path, &from_above, is_dir)
+                }
+            }
+        };
+        if !left_out {
+            return true;
+        }
+        let Some(protected) = &self.protected else {
+            return false;
+        };
+        if !is_dir {
+            return protected.matches(rel);
+        }
+        let kept = protected.may_hold(key_of(rel).as_bytes());
+        if kept {
+            self.folders
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(path.to_path_buf(), FolderRules::LeftOut);
+        }
+        kept
+    }
+
+    /// What holds for the entries of the folder `dir`, worked out when its first one is judged.
+    fn folder(&self, dir: &Path) -> FolderRules {
+        let known = self
+            .folders
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(dir)
+            .cloned();
+        if let Some(known) = known {
+            return known;
+        }
+        let judged = if dir == self.root {
+            if self.only_protected {
+                FolderRules::LeftOut
+            } else {
+                self.rules_of(dir, None)
+            }
+        } else {
+            match dir.parent().map(|parent| self.folder(parent)) {
+                Some(FolderRules::Matched(parent)) => self.rules_of(dir, parent.as_ref()),
+                _ => FolderRules::LeftOut,
+            }
+        };
+        self.folders
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(dir.to_path_buf(), judged.clone());
+        judged
+    }
+
+    /// The rules for the entries of `dir`, a folder that is not left out, whose parent's rules
+    /// are `parent`: those an earlier snapshot recorded, or else those of its ignore files.
+    fn rules_of(&self, dir: &Path, parent: Option<&Arc<Level>>) -> FolderRules {
+        let mut key = below(dir, &self.root)
+            .map(|rel| key_of(rel).into_owned())
+            .unwrap_or_default();
+        if !key.is_empty() {
+            key.push('/');
+        }
+        if let Some(recorded) = &self.recorded_rules {
+            return FolderRules::Matched(Level::recorded(recorded, &key, parent));
+        }
+        let has = |name: &str| fs::symlink_metadata(dir.join(name)).is_ok();
+        let (level, own) = Level::read(
+            dir,
+            (has(HELIXFLOW_IGNORE), has(".gitignore"), has(".git")),
+            parent,
+        );
+        if let Some(own) = own {
+            self.found
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((key, own));
+        }
+        FolderRules::Matched(level)
+    }
 }
 
 /// Walks with the `ignore` crate's parallel walker, configured for the rules in the module
-/// documentation. On Linux it only serves the tests, as the reference the crate's own walker is
-/// compared with.
-#[cfg(any(not(target_os = "linux"), test))]
+/// documentation: the reference both walkers are compared with in the tests.
+#[cfg(all(target_os = "linux", test))]
 fn walk_with_ignore(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
     let workspace = shared.root;
     let mut builder = WalkBuilder::new(workspace);
@@ -1352,8 +1594,10 @@ impl Restoring {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    //! The crate's own walker against the `ignore` crate's, which defines the rules: both must find
-    //! the same files, folders and names on disk.
+    //! The crate's walkers against the `ignore` crate's, which defines the rules: all must find
+    //! the same files, folders and names on disk. Judging by an earlier snapshot's rules, and
+    //! recording protected files that are ignored, are the crate's own: there the Linux walker and
+    //! the portable one must agree with each other.
 
     use proptest::prelude::*;
 
@@ -1362,6 +1606,11 @@ mod tests {
     /// A snapshot taken with the `ignore` crate's walker.
     fn take_with_ignore(workspace: &Path, options: &SnapshotOptions) -> Snapshot {
         Snapshot::take_with(workspace, options, None, walk_with_ignore).expect("snapshot")
+    }
+
+    /// A snapshot taken with the walker other systems use.
+    fn take_portable(workspace: &Path, options: &SnapshotOptions) -> Snapshot {
+        Snapshot::take_with(workspace, options, None, walk_portable).expect("snapshot")
     }
 
     /// Everything a walk decides: files (with all that is recorded of them), folders, real names.
@@ -1392,7 +1641,32 @@ mod tests {
         let files = prop::collection::vec((prop::collection::vec(part, 0..3), file), 1..24);
         let folder = prop::sample::select(vec!["", "a/", "a/b/", "b/", "build/", "keep/", "c/"]);
         let name = prop::sample::select(vec![".gitignore", ".helixflowignore"]);
-        let rule = prop::sample::select(vec![
+        let rules =
+            prop::collection::vec((folder, name, prop::collection::vec(rule(), 1..4)), 0..6);
+        (files, rules).prop_map(|(files, rules)| {
+            let mut tree: Vec<(String, String)> = files
+                .into_iter()
+                .map(|(folders, file)| {
+                    let mut path = folders.join("/");
+                    if !path.is_empty() {
+                        path.push('/');
+                    }
+                    path.push_str(file);
+                    (path, "contents".to_owned())
+                })
+                .collect();
+            tree.extend(
+                rules
+                    .into_iter()
+                    .map(|(folder, name, rules)| (format!("{folder}{name}"), rules.join("\n"))),
+            );
+            tree
+        })
+    }
+
+    /// Ignore rules that often contradict each other.
+    fn rule() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
             "*.log",
             "!keep.log",
             "build/",
@@ -1416,58 +1690,140 @@ mod tests {
             "!f.txt",
             "!c",
             "!x.log",
-        ]);
-        let rules = prop::collection::vec((folder, name, prop::collection::vec(rule, 1..4)), 0..6);
-        (files, rules).prop_map(|(files, rules)| {
-            let mut tree: Vec<(String, String)> = files
-                .into_iter()
-                .map(|(folders, file)| {
-                    let mut path = folders.join("/");
-                    if !path.is_empty() {
-                        path.push('/');
-                    }
-                    path.push_str(file);
-                    (path, "contents".to_owned())
-                })
-                .collect();
-            tree.extend(
-                rules
-                    .into_iter()
-                    .map(|(folder, name, rules)| (format!("{folder}{name}"), rules.join("\n"))),
-            );
-            tree
-        })
+            "*",
+        ])
+    }
+
+    /// Lays `entries` out in `dir/workspace`, under an ignore file that holds for it from above,
+    /// with rules in git's exclude files when `exclude_info`; returns the workspace.
+    fn lay_out(dir: &Path, entries: &[(String, String)], exclude_info: bool) -> PathBuf {
+        let root = dir.join("workspace");
+        fs::create_dir(&root).unwrap();
+        fs::write(dir.join(".gitignore"), "workspace/a/x.log\n").unwrap();
+        for (path, text) in entries {
+            let path = root.join(path);
+            // A path already taken by a file or folder stays what it is.
+            if fs::create_dir_all(path.parent().unwrap()).is_ok() {
+                let _ = fs::write(&path, text);
+            }
+        }
+        if exclude_info {
+            fs::create_dir_all(root.join(".git/info")).unwrap();
+            fs::write(root.join(".git/info/exclude"), "*.txt\n!keep.txt\n").unwrap();
+            fs::create_dir_all(root.join("b/.git/info")).unwrap();
+            fs::write(root.join("b/.git/info/exclude"), "f.txt\nc\n").unwrap();
+        }
+        root
+    }
+
+    /// Every file below `root` but in `.git` and the excluded folders, ignored or not.
+    fn every_file(root: &Path, rel: &str, excluded: &[&str], found: &mut Vec<String>) {
+        for entry in fs::read_dir(root.join(rel)).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if name == ".git" || excluded.contains(&path.as_str()) {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                every_file(root, &path, excluded, found);
+            } else {
+                found.push(path);
+            }
+        }
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
-        fn both_walkers_find_the_same(entries in tree(), exclude_info in any::<bool>()) {
+        fn every_walker_finds_the_same(entries in tree(), exclude_info in any::<bool>()) {
             let dir = tempfile::tempdir().unwrap();
-            let root = dir.path().join("workspace");
-            fs::create_dir(&root).unwrap();
-            fs::write(dir.path().join(".gitignore"), "workspace/a/x.log\n").unwrap();
-            for (path, text) in &entries {
-                let path = root.join(path);
-                // A path already taken by a file or folder stays what it is.
-                if fs::create_dir_all(path.parent().unwrap()).is_ok() {
-                    let _ = fs::write(&path, text);
-                }
-            }
-            if exclude_info {
-                fs::create_dir_all(root.join(".git/info")).unwrap();
-                fs::write(root.join(".git/info/exclude"), "*.txt\n!keep.txt\n").unwrap();
-                fs::create_dir_all(root.join("b/.git/info")).unwrap();
-                fs::write(root.join("b/.git/info/exclude"), "f.txt\nc\n").unwrap();
-            }
+            let root = lay_out(dir.path(), &entries, exclude_info);
             let options = SnapshotOptions {
                 exclude: vec![PathBuf::from("build/c"), PathBuf::from(".hidden")],
-                keep_contents_under: None,
+                ..SnapshotOptions::default()
             };
             let ours = Snapshot::take(&root, &options, None).unwrap();
             let reference = take_with_ignore(&root, &options);
             prop_assert_eq!(summary(&ours), summary(&reference));
+            let portable = take_portable(&root, &options);
+            prop_assert_eq!(summary(&ours), summary(&portable));
+        }
+
+        #[test]
+        fn earlier_rules_hide_nothing_and_protected_files_are_always_seen(
+            entries in tree(),
+            exclude_info in any::<bool>(),
+            protect in prop::collection::vec(
+                prop::sample::select(vec![
+                    "*.log", "build/**", "**/c", "keep/*.txt", ".env", "a/**/x.log", "b/f.txt",
+                ]),
+                0..3,
+            ),
+            rewritten in prop::collection::vec(
+                (
+                    prop::sample::select(vec!["", "a/", "a/b/", "b/", "build/", "keep/", "c/"]),
+                    prop::sample::select(vec![".gitignore", ".helixflowignore", ".git/info/exclude"]),
+                    prop::collection::vec(rule(), 1..4),
+                ),
+                1..4,
+            ),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = lay_out(dir.path(), &entries, exclude_info);
+            let protect: Vec<String> = protect.into_iter().map(str::to_owned).collect();
+            let options = SnapshotOptions {
+                exclude: vec![PathBuf::from("build/c"), PathBuf::from(".hidden")],
+                protected: ProtectedPaths::new(&protect).unwrap(),
+                ..SnapshotOptions::default()
+            };
+            let before = Snapshot::take(&root, &options, None).unwrap();
+            let portable = take_portable(&root, &options);
+            prop_assert_eq!(summary(&before), summary(&portable));
+            let mut on_disk = Vec::new();
+            every_file(&root, "", &["build/c", ".hidden"], &mut on_disk);
+            let protected = |path: &str| {
+                protect.iter().any(|glob| {
+                    let glob = crate::language::compile_glob(glob).unwrap();
+                    glob.compile_matcher().is_match(path)
+                })
+            };
+            for path in on_disk.iter().filter(|path| protected(path)) {
+                prop_assert!(before.get(path).is_some(), "protected `{}` is not recorded", path);
+            }
+            let only = SnapshotOptions { only_protected: true, ..options.clone() };
+            let only = Snapshot::take(&root, &only, None).unwrap();
+            let expected: Vec<&str> =
+                before.files().map(|(path, _)| path).filter(|path| protected(path)).collect();
+            prop_assert_eq!(only.files().map(|(path, _)| path).collect::<Vec<_>>(), expected);
+
+            let judged = SnapshotOptions { rules: before.ignore_rules(), ..options.clone() };
+            let unchanged = Snapshot::take(&root, &judged, Some(&before)).unwrap();
+            prop_assert_eq!(summary(&unchanged), summary(&before));
+
+            // The rules change; the snapshot judged by the earlier ones loses no file.
+            for (folder, name, rules) in &rewritten {
+                let path = root.join(folder).join(name);
+                if root.join(folder).is_dir() && fs::create_dir_all(path.parent().unwrap()).is_ok() {
+                    let _ = fs::write(&path, rules.join("\n"));
+                }
+            }
+            let after = Snapshot::take(&root, &judged, Some(&before)).unwrap();
+            let portable = take_portable(&root, &judged);
+            prop_assert_eq!(summary(&after), summary(&portable));
+            let changes = before.diff(&after);
+            prop_assert!(changes.deleted.is_empty(), "{:?}", changes);
+            for path in changes.created.iter().chain(&changes.modified) {
+                prop_assert!(
+                    path.ends_with(".gitignore") || path.ends_with(".helixflowignore"),
+                    "`{}` changed", path
+                );
+            }
         }
     }
 
@@ -1492,6 +1848,7 @@ mod tests {
         let ours = Snapshot::take(root, &options, None).unwrap();
         let reference = take_with_ignore(root, &options);
         assert_eq!(summary(&ours), summary(&reference));
+        assert_eq!(summary(&ours), summary(&take_portable(root, &options)));
         assert_eq!(ours.len(), 4);
     }
 }

@@ -20,8 +20,9 @@
 //!   work, not the review.
 //! - The verifier gets `PYTHONDONTWRITEBYTECODE=1` (any `env` may override it), so that running a
 //!   Python project's tests does not write `__pycache__` files, which would void the verdict.
-//! - Files the snapshots do not see (ignored by `.gitignore` or `.helixflowignore`, the state dir,
-//!   the attempt folder) are not watched, as everywhere else in helixflow.
+//! - Files the snapshots do not see (ignored by `.gitignore` or `.helixflowignore` before the
+//!   review, the state dir, the attempt folder) are not watched, as everywhere else in helixflow;
+//!   protected files are, ignored or not.
 //! - The verdict returned and written to `verdict.json` is redacted and bounded (at most
 //!   100 entries per list, 2000 characters per entry and 16000 for `feedback`): it becomes the next
 //!   attempt's feedback, which may have to fit in a command line.
@@ -47,7 +48,7 @@ use crate::model::{Agent, Millis, Phase};
 use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
-use crate::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
+use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// The verification prompt, as given to the verifier (redacted), in the attempt folder.
 pub const PROMPT_FILE: &str = "verifier-prompt.md";
@@ -268,6 +269,8 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     // The verifier's own logs are written during the review; they are not its changes.
     exclude.push(c.attempt_dir.to_path_buf());
 
+    // Protected files are watched even where ignored: they must stay byte-identical.
+    let protected = ProtectedPaths::new(&c.phase.protect).ok().flatten();
     let (guard, diff) = {
         let workspace = c.workspace.to_path_buf();
         let before = c.before.clone();
@@ -275,6 +278,8 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
         let options = SnapshotOptions {
             exclude: exclude.clone(),
             keep_contents_under: Some(KEEP_LIMIT),
+            protected: protected.clone(),
+            ..SnapshotOptions::default()
         };
         blocking(move || {
             let guard = Snapshot::take(&workspace, &options, Some(&before))?;
@@ -298,9 +303,13 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     // Whatever happened to the verifier, what it changed is undone before anything else.
     let restoration = {
         let workspace = c.workspace.to_path_buf();
+        // Judged by the rules as they were before the review: an ignore file the verifier
+        // wrote hides none of its changes.
         let options = SnapshotOptions {
             exclude,
-            keep_contents_under: None,
+            protected,
+            rules: guard.ignore_rules(),
+            ..SnapshotOptions::default()
         };
         blocking(move || undo_changes(&workspace, &guard, &options)).await?
     };

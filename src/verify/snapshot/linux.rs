@@ -1,18 +1,8 @@
 //! The walk on Linux. Each folder is opened relative to its parent's descriptor and listed with
 //! `getdents64` into a reused buffer; each file is stat'ed, and opened when it must be hashed, by
 //! its name within that folder, so the kernel resolves one path component instead of the whole
-//! path. The entry type from the listing decides what needs no `stat` (folders, FIFOs). Ignore
-//! rules are matched with `ignore::gitignore` directly, with the sources and precedence the
-//! `ignore` crate's walker gives for the configuration in [`super::walk_with_ignore`]:
-//!
-//! - per folder, `.helixflowignore` and `.gitignore`, read when the listing has them, and
-//!   `.git/info/exclude` (of the common git folder, for a worktree) when it has a `.git`;
-//! - the same three for every folder above the workspace, matched against its canonical path;
-//! - the global excludes file, matched relative to the current folder.
-//!
-//! The first of these that has a say decides, in this order: `.helixflowignore` files from the
-//! nearest folder outwards, then `.gitignore` files, then exclude files, then the global file. A
-//! folder and everything above it without rules are not matched at all.
+//! path. The entry type from the listing decides what needs no `stat` (folders, FIFOs). What is
+//! left out, and what is recorded all the same, is judged by [`super::rules`].
 //!
 //! The walk runs on a few threads that share a stack of folders still to list.
 
@@ -24,9 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use ignore::Match;
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
-
+use super::rules::Level;
 use super::{Exclude, HELIXFLOW_IGNORE, Place, Recorder, Shared, Stat, skippable, with_path};
 
 /// Walker threads at most: as many as the `ignore` crate's walker would start.
@@ -40,7 +28,6 @@ pub(super) fn walk(excludes: &[Exclude], shared: &Shared<'_>) {
     let root = shared.root;
     let root_bytes = root.as_os_str().as_bytes();
     let walk = Walk {
-        rules: Rules::new(root),
         excludes: excludes
             .iter()
             .map(|exclude| (exclude.depth, exclude.path.as_os_str().as_bytes()))
@@ -55,6 +42,7 @@ pub(super) fn walk(excludes: &[Exclude], shared: &Shared<'_>) {
                     path: root_bytes.to_vec(),
                     depth: 0,
                     rules: None,
+                    left_out: shared.only_protected,
                 }],
                 idle: 0,
                 done: false,
@@ -75,7 +63,6 @@ pub(super) fn walk(excludes: &[Exclude], shared: &Shared<'_>) {
 
 /// What the walker threads share.
 struct Walk<'w, 's> {
-    rules: Rules,
     /// Excluded folders: depth and relative path.
     excludes: Vec<(usize, &'w [u8])>,
     /// Bytes of a path before the part relative to the workspace.
@@ -95,6 +82,9 @@ struct Folder {
     depth: usize,
     /// The ignore rules of the folders from here up to the workspace; `None` when none has any.
     rules: Option<Arc<Level>>,
+    /// Left out by the ignore rules (or by [`Shared::only_protected`]): only protected files in
+    /// it are recorded.
+    left_out: bool,
 }
 
 /// The stack of folders still to list.
@@ -228,8 +218,6 @@ impl Walker<'_, '_> {
         found: &mut Vec<Folder>,
     ) -> io::Result<()> {
         let walk = self.walk;
-        let rules = Level::of(folder, listing);
-        let matching = rules.is_some() || walk.rules.any();
         // The folder's path relative to the workspace, as a key with its trailing slash.
         let rel = folder.path.get(walk.root_len..).unwrap_or_default();
         let folder_utf8 = std::str::from_utf8(rel).is_ok();
@@ -237,6 +225,14 @@ impl Walker<'_, '_> {
         if !folder_key.is_empty() {
             folder_key.push('/');
         }
+        // Everything in a folder left out is left out: git cannot take a file back from one.
+        let (rules, matching) = if folder.left_out {
+            (None, false)
+        } else {
+            let rules = self.rules_of(folder, &folder_key, listing);
+            let matching = rules.is_some() || walk.shared.outer.any();
+            (rules, matching)
+        };
         self.recorder.enter(&folder_key);
         self.path.clear();
         self.path.extend_from_slice(&folder.path);
@@ -271,9 +267,12 @@ impl Walker<'_, '_> {
                 },
                 _ => Type::Other,
             };
-            if kind == Type::Other
-                || matching && self.ignored(rules.as_deref(), kind == Type::Folder)
-            {
+            if kind == Type::Other {
+                continue;
+            }
+            let is_folder = kind == Type::Folder;
+            let left_out = folder.left_out || matching && self.ignored(rules.as_deref(), is_folder);
+            if left_out && !self.protected(is_folder) {
                 continue;
             }
             let name_text = std::str::from_utf8(bare).ok();
@@ -289,6 +288,7 @@ impl Walker<'_, '_> {
                     path: self.path.clone(),
                     depth,
                     rules: rules.clone(),
+                    left_out,
                 });
                 continue;
             }
@@ -319,126 +319,13 @@ impl Walker<'_, '_> {
         Ok(())
     }
 
-    /// Whether the entry at `self.path` is ignored, given the rules of its folder.
-    fn ignored(&mut self, rules: Option<&Level>, is_dir: bool) -> bool {
-        let walk = self.walk;
-        let path = path_of(&self.path);
-        let above = &walk.rules.above;
-        if !above.is_empty() {
-            // The `ignore` crate matches rules from above the workspace against its canonical path.
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&walk.rules.canonical);
-            if !self.scratch.ends_with(b"/") {
-                self.scratch.push(b'/');
-            }
-            self.scratch.extend_from_slice(&self.path[walk.root_len..]);
+    /// The ignore rules for the entries of `folder` (whose key is `key` and whose entries are in
+    /// `listing`): those recorded by an earlier snapshot when the walk judges by them, else those
+    /// of the ignore files it has, which are then recorded in turn.
+    fn rules_of(&mut self, folder: &Folder, key: &str, listing: &[u8]) -> Option<Arc<Level>> {
+        if let Some(recorded) = self.walk.shared.recorded_rules {
+            return Level::recorded(recorded, key, folder.rules.as_ref());
         }
-        let from_above = path_of(&self.scratch);
-        let sources: [fn(&Matchers) -> &Gitignore; 3] = [|m| &m.custom, |m| &m.git, |m| &m.exclude];
-        for source in sources {
-            let mut level = rules;
-            while let Some(at) = level {
-                match source(&at.matchers).matched(path, is_dir) {
-                    Match::None => level = at.parent.as_deref(),
-                    other => return other.is_ignore(),
-                }
-            }
-            for matchers in above {
-                match source(matchers).matched(from_above, is_dir) {
-                    Match::None => {}
-                    other => return other.is_ignore(),
-                }
-            }
-        }
-        walk.rules.global.matched(path, is_dir).is_ignore()
-    }
-}
-
-/// Rules that hold for the whole workspace.
-struct Rules {
-    /// Those of the folders above the workspace, nearest first; only folders that have any.
-    above: Vec<Matchers>,
-    /// The workspace's canonical path, which rules from above are matched against.
-    canonical: Vec<u8>,
-    /// The global excludes file, relative to the current folder.
-    global: Gitignore,
-}
-
-impl Rules {
-    fn new(root: &Path) -> Rules {
-        let global = match std::env::current_dir() {
-            Ok(cwd) => GitignoreBuilder::new(cwd).build_global().0,
-            Err(_) => Gitignore::empty(),
-        };
-        let Ok(canonical) = root.canonicalize() else {
-            return Rules {
-                above: Vec::new(),
-                canonical: Vec::new(),
-                global,
-            };
-        };
-        let above = canonical
-            .ancestors()
-            .skip(1)
-            .filter_map(|dir| Matchers::read(dir, true, true, true))
-            .collect();
-        Rules {
-            above,
-            canonical: canonical.into_os_string().into_encoded_bytes(),
-            global,
-        }
-    }
-
-    /// Whether any rule holds for the whole workspace.
-    fn any(&self) -> bool {
-        !self.above.is_empty() || !self.global.is_empty()
-    }
-}
-
-/// The ignore files of one folder.
-struct Matchers {
-    custom: Gitignore,
-    git: Gitignore,
-    exclude: Gitignore,
-}
-
-impl Matchers {
-    /// Reads the ignore files of `dir`, as far as they can be there: `custom` when a
-    /// `.helixflowignore` can be, `git` for `.gitignore`, `repository` for `.git`. `None` when
-    /// none has a rule. Files that cannot be read, and lines that are not patterns, count as
-    /// empty, as they do for the `ignore` crate's walker.
-    fn read(dir: &Path, custom: bool, git: bool, repository: bool) -> Option<Matchers> {
-        let matchers = Matchers {
-            custom: if custom {
-                ignore_file(dir, &dir.join(HELIXFLOW_IGNORE))
-            } else {
-                Gitignore::empty()
-            },
-            git: if git {
-                ignore_file(dir, &dir.join(".gitignore"))
-            } else {
-                Gitignore::empty()
-            },
-            exclude: match repository.then(|| common_git_dir(dir)).flatten() {
-                Some(git_dir) => ignore_file(dir, &git_dir.join("info/exclude")),
-                None => Gitignore::empty(),
-            },
-        };
-        let empty =
-            matchers.custom.is_empty() && matchers.git.is_empty() && matchers.exclude.is_empty();
-        (!empty).then_some(matchers)
-    }
-}
-
-/// The rules of a folder that has some, and of the folders above it.
-struct Level {
-    matchers: Matchers,
-    parent: Option<Arc<Level>>,
-}
-
-impl Level {
-    /// The rules for the entries of `folder`, whose entries are in `listing`.
-    fn of(folder: &Folder, listing: &[u8]) -> Option<Arc<Level>> {
         let (mut custom, mut git, mut repository) = (false, false, false);
         for (name, _) in Entries(listing) {
             match name.to_bytes() {
@@ -448,55 +335,47 @@ impl Level {
                 _ => {}
             }
         }
-        if !(custom || git || repository) {
-            return folder.rules.clone();
+        let (rules, own) = Level::read(
+            path_of(&folder.path),
+            (custom, git, repository),
+            folder.rules.as_ref(),
+        );
+        if let Some(own) = own {
+            self.recorder.part.rules.push((key.to_owned(), own));
         }
-        match Matchers::read(path_of(&folder.path), custom, git, repository) {
-            Some(matchers) => Some(Arc::new(Level {
-                matchers,
-                parent: folder.rules.clone(),
-            })),
-            None => folder.rules.clone(),
+        rules
+    }
+
+    /// Whether the entry at `self.path` is ignored, given the rules of its folder.
+    fn ignored(&mut self, rules: Option<&Level>, is_dir: bool) -> bool {
+        let walk = self.walk;
+        let outer = &walk.shared.outer;
+        if outer.has_above() {
+            // The `ignore` crate matches rules from above the workspace against its canonical path.
+            self.scratch.clear();
+            self.scratch
+                .extend_from_slice(outer.canonical.as_os_str().as_bytes());
+            if !self.scratch.ends_with(b"/") {
+                self.scratch.push(b'/');
+            }
+            self.scratch.extend_from_slice(&self.path[walk.root_len..]);
+        }
+        outer.ignored(rules, path_of(&self.path), path_of(&self.scratch), is_dir)
+    }
+
+    /// Whether the entry at `self.path`, left out by the ignore rules, is recorded all the same:
+    /// a protected file, or a folder that can hold one.
+    fn protected(&self, is_dir: bool) -> bool {
+        let Some(protected) = self.walk.shared.protected else {
+            return false;
+        };
+        let rel = &self.path[self.walk.root_len..];
+        if is_dir {
+            protected.may_hold(rel)
+        } else {
+            protected.matches(path_of(rel))
         }
     }
-}
-
-/// The rules in the ignore file at `path`, for the folder `dir`; empty when there is none.
-fn ignore_file(dir: &Path, path: &Path) -> Gitignore {
-    if !path.exists() {
-        return Gitignore::empty();
-    }
-    let mut builder = GitignoreBuilder::new(dir);
-    // Lines that are not valid patterns are skipped, as git skips them.
-    let _ = builder.add(path);
-    builder.build().unwrap_or_else(|_| Gitignore::empty())
-}
-
-/// The git folder whose `info/exclude` holds for `dir`, which has a `.git`: that folder itself,
-/// or for a linked worktree (a `.git` file) the common folder its `commondir` names. `None` when a
-/// `.git` file names none. The same resolution as the `ignore` crate's (which, unlike git, reads
-/// no environment variables).
-fn common_git_dir(dir: &Path) -> Option<PathBuf> {
-    let dot_git = dir.join(".git");
-    let is_file = std::fs::metadata(&dot_git).is_ok_and(|meta| meta.is_file());
-    if !is_file {
-        return Some(dot_git);
-    }
-    let line = first_line(&dot_git)?;
-    let real = PathBuf::from(line.strip_prefix("gitdir: ")?);
-    let common = first_line(&real.join("commondir"))?;
-    Some(if common.starts_with('.') {
-        real.join(common)
-    } else {
-        PathBuf::from(common)
-    })
-}
-
-/// The first line of a text file.
-fn first_line(path: &Path) -> Option<String> {
-    use std::io::BufRead;
-    let file = File::open(path).ok()?;
-    io::BufReader::new(file).lines().next()?.ok()
 }
 
 /// A file found by this walker: a name in an open folder.
