@@ -587,10 +587,10 @@ pub static NODES: &[NodeSchema] = &[
         args: &[arg(
             "REGEX",
             ValueType::Regex,
-            "Matched against stdout and stderr.",
+            "Matched against stdout and stderr, across lines.",
         )],
         min_args: 1,
-        doc: "The agent's transcript (stdout and stderr) must match this regex, else the attempt counts as skipped work.",
+        doc: "The agent's transcript (stdout and stderr, each searched as one text) must match this regex, else the attempt counts as skipped work. `\\n` matches a line break and `^`/`$` match at every line; a log is searched in 8 MiB windows that overlap by 1 MiB, so a match longer than 1 MiB may be missed where it crosses from one window into the next.",
         ..BASE
     },
     NodeSchema {

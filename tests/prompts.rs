@@ -1,0 +1,93 @@
+//! What reaches an agent and what it is judged by: `evidence` over the whole transcript. Real
+//! pipelines, with small scripts as agents.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Test;
+use serde_json::Value;
+
+fn latest_run(workspace: &Path) -> PathBuf {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(workspace.join(".helixflow/runs"))
+        .expect("runs folder")
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    runs.pop().expect("a run")
+}
+
+fn phase(workspace: &Path, name: &str) -> Value {
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(workspace).join("run.json")).unwrap(),
+    )
+    .unwrap();
+    summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}"))
+        .clone()
+}
+
+fn attempt_file(workspace: &Path, phase: &str, attempt: u32, file: &str) -> Vec<u8> {
+    let path = latest_run(workspace).join(format!("phases/{phase}/attempt-{attempt}/{file}"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Prints two lines on stdout and one on stderr.
+const TALKING_AGENT: &str = "import sys\nprint('a')\nprint('b')\nprint('c', file=sys.stderr)\n";
+
+#[test]
+fn evidence_is_matched_across_the_lines_of_the_transcript() {
+    let test = Test::new().file("agent.py", TALKING_AGENT).pipeline(
+        r##"pipeline "p"
+agent "across" {
+    command "python3" "agent.py"
+    evidence "a\\nb"
+}
+agent "lines" {
+    command "python3" "agent.py"
+    evidence "^b$"
+}
+agent "stderr" {
+    command "python3" "agent.py"
+    evidence #"(?s)^c\n\z"#
+}
+agent "absent" {
+    command "python3" "agent.py"
+    evidence "a\\nc"
+}
+phase "across" {
+    agent "across"
+    retries 0
+    on-failure "continue"
+}
+phase "lines" {
+    agent "lines"
+    retries 0
+    on-failure "continue"
+}
+phase "stderr" {
+    agent "stderr"
+    retries 0
+    on-failure "continue"
+}
+phase "absent" {
+    agent "absent"
+    retries 0
+    on-failure "continue"
+}
+"##,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    for passing in ["across", "lines", "stderr"] {
+        assert_eq!(phase(test.path(), passing)["status"], "passed", "{passing}");
+    }
+    // stdout and stderr are separate texts: "a\nc" spans neither.
+    assert_eq!(phase(test.path(), "absent")["status"], "failed");
+    let feedback =
+        String::from_utf8(attempt_file(test.path(), "absent", 1, "feedback.md")).unwrap();
+    assert!(feedback.contains("required evidence"), "{feedback}");
+}
