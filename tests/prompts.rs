@@ -1,5 +1,5 @@
-//! What reaches an agent and what it is judged by: `evidence` over the whole transcript. Real
-//! pipelines, with small scripts as agents.
+//! What reaches an agent and what it is judged by: `evidence` over the whole transcript, and
+//! feedback that counts the attempts really left. Real pipelines, with small scripts as agents.
 
 mod common;
 
@@ -34,6 +34,23 @@ fn phase(workspace: &Path, name: &str) -> Value {
 fn attempt_file(workspace: &Path, phase: &str, attempt: u32, file: &str) -> Vec<u8> {
     let path = latest_run(workspace).join(format!("phases/{phase}/attempt-{attempt}/{file}"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Writes its argv (as JSON) and any standard input to files named after the attempt; fails the
+/// first attempt unless `PASS_FIRST` is set, and every attempt when `ALWAYS_FAIL` is.
+const RECORDING_AGENT: &str = r#"import json, os, sys
+from pathlib import Path
+attempt = os.environ["HELIXFLOW_ATTEMPT"]
+Path(f"argv-{attempt}.json").write_text(json.dumps(sys.argv[1:]))
+given = b"" if sys.stdin.isatty() else sys.stdin.buffer.read()
+if given:
+    Path(f"stdin-{attempt}.bin").write_bytes(given)
+if os.environ.get("ALWAYS_FAIL") or (attempt == "1" and not os.environ.get("PASS_FIRST")):
+    sys.exit(1)
+"#;
+
+fn argv(test: &Test, attempt: u32) -> Vec<String> {
+    serde_json::from_str(&test.read(&format!("argv-{attempt}.json"))).unwrap()
 }
 
 /// Prints two lines on stdout and one on stderr.
@@ -90,4 +107,40 @@ phase "absent" {
     let feedback =
         String::from_utf8(attempt_file(test.path(), "absent", 1, "feedback.md")).unwrap();
     assert!(feedback.contains("required evidence"), "{feedback}");
+}
+
+#[test]
+fn the_last_attempt_warning_counts_what_is_left_of_the_retry_budget() {
+    let test = Test::new().file("agent.py", RECORDING_AGENT).pipeline(
+        r#"pipeline "p" {
+    retry-budget 1
+}
+agent "bot" {
+    command "python3" "agent.py" "{{ prompt }}"
+    env "ALWAYS_FAIL" "1"
+}
+phase "a" {
+    agent "bot"
+    prompt "Do it"
+    retries 5
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(phase(test.path(), "a")["attempts"], 2);
+    let feedback = String::from_utf8(attempt_file(test.path(), "a", 1, "feedback.md")).unwrap();
+    assert!(
+        feedback.starts_with("# Attempt 1 of 2 failed verification"),
+        "{feedback}"
+    );
+    assert!(
+        feedback.contains("⚠ This is your last attempt"),
+        "{feedback}"
+    );
+    // The second attempt got that feedback in its prompt.
+    assert!(
+        argv(&test, 2)[0].contains("⚠ This is your last attempt"),
+        "{:?}",
+        argv(&test, 2)
+    );
 }

@@ -415,13 +415,16 @@ async fn one_attempt(
             Vec::new(),
         ));
     }
-    let text = feedback::render(
-        phase,
-        attempt,
-        max_attempts,
-        agent_failure.as_ref(),
-        &reports,
-    );
+    // The attempts the phase can still reach: its own retries, but no more than the run's
+    // `retry-budget` has left. Phases running at once share the budget, and the count is what is
+    // left when this feedback is written: a phase that retries first may still spend it, so an
+    // attempt can turn out to be the last without the warning, but an attempt that gets the
+    // warning is never followed by another.
+    let reachable = match shared.retries_left() {
+        Some(left) => max_attempts.min(attempt.saturating_add(left)),
+        None => max_attempts,
+    };
+    let text = feedback::render(phase, attempt, reachable, agent_failure.as_ref(), &reports);
     let text = shared.redactor.redact(&text);
     std::fs::write(dir.join("feedback.md"), &text)?;
     Ok(finish(
