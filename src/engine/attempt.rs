@@ -203,24 +203,25 @@ async fn one_attempt(
             } else {
                 None
             };
-            let values = BTreeMap::from([
+            let mut values = BTreeMap::from([
                 ("prompt", prompt.clone()),
                 ("prompt_file", prompt_file.display().to_string()),
                 ("phase", name.clone()),
                 ("attempt", attempt.to_string()),
                 ("workspace", shared.pipeline.workspace.display().to_string()),
-                ("feedback", feedback_text.to_owned()),
-                (
+            ]);
+            // `resume` may also name the previous attempt's feedback; in `command` those
+            // placeholders are not replaced (lint reports them).
+            if retry_argv.is_some() {
+                values.insert("feedback", feedback_text.to_owned());
+                values.insert(
                     "feedback_file",
                     feedback_file
                         .map(|f| f.display().to_string())
                         .unwrap_or_default(),
-                ),
-            ]);
-            let argv = match render_argv(retry_argv.unwrap_or(&agent.command), &values) {
-                Ok(argv) => argv,
-                Err(e) => return Ok(fatal(format!("the agent's argv does not render: {e:#}"))),
-            };
+                );
+            }
+            let argv = render_argv(retry_argv.unwrap_or(&agent.command), &values);
             let mut spec = ChildSpec::argv(
                 &argv,
                 &shared.pipeline.workspace,
