@@ -327,6 +327,10 @@ pub struct Phase {
     /// The prompt template.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<Prompt>,
+    /// The templates the prompt includes, imports or extends, by the name it uses (a path relative
+    /// to the workspace), read when the pipeline was compiled, as the prompt file itself is.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompt_includes: BTreeMap<String, String>,
     /// Extra prompt variables (template parameters included).
     pub vars: BTreeMap<String, String>,
     /// Phases that must pass first.

@@ -281,11 +281,8 @@ fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
                     ("phase", phase.name.value.clone()),
                     ("attempt", "1".to_owned()),
                     ("workspace", pipeline.workspace.display().to_string()),
-                    ("feedback", String::new()),
-                    ("feedback_file", String::new()),
                 ]);
-                let argv = render_argv(&agent.command, &values)
-                    .unwrap_or_else(|e| vec![format!("<argv does not render: {e}>")]);
+                let argv = render_argv(&agent.command, &values);
                 let shown: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
                 let _ = writeln!(out, "  agent \"{}\": {}", name.value, shown.join(" "));
                 let _ = writeln!(out, "  prompt:");

@@ -499,6 +499,66 @@ rules! {
         help: "Close every `{{ … }}` and `{% … %}`; write `{{ '{{' }}` for a literal brace pair.";
 
     /// ## What it catches
+    /// A prompt template (or a template it includes) that uses a variable helixflow does not
+    /// define: anything but `phase`, `description`, `outputs`, `gates`, `attempt`, `max_attempts`,
+    /// `feedback`, `verify_instructions`, `vars` and the names of the phase's `vars` (template
+    /// parameters included); or `vars.NAME` where the phase's `vars` have no `NAME`. Also
+    /// `nosuchvar.field`.
+    ///
+    /// ## Why
+    /// Prompts render with undefined variables as errors, so a typo would fail every attempt of
+    /// the phase at run time; before, it silently became empty text and the agent got a prompt
+    /// without its feedback. Every documented variable is always defined (`feedback` is empty on
+    /// the first attempt), so `{% if feedback %}` needs no guard.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     prompt "Fix the parser. {{ feedbak }}"   // did you mean `feedback`?
+    /// }
+    /// ```
+    UNKNOWN_PROMPT_VARIABLE = "HF305" "unknown-prompt-variable" Error,
+        summary: "A prompt uses a variable that is not defined.",
+        help: "Use one of the prompt variables, or declare the name in the phase's `vars`.";
+
+    /// ## What it catches
+    /// A prompt template that applies a filter (`{{ x | uper }}`) or a test
+    /// (`{% if attempt is evn %}`) that MiniJinja does not have.
+    ///
+    /// ## Why
+    /// MiniJinja looks filters and tests up only when the prompt renders, so the phase would fail
+    /// at run time, after the run started.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// prompt "Outputs: {{ outputs | joined(\", \") }}"   // the filter is `join`
+    /// ```
+    UNKNOWN_TEMPLATE_FILTER = "HF306" "unknown-template-filter" Error,
+        summary: "A prompt uses a filter or test that MiniJinja does not have.",
+        help: "See MiniJinja's filters and tests: https://docs.rs/minijinja/latest/minijinja/filters/";
+
+    /// ## What it catches
+    /// A `{{ name }}` in an agent's `command` or `resume` argument that helixflow does not
+    /// replace. `command` replaces `{{ prompt }}`, `{{ prompt_file }}`, `{{ phase }}`,
+    /// `{{ attempt }}` and `{{ workspace }}`; `resume` also `{{ feedback }}` and
+    /// `{{ feedback_file }}`. An expression such as `{{ prompt | upper }}` is not replaced either.
+    ///
+    /// ## Why
+    /// Arguments are not templates: everything but those placeholders reaches the agent byte for
+    /// byte (so `sh -c "echo '{% if x %}'"` is safe), and a misspelt placeholder would reach it
+    /// as written instead of the prompt.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "claude" {
+    ///     command "claude" "-p" "{{ promt }}"   // did you mean `{{ prompt }}`?
+    /// }
+    /// ```
+    UNKNOWN_ARGV_PLACEHOLDER = "HF307" "unknown-argv-placeholder" Error,
+        summary: "An agent's argument has a `{{ … }}` placeholder that is not replaced.",
+        help: "Use one of the placeholders the message lists; put expressions in the prompt.";
+
+    /// ## What it catches
     /// A path that is absolute, or that climbs above the workspace with `..`.
     ///
     /// ## Why
@@ -526,6 +586,23 @@ rules! {
     PROMPT_FILE_MISSING = "HF402" "prompt-file-missing" Error,
         summary: "A prompt file does not exist.",
         help: "Create the file, or fix the path (it is relative to the workspace).";
+
+    /// ## What it catches
+    /// An `{% include %}`, `{% import %}`, `{% from … import %}` or `{% extends %}` in a prompt
+    /// naming a template that does not exist, or whose name is computed (`{% include name %}`).
+    /// Names are paths relative to the workspace, like `prompt file=`.
+    ///
+    /// ## Why
+    /// Included templates are read and checked with the pipeline, as prompt files are, so that
+    /// what lint accepted is what runs. A missing one would fail the phase at run time.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// prompt "{% include \"prompts/comon.md\" %} Write the parser."
+    /// ```
+    PROMPT_INCLUDE_MISSING = "HF403" "prompt-include-missing" Error,
+        summary: "A prompt includes a template that cannot be found.",
+        help: "Create the file, or fix the name (a path relative to the workspace, written as a string).";
 
     /// ## What it catches
     /// A phase that uses a template without giving a parameter that has no default.

@@ -211,26 +211,27 @@ async fn one_attempt(
                 &shared.redactor,
                 reads_file,
             )?;
-            let values = BTreeMap::from([
+            let mut values = BTreeMap::from([
                 ("prompt", prompt.clone()),
                 ("prompt_file", file.path().display().to_string()),
                 ("phase", name.clone()),
                 ("attempt", attempt.to_string()),
                 ("workspace", shared.pipeline.workspace.display().to_string()),
-                ("feedback", feedback_text.to_owned()),
-                (
+            ]);
+            // `resume` may also name the previous attempt's feedback; in `command` those
+            // placeholders are not replaced (lint reports them).
+            if retry_argv.is_some() {
+                values.insert("feedback", feedback_text.to_owned());
+                values.insert(
                     "feedback_file",
                     feedback_file
                         .map(|f| f.display().to_string())
                         .unwrap_or_default(),
-                ),
-            ]);
+                );
+            }
+            let argv = render_argv(argv_template, &values);
             // Kept until the attempt is over: a private copy is removed when it is dropped.
             prompt_file = Some(file);
-            let argv = match render_argv(argv_template, &values) {
-                Ok(argv) => argv,
-                Err(e) => return Ok(fatal(format!("the agent's argv does not render: {e:#}"))),
-            };
             let mut spec = ChildSpec::argv(
                 &argv,
                 &shared.pipeline.workspace,
@@ -432,13 +433,16 @@ async fn one_attempt(
             None,
         ));
     }
-    let text = feedback::render(
-        phase,
-        attempt,
-        max_attempts,
-        agent_failure.as_ref(),
-        &reports,
-    );
+    // The attempts the phase can still reach: its own retries, but no more than the run's
+    // `retry-budget` has left. Phases running at once share the budget, and the count is what is
+    // left when this feedback is written: a phase that retries first may still spend it, so an
+    // attempt can turn out to be the last without the warning, but an attempt that gets the
+    // warning is never followed by another.
+    let reachable = match shared.retries_left() {
+        Some(left) => max_attempts.min(attempt.saturating_add(left)),
+        None => max_attempts,
+    };
+    let text = feedback::render(phase, attempt, reachable, agent_failure.as_ref(), &reports);
     let text = shared.redactor.redact(&text);
     std::fs::write(dir.join("feedback.md"), &text)?;
     Ok(finish(

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use minijinja::{Environment, Value};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, UndefinedBehavior, Value};
 
 use crate::model::{Gate, GateKind, Output, Phase};
 
@@ -68,16 +69,67 @@ pub fn shell_quote(arg: &str) -> String {
     }
 }
 
+/// The variables every prompt template has. Each is always defined, empty when it does not apply
+/// (`feedback` on the first attempt), so `{% if feedback %}` works and any other name is an error.
+pub const PROMPT_VARIABLES: &[&str] = &[
+    "phase",
+    "description",
+    "outputs",
+    "gates",
+    "attempt",
+    "max_attempts",
+    "feedback",
+    "verify_instructions",
+    "vars",
+];
+
+/// The placeholders replaced inside the arguments of an agent's `command`.
+pub const COMMAND_PLACEHOLDERS: &[&str] =
+    &["prompt", "prompt_file", "phase", "attempt", "workspace"];
+
+/// The placeholders replaced inside the arguments of an agent's `resume`: the command's, and the
+/// previous attempt's feedback.
+pub const RESUME_PLACEHOLDERS: &[&str] = &[
+    "prompt",
+    "prompt_file",
+    "phase",
+    "attempt",
+    "workspace",
+    "feedback",
+    "feedback_file",
+];
+
+/// The MiniJinja environment prompts are checked and rendered in: an undefined variable is an
+/// error rather than empty text, a trailing newline is kept (prompts reach the agent byte-exact),
+/// and `includes` are the templates `{% include %}` and its kin may name, read when the pipeline was
+/// compiled.
+pub fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_syntax(
+        SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+            .expect("the default delimiters are valid"),
+    );
+    for (name, text) in includes {
+        // A template that does not compile is reported by lint; here it fails the include that
+        // names it, with MiniJinja's message.
+        let _ = env.add_template_owned(name.clone(), text.clone());
+    }
+    env
+}
+
 /// Renders the phase's prompt. When the template does not use `feedback` and there is feedback,
 /// it is appended, so that a retry always sees what failed.
 pub fn render_prompt(
     template: &str,
     context: &PromptContext<'_>,
 ) -> Result<String, minijinja::Error> {
-    let env = Environment::new();
+    let phase = context.phase;
+    let env = prompt_environment(&phase.prompt_includes);
     let compiled = env.template_from_str(template)?;
     let uses = compiled.undeclared_variables(false);
-    let phase = context.phase;
     let mut values: BTreeMap<String, Value> = BTreeMap::new();
     // Template parameters and `vars` are available by name as well as under `vars`, without
     // shadowing the built-in variables.
@@ -129,20 +181,70 @@ pub fn render_prompt(
     Ok(text)
 }
 
-/// Replaces `{{ … }}` placeholders inside single argv entries. The values are inserted as they
-/// are: they are never re-parsed, and the argv never goes through a shell.
-pub fn render_argv(
-    argv: &[String],
-    values: &BTreeMap<&str, String>,
-) -> Result<Vec<String>, minijinja::Error> {
-    let env = Environment::new();
+/// One `{{ name }}` placeholder in an argument: its byte range and the name inside the braces,
+/// trimmed, when the braces hold nothing but a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder<'a> {
+    /// Where it is, braces included.
+    pub range: std::ops::Range<usize>,
+    /// What is between the braces, without surrounding whitespace.
+    pub inner: &'a str,
+}
+
+impl Placeholder<'_> {
+    /// Whether the braces hold one name (letters, digits, `_`, not starting with a digit).
+    pub fn is_name(&self) -> bool {
+        let mut chars = self.inner.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }
+}
+
+/// Every `{{ … }}` in `arg`, left to right. A `{` before a placeholder is text: in `{{{ prompt }}}`
+/// the placeholder is `{{ prompt }}`.
+pub fn placeholders(arg: &str) -> Vec<Placeholder<'_>> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = arg[from..].find("{{") {
+        let start = from + at;
+        let Some(len) = arg[start + 2..].find("}}") else {
+            break;
+        };
+        let inner = &arg[start + 2..start + 2 + len];
+        if inner.starts_with('{') {
+            // `{{{`: the first brace is text.
+            from = start + 1;
+            continue;
+        }
+        let end = start + 2 + len + 2;
+        found.push(Placeholder {
+            range: start..end,
+            inner: inner.trim(),
+        });
+        from = end;
+    }
+    found
+}
+
+/// Replaces the placeholders named in `values` inside single argv entries; everything else,
+/// other `{{ … }}` included, is kept byte for byte. The values are inserted as they are: they are
+/// never re-parsed, and the argv never goes through a shell.
+pub fn render_argv(argv: &[String], values: &BTreeMap<&str, String>) -> Vec<String> {
     argv.iter()
         .map(|arg| {
-            if arg.contains("{{") || arg.contains("{%") {
-                env.render_str(arg, values)
-            } else {
-                Ok(arg.clone())
+            let mut out = String::with_capacity(arg.len());
+            let mut copied = 0;
+            for placeholder in placeholders(arg) {
+                if let Some(value) = values.get(placeholder.inner) {
+                    out.push_str(&arg[copied..placeholder.range.start]);
+                    out.push_str(value);
+                    copied = placeholder.range.end;
+                }
             }
+            out.push_str(&arg[copied..]);
+            out
         })
         .collect()
 }
@@ -157,8 +259,77 @@ mod tests {
         let argv = render_argv(
             &["agent".into(), "-p".into(), "{{ prompt }}".into()],
             &values,
+        );
+        assert_eq!(argv[2], "$(rm -rf /) `x` \"q\" {{ y }}\n");
+    }
+
+    fn phase(prompt: &str) -> Phase {
+        let text = format!(
+            "pipeline \"p\"\nphase \"a\" {{\n    run \"true\"\n    vars {{ lang \"py\" }}\n    prompt \"{prompt}\"\n}}\n"
+        );
+        crate::language::compile(
+            std::path::Path::new("/w/pipeline.kdl"),
+            &text,
+            &crate::language::FsLoader,
+            crate::language::Options::default(),
+        )
+        .pipeline
+        .expect("compiles")
+        .phases
+        .remove(0)
+    }
+
+    #[test]
+    fn documented_variables_are_always_defined_and_others_are_errors() {
+        let phase = phase("x");
+        let context = |feedback| PromptContext {
+            phase: &phase,
+            attempt: 1,
+            max_attempts: 3,
+            feedback,
+            verify_instructions: "",
+        };
+        let first = render_prompt(
+            "{% if feedback %}R{% else %}F{% endif %}{{ verify_instructions }}{{ lang }}{{ vars.lang }}\n\n",
+            &context(""),
         )
         .unwrap();
-        assert_eq!(argv[2], "$(rm -rf /) `x` \"q\" {{ y }}\n");
+        assert_eq!(first, "Fpypy\n\n");
+        let error = render_prompt("a {{ feedbak }} b", &context("")).unwrap_err();
+        assert_eq!(error.kind(), minijinja::ErrorKind::UndefinedError);
+        assert!(render_prompt("{{ vars.other }}", &context("")).is_err());
+        assert!(render_prompt("{{ outputs[0] }}", &context("")).is_err());
+    }
+
+    #[test]
+    fn only_named_placeholders_are_replaced_and_the_rest_is_kept() {
+        let values = BTreeMap::from([("prompt", "P".to_owned()), ("attempt", "2".to_owned())]);
+        let argv: Vec<String> = [
+            "echo '{% if x %}' {{ x }} {{prompt}}",
+            "{{  attempt\t}}/{{ prompt | upper }}",
+            "{{{ prompt }}}",
+            "{{ feedback }} {{ unclosed",
+            "{#{{ prompt }}#}",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            render_argv(&argv, &values),
+            [
+                "echo '{% if x %}' {{ x }} P",
+                "2/{{ prompt | upper }}",
+                "{P}",
+                "{{ feedback }} {{ unclosed",
+                "{#P#}",
+            ]
+        );
+    }
+
+    #[test]
+    fn placeholders_are_found_with_their_places() {
+        let found = placeholders("a {{ b }} {{c.d}} {{{ e }}}");
+        let inner: Vec<(&str, bool)> = found.iter().map(|p| (p.inner, p.is_name())).collect();
+        assert_eq!(inner, [("b", true), ("c.d", false), ("e", true)]);
+        assert_eq!(found[0].range, 2..9);
     }
 }

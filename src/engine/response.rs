@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use regex_automata::Input;
+use regex_automata::meta;
 use serde::Deserialize;
 
 use crate::model::ResponseFormat;
@@ -16,12 +18,17 @@ pub const TEXT_LIMIT: u64 = 16 * 1024 * 1024;
 /// The largest `json` document, and the longest line of a `claude-stream-json` log, that is read.
 pub const JSON_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// The size of the pieces a very long transcript line is matched in by [`transcript_matches`].
-const WINDOW: usize = 4 * 1024 * 1024;
+/// The size of the windows a transcript is searched in by [`transcript_matches`].
+const WINDOW: usize = 8 * 1024 * 1024;
 
-/// How much consecutive pieces of one long line overlap, so that a match up to this long that
-/// straddles two pieces is still found.
-const OVERLAP: usize = 64 * 1024;
+/// How much consecutive windows of a transcript overlap: an `evidence` match up to this long is
+/// always found, wherever it lies; a longer one only when it does not cross from one window into
+/// the next.
+pub const EVIDENCE_MATCH_LIMIT: usize = 1024 * 1024;
+
+/// Bytes of real text kept on each side of a window's search, so that `^`, `$` and `\b` at its
+/// edges see their true neighbours (a UTF-8 character is at most 4 bytes).
+const CONTEXT: usize = 4;
 
 /// The agent's final response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,51 +102,62 @@ pub fn extract(format: ResponseFormat, stdout_log: &Path) -> Result<Response, Re
     }
 }
 
-/// The `evidence` check: whether `regex` matches the transcript (the given logs, in order), line by
-/// line. A line longer than 4 MiB is matched in overlapping 4 MiB pieces, so memory stays bounded
-/// on any output; a match must then be shorter than 64 KiB to be sure to be found. A missing log
-/// counts as empty.
+/// The `evidence` check: whether `regex` matches the transcript, each of the given logs (stdout,
+/// stderr) searched as one text, across lines: `\n` matches a line break, and `^` and `$` match at
+/// the start and end of every line. A missing log counts as empty.
+///
+/// Memory stays flat on any output: a log is searched in windows of 8 MiB that overlap by
+/// [`EVIDENCE_MATCH_LIMIT`] (1 MiB), each with the bytes around it as context, so every match up
+/// to 1 MiB long is found and no match is found that the whole text would not have.
 pub fn transcript_matches(regex: &regex::bytes::Regex, logs: &[&Path]) -> io::Result<bool> {
+    // The caller's pattern, compiled as `regex::bytes::Regex` compiles it, in multi-line mode;
+    // the lower-level engine can search part of a buffer while seeing the bytes around it.
+    let searcher = meta::Regex::builder()
+        .configure(meta::Regex::config().utf8_empty(false))
+        .syntax(
+            regex_automata::util::syntax::Config::new()
+                .utf8(false)
+                .multi_line(true)
+                .crlf(true),
+        )
+        .build(regex.as_str())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     for log in logs {
-        let file = match File::open(log) {
-            Ok(file) => file,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-            Err(error) => return Err(error),
-        };
-        let mut reader = BufReader::with_capacity(64 * 1024, file);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            // Reads up to WINDOW bytes of the current line; a longer line continues in the next
-            // round with the last OVERLAP bytes carried over.
-            let ended = read_line_limited(&mut reader, &mut line, WINDOW)?;
-            if line.is_empty() && ended == LineEnd::Eof {
-                break;
-            }
-            if regex.is_match(trim_newline(&line)) {
-                return Ok(true);
-            }
-            match ended {
-                LineEnd::Newline => {}
-                LineEnd::Eof => break,
-                LineEnd::Limit => {
-                    let mut carried = line[line.len() - OVERLAP.min(line.len())..].to_vec();
-                    loop {
-                        let before = carried.len();
-                        let ended = read_line_limited(&mut reader, &mut carried, WINDOW)?;
-                        if carried.len() > before && regex.is_match(trim_newline(&carried)) {
-                            return Ok(true);
-                        }
-                        if ended != LineEnd::Limit {
-                            break;
-                        }
-                        carried.drain(..carried.len() - OVERLAP.min(carried.len()));
-                    }
-                }
-            }
+        if log_matches(&searcher, log)? {
+            return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// Searches one log in overlapping windows; see [`transcript_matches`].
+fn log_matches(regex: &meta::Regex, log: &Path) -> io::Result<bool> {
+    let mut file = match File::open(log) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error),
+    };
+    let mut window: Vec<u8> = Vec::with_capacity(WINDOW);
+    // Where the search starts: the bytes before it are context, searched already.
+    let mut from = 0;
+    loop {
+        let wanted = WINDOW - window.len();
+        let read = (&mut file).take(wanted as u64).read_to_end(&mut window)?;
+        if read < wanted {
+            // The end of the log: the window's end is the text's end.
+            return Ok(regex.is_match(Input::new(&window).span(from..window.len())));
+        }
+        // A match must end before the last CONTEXT bytes, which are there to be seen only.
+        let end = window.len() - CONTEXT;
+        if regex.is_match(Input::new(&window).span(from..end)) {
+            return Ok(true);
+        }
+        // A match not yet found ends after `end`; one up to the limit long starts after `next`.
+        let next = end.saturating_sub(EVIDENCE_MATCH_LIMIT).max(from);
+        let keep = next.saturating_sub(CONTEXT);
+        window.drain(..keep);
+        from = next - keep;
+    }
 }
 
 /// All of the output as lossy UTF-8, or its last [`TEXT_LIMIT`] bytes after a marker line.
@@ -404,6 +422,44 @@ mod tests {
             LineEnd::Eof
         );
         assert_eq!(line, b"ij");
+    }
+
+    fn matches(pattern: &str, text: &[u8]) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        std::fs::write(&log, text).unwrap();
+        transcript_matches(&regex::bytes::Regex::new(pattern).unwrap(), &[&log]).unwrap()
+    }
+
+    #[test]
+    fn evidence_spans_lines_and_anchors_match_at_every_line() {
+        assert!(matches(r"a\nb", b"a\nb\n"));
+        assert!(matches(r"(?s)start.*end", b"start\nmiddle\nend\n"));
+        assert!(matches(r"^b$", b"a\r\nb\r\nc"));
+        assert!(!matches(r"^a$", b"ab\n"));
+        assert!(!matches(r"\Ab", b"a\nb"));
+    }
+
+    #[test]
+    fn window_edges_see_the_text_around_them() {
+        // "foo" ends exactly where the first window's search ends; "bar" follows in the context.
+        let mut text = vec![b'x'; WINDOW - CONTEXT - 3];
+        text.extend_from_slice(b"foobar\n");
+        text.extend_from_slice(&[b'y'; 2 * EVIDENCE_MATCH_LIMIT]);
+        assert!(!matches(r"foo$", &text));
+        assert!(!matches(r"foo\b", &text));
+        assert!(matches(r"foobar$", &text));
+    }
+
+    #[test]
+    fn a_match_up_to_the_limit_is_found_across_windows() {
+        let mut text = vec![b'.'; WINDOW - EVIDENCE_MATCH_LIMIT / 2];
+        text.push(b'<');
+        text.extend(std::iter::repeat_n(b'm', EVIDENCE_MATCH_LIMIT - 2));
+        text.push(b'>');
+        text.extend_from_slice(&vec![b'.'; WINDOW]);
+        assert!(matches(r"<m+>", &text));
+        assert!(matches(r"(?s)<.{100}", &text));
     }
 
     #[test]

@@ -124,6 +124,13 @@ impl Shared {
         }
     }
 
+    /// Retries left in the run's budget now; `None` when it is unlimited.
+    pub fn retries_left(&self) -> Option<u32> {
+        self.retries_left
+            .as_ref()
+            .map(|left| left.load(Ordering::SeqCst))
+    }
+
     /// Why running phases were cancelled.
     pub fn cancel_reason(&self) -> String {
         self.cancel_reason

@@ -525,6 +525,29 @@ impl Compiler<'_> {
             }
         };
         let body = base.overlay(own).fill_from(defaults);
+        let prompt_includes = match &body.prompt {
+            Some(prompt) => {
+                // A parameter the phase does not give is reported already (HF501); its uses in
+                // the prompt are not reported again.
+                let mut vars = body.vars.clone();
+                let declared = template_name
+                    .as_deref()
+                    .and_then(|t| self.templates.get(t))
+                    .map(|t| t.params.as_slice())
+                    .unwrap_or_default();
+                for (param, _, _) in declared {
+                    vars.entry(param.clone()).or_default();
+                }
+                Decoder {
+                    diagnostics: self.diagnostics,
+                    sources: self.sources,
+                    loader: self.loader,
+                    workspace: workspace.to_owned(),
+                }
+                .check_prompt(&name.value, prompt, &vars)
+            }
+            None => BTreeMap::new(),
+        };
 
         let worker = match (&body.agent, &body.run) {
             (Some(agent), Some(run)) => {
@@ -560,7 +583,8 @@ impl Compiler<'_> {
             template: template_name,
             description: body.description,
             worker,
-            prompt: body.prompt.map(|p| p.value),
+            prompt: body.prompt.map(|p| p.prompt.value),
+            prompt_includes,
             vars: body.vars,
             depends_on: body.depends_on,
             outputs: body.outputs.into_iter().map(|o| o.value).collect(),

@@ -20,7 +20,7 @@ pub(crate) struct Body {
     pub description: Option<String>,
     pub agent: Option<Spanned<String>>,
     pub run: Option<Spanned<String>>,
-    pub prompt: Option<Spanned<Prompt>>,
+    pub prompt: Option<PromptDecl>,
     pub vars: BTreeMap<String, String>,
     pub depends_on: Vec<Spanned<String>>,
     pub outputs: Vec<Spanned<Output>>,
@@ -106,6 +106,48 @@ impl Body {
         }
         self
     }
+}
+
+/// A prompt as written.
+#[derive(Debug, Clone)]
+pub(crate) struct PromptDecl {
+    /// The prompt, at its string or its `file=` value.
+    pub prompt: Spanned<Prompt>,
+    /// Where the template text itself lies, byte for byte, in a source file: the prompt file, or
+    /// the inside of a quoted string without escapes. Places inside the template map onto it.
+    pub text: Option<Span>,
+}
+
+/// The span of `range` of `text`, which lies at `at` in a source file: at least one character, on
+/// character boundaries.
+pub(crate) fn text_span(
+    text: &str,
+    at: Option<Span>,
+    range: std::ops::Range<usize>,
+) -> Option<Span> {
+    let at = at?;
+    if range.start > text.len() || range.end > text.len() || !text.is_char_boundary(range.start) {
+        return None;
+    }
+    let mut end = range.end.max(range.start + 1).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    Some(Span::new(
+        at.file,
+        at.offset + range.start,
+        end - range.start,
+    ))
+}
+
+/// Where the text of a string entry lies in its file, when it is the source as written: a quoted
+/// (or raw) single-line string whose text has no escapes.
+pub(crate) fn string_text_span(entry: &KdlEntry, text: &str, span: Span) -> Option<Span> {
+    let r = repr(entry)?;
+    let hashes = r.len() - r.trim_start_matches('#').len();
+    let body = &r[hashes..];
+    (body.starts_with('"') && !body.starts_with("\"\"\"") && body.get(1..=text.len()) == Some(text))
+        .then(|| Span::new(span.file, span.offset + hashes + 1, text.len()))
 }
 
 /// Decodes nodes of one file at a time; shared state for one compilation.
@@ -253,40 +295,31 @@ impl Decoder<'_> {
         }
     }
 
-    /// Checks a prompt template's syntax; `entry` maps error offsets back into the pipeline file.
-    fn template_syntax(&mut self, text: &str, span: Span, inner: Option<usize>) {
-        if let Err(e) = super::template::environment().template_from_str(text) {
-            let precise = match (inner, e.range()) {
-                (Some(start), Some(range)) if range.end <= text.len() => {
-                    // An empty range still marks one character, a whole one.
-                    let mut end = range.end.max(range.start + 1).min(text.len());
-                    while !text.is_char_boundary(end) {
-                        end += 1;
-                    }
-                    Span::new(
-                        span.file,
-                        span.offset + start + range.start,
-                        end - range.start,
-                    )
-                }
-                _ => span,
-            };
-            let message = e
-                .detail()
-                .map_or_else(|| e.kind().to_string(), str::to_owned);
-            self.report(
-                Diagnostic::new(
-                    &rules::PROMPT_TEMPLATE_SYNTAX,
-                    precise,
-                    format!("invalid prompt template: {message}"),
-                )
-                .label("template error"),
-            );
-        }
+    /// Checks a prompt template's syntax; `at` maps error offsets back into a source file.
+    pub(crate) fn template_syntax(&mut self, text: &str, span: Span, at: Option<Span>) -> bool {
+        let Err(e) = super::template::environment().template_from_str(text) else {
+            return true;
+        };
+        let precise = e
+            .range()
+            .and_then(|range| text_span(text, at, range))
+            .unwrap_or(span);
+        let message = e
+            .detail()
+            .map_or_else(|| e.kind().to_string(), str::to_owned);
+        self.report(
+            Diagnostic::new(
+                &rules::PROMPT_TEMPLATE_SYNTAX,
+                precise,
+                format!("invalid prompt template: {message}"),
+            )
+            .label("template error"),
+        );
+        false
     }
 
     /// `prompt "…"` or `prompt file="…"` (also `verifier-prompt`).
-    fn prompt(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<Spanned<Prompt>> {
+    fn prompt(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<PromptDecl> {
         if let Some(path) = origin.prop(node, "file") {
             self.workspace_path(&path);
             let absolute = normalize(&self.workspace, Path::new(&path.value));
@@ -296,14 +329,18 @@ impl Decoder<'_> {
                         .sources
                         .find(&absolute)
                         .unwrap_or_else(|| self.sources.add(absolute.clone(), text.as_str()));
-                    self.template_syntax(&text, Span::new(file, 0, text.len()), Some(0));
-                    Some(Spanned::new(
-                        Prompt::File {
-                            path: PathBuf::from(&path.value),
-                            text,
-                        },
-                        path.span,
-                    ))
+                    let whole = Span::new(file, 0, text.len());
+                    self.template_syntax(&text, whole, Some(whole));
+                    Some(PromptDecl {
+                        prompt: Spanned::new(
+                            Prompt::File {
+                                path: PathBuf::from(&path.value),
+                                text,
+                            },
+                            path.span,
+                        ),
+                        text: Some(whole),
+                    })
                 }
                 Err(e) => {
                     let what = if e.kind() == std::io::ErrorKind::NotFound {
@@ -327,16 +364,12 @@ impl Decoder<'_> {
         let text = origin.string(entry)?;
         let span = origin.span(entry);
         // Error offsets map into the file only where the text is the literal source between quotes.
-        let inner = repr(entry).and_then(|r| {
-            let hashes = r.len() - r.trim_start_matches('#').len();
-            let body = &r[hashes..];
-            (body.starts_with('"')
-                && !body.starts_with("\"\"\"")
-                && body.get(1..=text.len()) == Some(text.as_str()))
-            .then_some(hashes + 1)
-        });
-        self.template_syntax(&text, span, inner);
-        Some(Spanned::new(Prompt::Inline(text), span))
+        let at = string_text_span(entry, &text, span);
+        self.template_syntax(&text, span, at);
+        Some(PromptDecl {
+            prompt: Spanned::new(Prompt::Inline(text), span),
+            text: at,
+        })
     }
 
     /// Decodes an `agent NAME { … }` node.
@@ -361,11 +394,22 @@ impl Decoder<'_> {
         };
         for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
             match child.name().value() {
-                "command" => {
-                    agent.command = origin.args(child).into_iter().map(|a| a.value).collect()
-                }
-                "resume" => {
-                    agent.resume = Some(origin.args(child).into_iter().map(|a| a.value).collect())
+                kind @ ("command" | "resume") => {
+                    let args: Vec<(Spanned<String>, Option<Span>)> = positional(child)
+                        .filter_map(|entry| {
+                            let text = origin.string(entry)?;
+                            let span = origin.span(entry);
+                            let at = string_text_span(entry, &text, span);
+                            Some((Spanned::new(text, span), at))
+                        })
+                        .collect();
+                    self.check_argv(&args, kind == "resume");
+                    let argv = args.into_iter().map(|(a, _)| a.value).collect();
+                    if kind == "command" {
+                        agent.command = argv;
+                    } else {
+                        agent.resume = Some(argv);
+                    }
                 }
                 "stdin" => agent.stdin = boolean(child).unwrap_or(false),
                 "response" => {
@@ -422,7 +466,9 @@ impl Decoder<'_> {
             "agent" => body.agent = first(),
             "run" => body.run = first(),
             "prompt" => body.prompt = self.prompt(child, origin),
-            "verifier-prompt" => body.verifier_prompt = self.prompt(child, origin),
+            "verifier-prompt" => {
+                body.verifier_prompt = self.prompt(child, origin).map(|p| p.prompt);
+            }
             "vars" => {
                 for var in child.children().map(KdlDocument::nodes).unwrap_or_default() {
                     if let Some(value) = origin.arg(var, 0) {

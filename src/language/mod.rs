@@ -8,6 +8,7 @@ pub mod format;
 pub mod lexer;
 pub mod loader;
 pub mod parse;
+mod prompt;
 pub mod schema;
 mod state_location;
 mod template;

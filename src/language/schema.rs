@@ -542,7 +542,7 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         variadic: true,
-        doc: "The agent's argv (never a shell string). Placeholders are replaced inside single arguments; a prompt is never shell-interpreted.",
+        doc: "The agent's argv (never a shell string). Placeholders are replaced inside single arguments; everything else, `{%` and other `{{ … }}` included, is passed byte for byte. A prompt is never shell-interpreted.",
         ..BASE
     },
     NodeSchema {
@@ -551,7 +551,7 @@ pub static NODES: &[NodeSchema] = &[
         args: &[arg(
             "ARG",
             ValueType::String,
-            "One argument; may use `{{ feedback }}` and `{{ feedback_file }}`.",
+            "One argument; may use the placeholders of `command`, and `{{ feedback }}` and `{{ feedback_file }}`.",
         )],
         min_args: 1,
         variadic: true,
@@ -587,10 +587,10 @@ pub static NODES: &[NodeSchema] = &[
         args: &[arg(
             "REGEX",
             ValueType::Regex,
-            "Matched against stdout and stderr.",
+            "Matched against stdout and stderr, across lines.",
         )],
         min_args: 1,
-        doc: "The agent's transcript (stdout and stderr) must match this regex, else the attempt counts as skipped work.",
+        doc: "The agent's transcript (stdout and stderr, each searched as one text) must match this regex, else the attempt counts as skipped work. `\\n` matches a line break and `^`/`$` match at every line; a log is searched in 8 MiB windows that overlap by 1 MiB, so a match longer than 1 MiB may be missed where it crosses from one window into the next.",
         ..BASE
     },
     NodeSchema {
@@ -639,7 +639,7 @@ pub static NODES: &[NodeSchema] = &[
             ValueType::Path,
             "A file holding the template, relative to the workspace.",
         )],
-        doc: "The prompt, a MiniJinja template, written inline or in `file=`. Variables: `phase`, `description`, `outputs`, `gates`, `attempt`, `max_attempts`, `feedback`, `verify_instructions`, and `vars`.",
+        doc: "The prompt, a MiniJinja template, written inline or in `file=`. Variables: `phase`, `description`, `outputs`, `gates`, `attempt`, `max_attempts`, `feedback`, `verify_instructions`, and `vars` (each name in `vars` also by itself). Every variable is always defined (`feedback` is empty on the first attempt); any other name is an error. `{% include \"PATH\" %}` names a template by its path relative to the workspace. The prompt reaches the agent byte-exact, trailing newlines included.",
         ..BASE
     },
     NodeSchema {

@@ -58,6 +58,8 @@ impl AgentFailure {
 }
 
 /// The feedback text (Markdown) for the attempt after `attempt`: what failed, precisely.
+/// `max_attempts` is the last attempt the phase can reach, counting what is left of the run's
+/// `retry-budget`; the attempt after `attempt` is warned when it is that one.
 pub fn render(
     phase: &Phase,
     attempt: u32,

@@ -915,15 +915,7 @@ fn verifier_spec(c: &SubAgentCheck<'_>, prompt: &str, prompt_file: &Path) -> io:
         ("attempt", c.attempt.to_string()),
         ("workspace", c.workspace.display().to_string()),
     ]);
-    let argv = render_argv(&verifier.command, &values).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "the command of verifier `{}` does not render: {e:#}",
-                verifier.name.value
-            ),
-        )
-    })?;
+    let argv = render_argv(&verifier.command, &values);
     let mut spec = ChildSpec::argv(
         &argv,
         c.workspace,
