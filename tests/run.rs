@@ -1053,7 +1053,11 @@ phase "missing" {
 }
 phase "unrendered" {
     agent "text"
-    prompt "{{ 1 | no_such_filter }}"
+    // Lint can tell that `word` is declared, not that a string has no attribute `field`.
+    prompt "{{ vars.word.field }}"
+    vars {
+        word "text"
+    }
 }
 phase "notjson" {
     agent "text"
