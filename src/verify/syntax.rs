@@ -8,6 +8,9 @@
 //!   `0777`, backticks, `ur""`, `raise E, V`, `except E, e:`, tuple parameters); Python 3 rejects all
 //!   of them. Its scanner also rejects a continuation line inside brackets that is indented less than
 //!   its block, which Python allows, so a rejected file is parsed again with bracketed lines joined.
+//!   Its indentation is lenient where Python's is not: a block opener with no indented block after
+//!   it, an unexpected indent, an unindent to no outer level and tabs mixed with spaces (`TabError`)
+//!   all parse. A scan of the lines as Python's tokenizer reads them finds those.
 //! - **JavaScript/TypeScript**: a JSX closing tag must match its opening tag; objects have no holes
 //!   (`{a: 1,, b: 2}`).
 //! - **JSON**: tree-sitter-json tolerates comments (so `tsconfig.json` passes); a file without
@@ -229,13 +232,26 @@ pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
     } else {
         std::borrow::Cow::Borrowed(text)
     };
-    let mut findings = match parse(language, &parsed) {
+    // Python's indentation errors come from its tokenizer, before its parser sees a token; at the
+    // same place they win over tree-sitter's account of the same problem.
+    let mut findings = if language == Language::Python {
+        python_indentation(text)
+    } else {
+        Vec::new()
+    };
+    let mut parsed_findings = match parse(language, &parsed) {
         Ok(tree) if language == Language::Python && tree.root_node().has_error() => {
             python_findings_joined(text, &tree)
         }
         Ok(tree) => language_findings(language, &parsed, utf8.ok(), &tree),
         Err(message) => vec![Finding::new(0, message)],
     };
+    if let Some(first) = findings.first().map(|f| f.byte) {
+        // tree-sitter's recovery from a bad indent often wraps whole definitions before it in an
+        // ERROR node; such a node is the indentation error seen from afar.
+        parsed_findings.retain(|f| f.error_end.is_none_or(|end| f.byte >= first || end < first));
+    }
+    findings.extend(parsed_findings);
     findings.sort_by_key(|f| f.byte);
     findings.dedup_by(|a, b| a.byte == b.byte);
     let mut errors: Vec<SyntaxError> = Vec::with_capacity(findings.len() + 1);
@@ -738,6 +754,223 @@ fn python_string_end(text: &[u8], mut i: usize, quote: u8, triple: bool) -> usiz
         }
     }
     text.len()
+}
+
+/// Python's tab size, for comparing indentation as its tokenizer does.
+const PYTHON_TAB_SIZE: usize = 8;
+
+/// One indentation level of a Python block: its width with tabs to the next multiple of 8, and
+/// with tabs as one column. CPython compares both: when they disagree about how two lines relate,
+/// the meaning depends on the tab size and it raises `TabError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PythonIndent {
+    columns: usize,
+    tabs_as_one: usize,
+}
+
+/// Indentation errors CPython's tokenizer and parser raise and tree-sitter-python does not: it
+/// reads a missing block as an empty one, an unexpected indent as a statement, an unindent to no
+/// outer level as a new one, and knows nothing of tab sizes. A line scan in the tokenizer's terms:
+/// brackets, strings, comments, blank lines and `\` continuations as Python reads them.
+fn python_indentation(text: &[u8]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut levels = vec![PythonIndent {
+        columns: 0,
+        tabs_as_one: 0,
+    }];
+    // The logical line before ended with `:`: its start, and the byte after the `:`.
+    let mut opener: Option<(usize, usize)> = None;
+    // The line before was misplaced: a deeper line after it (the rest of a block that lost its
+    // indentation, or that was indented wrongly) is not a second mistake.
+    let mut after_problem = false;
+    let mut i = 0;
+    while i < text.len() {
+        let mut indent = PythonIndent {
+            columns: 0,
+            tabs_as_one: 0,
+        };
+        while let Some(&b) = text.get(i) {
+            match b {
+                b' ' => {
+                    indent.columns += 1;
+                    indent.tabs_as_one += 1;
+                }
+                b'\t' => {
+                    indent.columns = (indent.columns / PYTHON_TAB_SIZE + 1) * PYTHON_TAB_SIZE;
+                    indent.tabs_as_one += 1;
+                }
+                // A form feed resets the column, as in CPython's tokenizer.
+                b'\x0c' => {
+                    indent.columns = 0;
+                    indent.tabs_as_one = 0;
+                }
+                _ => break,
+            }
+            i += 1;
+        }
+        // Blank lines and lines holding only a comment do not count.
+        match text.get(i) {
+            None => break,
+            Some(b'#' | b'\n' | b'\r') => {
+                i = python_line_end(text, i);
+                continue;
+            }
+            Some(_) => {}
+        }
+        let problem = python_indent_problem(text, i, indent, &mut levels, opener, after_problem);
+        after_problem = problem.is_some();
+        out.extend(problem);
+        let (end, colon) = python_logical_line(text, i);
+        opener = colon.map(|colon| (i, colon + 1));
+        i = end;
+    }
+    if let Some((start, after_colon)) = opener {
+        out.push(Finding::new(after_colon, expected_block(text, start)));
+    }
+    out
+}
+
+/// What is wrong with the indentation of the logical line starting at `first`, if anything;
+/// updates the stack of open levels as Python's tokenizer does (and recovers as if the line were
+/// right, so that one mistake is reported once).
+fn python_indent_problem(
+    text: &[u8],
+    first: usize,
+    indent: PythonIndent,
+    levels: &mut Vec<PythonIndent>,
+    opener: Option<(usize, usize)>,
+    after_problem: bool,
+) -> Option<Finding> {
+    const TAB_ERROR: &str = "inconsistent use of tabs and spaces in indentation: this line's level depends on the tab size";
+    let top = *levels.last()?;
+    if indent.columns > top.columns {
+        levels.push(indent);
+        return if indent.tabs_as_one <= top.tabs_as_one {
+            Some(Finding::new(first, TAB_ERROR))
+        } else if opener.is_none() && !after_problem {
+            Some(Finding::new(
+                first,
+                "unexpected indent: the line before does not open a block",
+            ))
+        } else {
+            None
+        };
+    }
+    let mut tokenizer_error = None;
+    if indent.columns < top.columns {
+        while levels.len() > 1 && levels.last().is_some_and(|l| indent.columns < l.columns) {
+            levels.pop();
+        }
+        let outer = *levels.last()?;
+        if indent.columns != outer.columns {
+            levels.push(indent);
+            tokenizer_error = Some("unindent does not match any outer indentation level");
+        } else if indent.tabs_as_one != outer.tabs_as_one {
+            tokenizer_error = Some(TAB_ERROR);
+        }
+    } else if indent.tabs_as_one != top.tabs_as_one {
+        tokenizer_error = Some(TAB_ERROR);
+    }
+    match (tokenizer_error, opener) {
+        (Some(message), _) => Some(Finding::new(first, message)),
+        (None, Some((start, _))) => Some(Finding::new(first, expected_block(text, start))),
+        (None, None) => None,
+    }
+}
+
+/// "expected an indented block after …", naming the statement that starts at `start`.
+fn expected_block(text: &[u8], start: usize) -> String {
+    let line = position(text, start).0;
+    let words = |from: usize| {
+        let rest = &text[from..];
+        let end = rest
+            .iter()
+            .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+            .unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end]).into_owned()
+    };
+    let mut word = words(start);
+    if word == "async" {
+        let next = text[start + 5..]
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t'))
+            .map_or(text.len(), |n| start + 5 + n);
+        word = words(next);
+    }
+    let what = match word.as_str() {
+        "def" => "the function definition".to_owned(),
+        "class" => "the class definition".to_owned(),
+        "if" | "elif" | "else" | "for" | "while" | "try" | "except" | "finally" | "with"
+        | "match" | "case" => format!("the `{word}` statement"),
+        _ => "the line ending in `:`".to_owned(),
+    };
+    format!("expected an indented block after {what} on line {line}")
+}
+
+/// The byte after the line break that ends the physical line holding `i` (the end of the text
+/// when none does). `\r\n` and a lone `\r` end lines too, as Python reads them.
+fn python_line_end(text: &[u8], mut i: usize) -> usize {
+    while let Some(&b) = text.get(i) {
+        i += 1;
+        match b {
+            b'\n' => return i,
+            b'\r' if text.get(i) == Some(&b'\n') => return i + 1,
+            b'\r' => return i,
+            _ => {}
+        }
+    }
+    i
+}
+
+/// Reads one logical line from `start`: through brackets, strings and `\` continuations to the
+/// line break that ends it. Returns the byte after it, and where its last token is when that
+/// token is a `:` outside brackets (the line opens a block).
+fn python_logical_line(text: &[u8], start: usize) -> (usize, Option<usize>) {
+    let mut depth = 0usize;
+    let mut last: Option<usize> = None;
+    let mut i = start;
+    while let Some(&b) = text.get(i) {
+        match b {
+            b'#' => {
+                while text.get(i).is_some_and(|b| !matches!(b, b'\n' | b'\r')) {
+                    i += 1;
+                }
+            }
+            b'\n' | b'\r' => {
+                let end = python_line_end(text, i);
+                if depth == 0 {
+                    let colon = last.filter(|&l| text[l] == b':');
+                    return (end, colon);
+                }
+                i = end;
+            }
+            b'\\' if matches!(text.get(i + 1), Some(b'\n' | b'\r')) => {
+                i = python_line_end(text, i + 1);
+            }
+            quote @ (b'\'' | b'"') => {
+                last = Some(i);
+                let triple = text.get(i + 1) == Some(&quote) && text.get(i + 2) == Some(&quote);
+                i = if triple {
+                    python_string_end(text, i + 3, quote, true)
+                } else {
+                    python_string_end(text, i + 1, quote, false)
+                };
+            }
+            b' ' | b'\t' | b'\x0c' => i += 1,
+            _ => {
+                match b {
+                    b'(' | b'[' | b'{' => depth += 1,
+                    b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                last = Some(i);
+                i += 1;
+            }
+        }
+    }
+    // The file ends inside the logical line: an unclosed bracket is reported by the parse.
+    let colon = last.filter(|&l| depth == 0 && text[l] == b':');
+    (text.len(), colon)
 }
 
 /// A Python file tree-sitter rejects is parsed again with its bracketed lines joined; the errors
@@ -2088,6 +2321,93 @@ mod tests {
             String::from_utf8_lossy(&joined),
             "x = ('a)', \"\"\"(\n\"\"\", '''\n)''')\ny = ( "
         );
+    }
+
+    #[test]
+    fn python_indentation_errors_are_found() {
+        let tab_error = "inconsistent use of tabs and spaces in indentation: this line's level depends on the tab size";
+        let cases = [
+            (
+                "def f():\n",
+                (1, 9),
+                "expected an indented block after the function definition on line 1",
+            ),
+            (
+                "class A:\n    def m(self):\n",
+                (2, 17),
+                "expected an indented block after the function definition on line 2",
+            ),
+            (
+                "if x:\n\ny = 2",
+                (3, 1),
+                "expected an indented block after the `if` statement on line 1",
+            ),
+            (
+                "for i in x:\npass",
+                (2, 1),
+                "expected an indented block after the `for` statement on line 1",
+            ),
+            (
+                "async def f(\n    a,\n):  # comment\n\nx = 1\n",
+                (5, 1),
+                "expected an indented block after the function definition on line 1",
+            ),
+            (
+                "x = 1\n    y = 2\n",
+                (2, 5),
+                "unexpected indent: the line before does not open a block",
+            ),
+            (
+                "if x:\n        a = 1\n    b = 2\n",
+                (3, 5),
+                "unindent does not match any outer indentation level",
+            ),
+            ("if x:\n\ta = 1\n        b = 2\n", (3, 9), tab_error),
+            ("if x:\n        a = 1\n\tb = 2\n", (3, 2), tab_error),
+            ("if x:\n    a = 1\n\tb = 2\n", (3, 2), tab_error),
+        ];
+        for (source, (line, column), message) in cases {
+            assert_eq!(
+                messages(Language::Python, source),
+                vec![(line, column, message.to_owned())],
+                "{source:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn python_indentation_error_hides_the_error_nodes_it_causes() {
+        // tree-sitter reads the stray unindent as the end of the class and wraps what follows in
+        // ERROR nodes; only the unindent is the author's mistake.
+        let source = "def f():\n    return 1\n\nclass A:\n    x = 1\n  y = 2\n    z = 3\n";
+        assert_eq!(
+            messages(Language::Python, source),
+            vec![(
+                6,
+                3,
+                "unindent does not match any outer indentation level".to_owned()
+            )]
+        );
+        // A line that lost its indentation after a block opener is one mistake, not two.
+        let source = "if a:\n    pass\nelif b:\nx = 1\n    y = 2\n";
+        assert_eq!(
+            messages(Language::Python, source),
+            vec![(
+                4,
+                1,
+                "expected an indented block after the `elif` statement on line 3".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn python_valid_indentation_passes() {
+        let source = "# comment\n\nclass A:  # a class\n    x = {\n  'a': 1,\n}\n      # odd comment\n\n\
+                      \x20   def f(self):\n        return \\\n  2\n\n    s = '''\nno indent\n:'''\n\
+                      \x0cdef g(): return [\n1]\ndef t():\n\tif t:\n\t\treturn 1\n  # comments may sit anywhere\n\
+                      \treturn 2\nif x: pass\nelse: y = 1\nwith a as b:\r\n    pass\r\n@dec\nasync def h():\n\
+                      \x20   async with a:\n        pass\nmatch p:\n    case 1:\n        pass\n";
+        assert_eq!(messages(Language::Python, source), vec![]);
     }
 
     #[test]
