@@ -18,7 +18,8 @@
 //! - **YAML**: tree-sitter-yaml reports an indentation error at the start of the enclosing mapping;
 //!   yaml-rust2 names the exact place, so its message is used when both reject the file. Duplicate
 //!   keys in a mapping are errors.
-//! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says.
+//! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says,
+//!   and so are two statements on one line (`a = 1 b = 2`), which tree-sitter-toml reads on.
 //! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2, mixtures of both and more besides. helixflow's
 //!   own KDL v2 parser decides; a file that declares `/- kdl-version 1`, or looks like KDL v1 (bare
 //!   `true`/`false`/`null`, `r"…"` strings: a Zellij configuration, say), is judged by
@@ -421,7 +422,17 @@ fn language_findings(
     match language {
         Language::Json => json_findings(tree, text, tree_errors),
         Language::Yaml => yaml_findings(utf8, tree_errors),
-        Language::Toml if !tree.root_node().has_error() => toml_duplicates(tree.root_node(), text),
+        Language::Toml => {
+            let (mut findings, ends) = toml_statements_sharing_a_line(tree.root_node(), text);
+            if tree.root_node().has_error() {
+                // tree-sitter-toml reports the same problem as a missing line ending where the
+                // statement before ends.
+                findings.extend(tree_errors.into_iter().filter(|f| !ends.contains(&f.byte)));
+            } else {
+                findings.extend(toml_duplicates(tree.root_node(), text));
+            }
+            findings
+        }
         Language::Kdl => kdl_findings(utf8, tree, tree_errors),
         _ => tree_errors,
     }
@@ -523,6 +534,9 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>
         {
             out.push(finding);
             descend = false;
+        } else if node.has_error() && !node.children(&mut node.walk()).any(|c| c.has_error()) {
+            out.push(hidden_missing(node));
+            descend = false;
         }
         if out.len() >= MAX_ERRORS {
             return out;
@@ -536,6 +550,23 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>
             }
         }
     }
+}
+
+/// The error of a node none of whose visible children has one: a MISSING token of a hidden rule
+/// (`_line_ending_or_eof` after a TOML pair). Tree cursors skip hidden nodes, so only the node
+/// that holds it shows it; the token was expected where the node ends.
+fn hidden_missing(node: Node) -> Finding {
+    let tree = node.to_sexp();
+    let name = tree
+        .split("(MISSING ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .map(|name| name.trim_matches(['"', '_']).replace('_', " "));
+    let message = match name {
+        Some(name) if !name.is_empty() => format!("missing {name}"),
+        _ => "invalid syntax".to_owned(),
+    };
+    Finding::new(node.end_byte(), message)
 }
 
 fn missing_message(node: Node) -> String {
@@ -1481,6 +1512,56 @@ impl TomlTable {
 struct KeyPart {
     name: String,
     byte: usize,
+}
+
+/// Two statements on one line (`a = 1 b = 2`, `x = { a = 1 } y = 2`, `[a] [b]`): TOML ends every
+/// key/value pair and table header with a line break; tree-sitter-toml reads on, at most marking
+/// a missing line ending. Returns the findings, and where each statement before one of them ends.
+fn toml_statements_sharing_a_line(root: Node, text: &[u8]) -> (Vec<Finding>, Vec<usize>) {
+    let end_of = |node: Node| (node.end_position().row, node.end_byte());
+    let mut out = Vec::new();
+    let mut ends = Vec::new();
+    // Where the statement before ends: its last row and its end.
+    let mut previous_end: Option<(usize, usize)> = None;
+    let mut check = |start: Node, end: (usize, usize), out: &mut Vec<Finding>| {
+        if let Some((row, byte)) = previous_end
+            && row == start.start_position().row
+            && out.len() < MAX_ERRORS
+        {
+            ends.push(byte);
+            let shown = snippet(&text[start.byte_range()]).unwrap_or_default();
+            out.push(Finding::new(
+                start.start_byte(),
+                format!(
+                    "expected a line break before `{shown}`: TOML puts each key/value pair and table header on a line of its own"
+                ),
+            ));
+        }
+        previous_end = Some(end);
+    };
+    let mut cursor = root.walk();
+    for node in root.named_children(&mut cursor) {
+        match node.kind() {
+            "pair" => check(node, end_of(node), &mut out),
+            "table" | "table_array_element" => {
+                let mut parts = node.walk();
+                let header = node
+                    .children(&mut parts)
+                    .find(|c| matches!(c.kind(), "]" | "]]"))
+                    .unwrap_or(node);
+                check(node, end_of(header), &mut out);
+                let mut pairs = node.walk();
+                for pair in node
+                    .named_children(&mut pairs)
+                    .filter(|c| c.kind() == "pair")
+                {
+                    check(pair, end_of(pair), &mut out);
+                }
+            }
+            _ => {}
+        }
+    }
+    (out, ends)
 }
 
 /// Duplicate keys and tables defined twice: tree-sitter-toml parses each line on its own and
@@ -2690,6 +2771,45 @@ mod tests {
                      [fruit.apple.texture]\nsmooth = true\n[[p]]\nn = 1\n[p.q]\nm = 1\n[[p]]\nn = 2\n\
                      [p.q]\nm = 2\n";
         assert_eq!(messages(Language::Toml, valid), vec![]);
+    }
+
+    #[test]
+    fn toml_statements_need_a_line_each() {
+        let message = |s: &str| {
+            format!(
+                "expected a line break before `{s}`: TOML puts each key/value pair and table header on a line of its own"
+            )
+        };
+        let cases = [
+            ("a = 1 b = 2\n", (1, 7), "b = 2"),
+            ("x = { a = 1 } y = 2\n", (1, 15), "y = 2"),
+            ("[a] [b]\n", (1, 5), "[b]"),
+            ("a = 1 [b]\n", (1, 7), "[b]"),
+            ("[c]\nd = 1 e = 2\n", (2, 7), "e = 2"),
+            ("a = \"\"\"\nx\"\"\" b = 1\n", (2, 6), "b = 1"),
+        ];
+        for (source, (line, column), shown) in cases {
+            assert_eq!(
+                messages(Language::Toml, source),
+                vec![(line, column, message(shown))],
+                "{source:?}"
+            );
+        }
+        let valid = "a = 1 # one\nb = [\n  1,\n] # two\n[t] # table\nc = { d = 1 }\n\n[[u]]\ne = 2";
+        assert_eq!(messages(Language::Toml, valid), vec![]);
+    }
+
+    #[test]
+    fn missing_tokens_of_hidden_rules_are_reported() {
+        // A tree cursor never visits the MISSING `_line_ending_or_eof`; the pair holding it has the
+        // error and no child with one.
+        let text = b"a = 1 b = 2\n";
+        let tree = parse(Language::Toml, text).expect("parses");
+        assert!(tree.root_node().has_error());
+        assert_eq!(
+            tree_findings(&tree, text, None),
+            vec![Finding::new(5, "missing line ending or eof")]
+        );
     }
 
     #[test]
