@@ -20,6 +20,9 @@
 //!   keys in a mapping are errors.
 //! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says,
 //!   and so are two statements on one line (`a = 1 b = 2`), which tree-sitter-toml reads on.
+//! - **Bash**: tree-sitter-bash takes a `\r` before a line break for blank space; bash takes it for
+//!   part of the word, so a file with Windows line endings is an error (outside quoted text and
+//!   here-documents, where a `\r` is data).
 //! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2, mixtures of both and more besides. helixflow's
 //!   own KDL v2 parser decides; a file that declares `/- kdl-version 1`, or looks like KDL v1 (bare
 //!   `true`/`false`/`null`, `r"…"` strings: a Zellij configuration, say), is judged by
@@ -434,6 +437,11 @@ fn language_findings(
             findings
         }
         Language::Kdl => kdl_findings(utf8, tree, tree_errors),
+        Language::Bash => {
+            let mut findings = tree_errors;
+            findings.extend(bash_carriage_return(tree, text));
+            findings
+        }
         _ => tree_errors,
     }
 }
@@ -1289,6 +1297,38 @@ fn jsx_tag_mismatch(node: Node, text: &[u8]) -> Option<Finding> {
             ),
         )
     })
+}
+
+// ----- Bash -----------------------------------------------------------------------------------
+
+/// The first `\r` before a line break outside quoted text and here-documents. tree-sitter-bash
+/// takes it for blank space; bash takes it for part of the word before it, so `then\r` is no
+/// keyword (`bash -n` fails) and `cd dir\r` names another folder.
+fn bash_carriage_return(tree: &Tree, text: &[u8]) -> Option<Finding> {
+    let quoted = |byte: usize| {
+        let mut node = tree.root_node().descendant_for_byte_range(byte, byte + 1);
+        while let Some(n) = node {
+            if matches!(
+                n.kind(),
+                "string" | "raw_string" | "ansi_c_string" | "translated_string" | "heredoc_body"
+            ) {
+                return true;
+            }
+            node = n.parent();
+        }
+        false
+    };
+    text.windows(2)
+        .enumerate()
+        .filter(|(_, pair)| *pair == b"\r\n")
+        .map(|(i, _)| i)
+        .find(|&i| !quoted(i))
+        .map(|i| {
+            Finding::new(
+                i,
+                "the file has Windows line endings (CRLF); bash reads \\r as part of the word",
+            )
+        })
 }
 
 // ----- JSON -----------------------------------------------------------------------------------
@@ -2627,6 +2667,27 @@ mod tests {
                      try:\n    pass\nfinally:\n    pass\n(y := 1)\nz = [v for v in (1, 2)]\n\
                      n = 1_000 + 1_0.5\n";
         assert_eq!(messages(Language::Python, valid), vec![]);
+    }
+
+    #[test]
+    fn bash_windows_line_endings_are_errors() {
+        let message =
+            "the file has Windows line endings (CRLF); bash reads \\r as part of the word";
+        assert_eq!(
+            messages(Language::Bash, "if true; then\r\n  echo hi\r\nfi\r\n"),
+            vec![(1, 14, message.to_owned())]
+        );
+        assert_eq!(
+            messages(
+                Language::Bash,
+                "echo \"a\r\nb\"\ncat <<EOF\nx\r\nEOF\ncd dir\r\n"
+            ),
+            vec![(6, 7, message.to_owned())]
+        );
+        assert_eq!(
+            messages(Language::Bash, "printf 'a\r\n'\necho \"\r\"\n"),
+            vec![]
+        );
     }
 
     #[test]
