@@ -453,6 +453,71 @@ async fn syntax_with_nothing_to_check_passes_and_says_so() {
     );
 }
 
+#[tokio::test]
+async fn syntax_does_not_pass_outputs_that_are_missing() {
+    let ws = Workspace::new(&[]);
+    let phase = ws.phase(
+        "outputs {\n    file \"src/calc.py\"\n    file \"src/util.py\"\n    file \"docs/notes.md\"\n}\ngates {\n    syntax\n}",
+    );
+    let reports = ws.gates(&phase, Some("done")).await;
+    assert_eq!(
+        statuses(&reports),
+        [
+            ("outputs", GateStatus::Failed),
+            ("syntax", GateStatus::Skipped)
+        ]
+    );
+    assert_eq!(
+        report(&reports, "syntax").details,
+        ["not checked: `src/calc.py`, `src/util.py` are missing"]
+    );
+    assert!(
+        feedback_for(&phase, &reports)
+            .contains("- `syntax`: not checked: `src/calc.py`, `src/util.py` are missing"),
+        "{}",
+        feedback_for(&phase, &reports)
+    );
+
+    // The files that exist are checked; a pass names the missing one.
+    ws.write("src/calc.py", "def add(a, b):\n    return a + b\n");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Passed);
+    assert_eq!(syntax.details, ["not checked: `src/util.py` is missing"]);
+    ws.write("src/calc.py", "def add(a, b):\n");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Failed);
+    assert_eq!(
+        syntax.details,
+        [
+            "src/calc.py:1:15: expected an indented block after the function definition on line 1\ndef add(a, b):\n              ^",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn syntax_with_nothing_found_is_skipped() {
+    let ws = Workspace::new(&[]);
+    let phase = ws.phase("outputs {\n    glob \"src/*.py\"\n}\ngates {\n    syntax\n}");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Skipped);
+    assert_eq!(
+        syntax.details,
+        ["not checked: none of the phase's outputs exists"]
+    );
+
+    let phase = ws.phase("gates {\n    syntax \"src/**/*.rs\"\n}");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Skipped);
+    assert_eq!(
+        syntax.details,
+        ["not checked: no file matches the gate's globs"]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // command
 
