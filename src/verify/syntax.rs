@@ -236,9 +236,7 @@ pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
     } else {
         std::borrow::Cow::Borrowed(text)
     };
-    // Python's indentation errors come from its tokenizer, before its parser sees a token; at the
-    // same place they win over tree-sitter's account of the same problem.
-    let mut findings = if language == Language::Python {
+    let indentation = if language == Language::Python {
         python_indentation(text)
     } else {
         Vec::new()
@@ -250,11 +248,44 @@ pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
         Ok(tree) => language_findings(language, &parsed, utf8.ok(), &tree),
         Err(message) => vec![Finding::new(0, message)],
     };
-    if let Some(first) = findings.first().map(|f| f.byte) {
+    // A compound statement's header that parses once its `:` is added misses only that. The
+    // file is parsed again with the colons in place: tree-sitter's account of a missing colon (an
+    // ERROR node around the header and its block, a `try` left without its `except`) says less
+    // than "expected `:`", and hides what else is wrong.
+    let colons: Vec<usize> = indentation
+        .iter()
+        .filter_map(|problem| problem.header)
+        .filter(|&(start, end)| python_header_parses_with_colon(&text[start..end]))
+        .map(|(_, end)| end)
+        .collect();
+    if !colons.is_empty() {
+        parsed_findings = python_findings_with_colons(text, &colons).unwrap_or(parsed_findings);
+    }
+    // An error on the logical line before an indentation problem is what Python reports first,
+    // and mostly its cause: a line broken in the middle makes the next one an unexpected indent.
+    let indentation: Vec<IndentProblem> = indentation
+        .into_iter()
+        .filter(|problem| {
+            !parsed_findings
+                .iter()
+                .any(|p| (problem.line_before..problem.finding.byte).contains(&p.byte))
+        })
+        .collect();
+    if let Some(IndentProblem {
+        finding: first,
+        line_before,
+        ..
+    }) = indentation.first()
+    {
         // tree-sitter's recovery from a bad indent often wraps whole definitions before it in an
         // ERROR node; such a node is the indentation error seen from afar.
-        parsed_findings.retain(|f| f.error_end.is_none_or(|end| f.byte >= first || end < first));
+        parsed_findings.retain(|f| {
+            f.error_end
+                .is_none_or(|end| f.byte >= *line_before || end < first.byte)
+        });
     }
+    // At the same place, Python's tokenizer speaks before its parser.
+    let mut findings: Vec<Finding> = indentation.into_iter().map(|p| p.finding).collect();
     findings.extend(parsed_findings);
     findings.sort_by_key(|f| f.byte);
     findings.dedup_by(|a, b| a.byte == b.byte);
@@ -807,11 +838,71 @@ struct PythonIndent {
     tabs_as_one: usize,
 }
 
+/// One indentation problem of a Python file.
+struct IndentProblem {
+    finding: Finding,
+    /// Where the logical line before it starts.
+    line_before: usize,
+    /// For a missing `:`, the header it is missing from.
+    header: Option<(usize, usize)>,
+}
+
+/// The findings of the file parsed with a `:` inserted at each of `colons` (ascending), placed
+/// in the original text; None when it cannot be parsed.
+fn python_findings_with_colons(text: &[u8], colons: &[usize]) -> Option<Vec<Finding>> {
+    let mut repaired = Vec::with_capacity(text.len() + colons.len());
+    let mut from = 0;
+    for &at in colons {
+        repaired.extend_from_slice(&text[from..at]);
+        repaired.push(b':');
+        from = at;
+    }
+    repaired.extend_from_slice(&text[from..]);
+    let tree = parse(Language::Python, &repaired).ok()?;
+    let findings = if tree.root_node().has_error() {
+        python_findings_joined(&repaired, &tree)
+    } else {
+        language_findings(Language::Python, &repaired, None, &tree)
+    };
+    // A byte of the repaired text lies after as many inserted colons as start before it.
+    let original = |byte: usize| {
+        let before = colons
+            .iter()
+            .enumerate()
+            .filter(|&(k, &at)| at + k < byte)
+            .count();
+        byte - before
+    };
+    Some(
+        findings
+            .into_iter()
+            .map(|f| Finding {
+                byte: original(f.byte),
+                error_end: f.error_end.map(original),
+                message: f.message,
+            })
+            .collect(),
+    )
+}
+
+/// Whether a compound statement's header is valid Python once it ends with `:` (and a body, and
+/// the statement a clause such as `else` continues).
+fn python_header_parses_with_colon(header: &[u8]) -> bool {
+    let mut statement = match python_keyword(header, 0).as_str() {
+        "elif" | "else" => b"if x: pass\n".to_vec(),
+        "except" | "finally" => b"try: pass\n".to_vec(),
+        _ => Vec::new(),
+    };
+    statement.extend_from_slice(header);
+    statement.extend_from_slice(b": pass\n");
+    parse(Language::Python, &statement).is_ok_and(|tree| !tree.root_node().has_error())
+}
+
 /// Indentation errors CPython's tokenizer and parser raise and tree-sitter-python does not: it
 /// reads a missing block as an empty one, an unexpected indent as a statement, an unindent to no
 /// outer level as a new one, and knows nothing of tab sizes. A line scan in the tokenizer's terms:
 /// brackets, strings, comments, blank lines and `\` continuations as Python reads them.
-fn python_indentation(text: &[u8]) -> Vec<Finding> {
+fn python_indentation(text: &[u8]) -> Vec<IndentProblem> {
     let mut out = Vec::new();
     let mut levels = vec![PythonIndent {
         columns: 0,
@@ -822,6 +913,10 @@ fn python_indentation(text: &[u8]) -> Vec<Finding> {
     // The line before was misplaced: a deeper line after it (the rest of a block that lost its
     // indentation, or that was indented wrongly) is not a second mistake.
     let mut after_problem = false;
+    // The logical line before starts with a compound statement's keyword but does not end with
+    // `:`: its start, and the end of its last token.
+    let mut colon_missing: Option<(usize, usize)> = None;
+    let mut line_before = 0;
     let mut i = 0;
     while i < text.len() {
         let mut indent = PythonIndent {
@@ -856,15 +951,32 @@ fn python_indentation(text: &[u8]) -> Vec<Finding> {
             }
             Some(_) => {}
         }
-        let problem = python_indent_problem(text, i, indent, &mut levels, opener, after_problem);
+        let before = LineBefore {
+            opener,
+            colon_missing,
+            after_problem,
+        };
+        let problem = python_indent_problem(text, i, indent, &mut levels, &before);
         after_problem = problem.is_some();
-        out.extend(problem);
-        let (end, colon) = python_logical_line(text, i);
-        opener = colon.map(|colon| (i, colon + 1));
-        i = end;
+        out.extend(problem.map(|finding| IndentProblem {
+            header: colon_missing.filter(|&(_, last_end)| finding.byte == last_end),
+            finding,
+            line_before,
+        }));
+        let line = python_logical_line(text, i);
+        opener = line.colon.map(|colon| (i, colon + 1));
+        colon_missing = (line.colon.is_none()
+            && PYTHON_COMPOUND_KEYWORDS.contains(&python_keyword(text, i).as_str()))
+        .then_some((i, line.last_end));
+        line_before = i;
+        i = line.end;
     }
     if let Some((start, after_colon)) = opener {
-        out.push(Finding::new(after_colon, expected_block(text, start)));
+        out.push(IndentProblem {
+            finding: Finding::new(after_colon, expected_block(text, start)),
+            line_before: start,
+            header: None,
+        });
     }
     out
 }
@@ -877,22 +989,31 @@ fn python_indent_problem(
     first: usize,
     indent: PythonIndent,
     levels: &mut Vec<PythonIndent>,
-    opener: Option<(usize, usize)>,
-    after_problem: bool,
+    before: &LineBefore,
 ) -> Option<Finding> {
     const TAB_ERROR: &str = "inconsistent use of tabs and spaces in indentation: this line's level depends on the tab size";
     let top = *levels.last()?;
+    let opener = before.opener;
     if indent.columns > top.columns {
         levels.push(indent);
         return if indent.tabs_as_one <= top.tabs_as_one {
             Some(Finding::new(first, TAB_ERROR))
-        } else if opener.is_none() && !after_problem {
+        } else if opener.is_some() || before.after_problem {
+            None
+        } else if let Some((start, last_end)) = before.colon_missing {
+            // `def f()` over an indented body: the colon is what is missing, as Python says.
+            Some(Finding::new(
+                last_end,
+                format!(
+                    "expected `:` at the end of the `{}` line",
+                    python_keyword(text, start)
+                ),
+            ))
+        } else {
             Some(Finding::new(
                 first,
                 "unexpected indent: the line before does not open a block",
             ))
-        } else {
-            None
         };
     }
     let mut tokenizer_error = None;
@@ -917,30 +1038,52 @@ fn python_indent_problem(
     }
 }
 
-/// "expected an indented block after …", naming the statement that starts at `start`.
-fn expected_block(text: &[u8], start: usize) -> String {
-    let line = position(text, start).0;
-    let words = |from: usize| {
-        let rest = &text[from..];
+/// What the logical line before a line tells about its indentation.
+struct LineBefore {
+    /// It ends with `:`: its start, and the byte after the `:`.
+    opener: Option<(usize, usize)>,
+    /// It starts with a compound statement's keyword and does not end with `:`: its start, and
+    /// the end of its last token.
+    colon_missing: Option<(usize, usize)>,
+    /// Its own indentation was reported.
+    after_problem: bool,
+}
+
+/// The keywords that start a compound statement, whose header ends with `:`.
+const PYTHON_COMPOUND_KEYWORDS: &[&str] = &[
+    "def", "class", "if", "elif", "else", "for", "while", "try", "except", "finally", "with",
+];
+
+/// The first word of the statement at `start` (after `async`).
+fn python_keyword(text: &[u8], start: usize) -> String {
+    let word = |from: usize| {
+        let rest = &text[from.min(text.len())..];
         let end = rest
             .iter()
             .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
             .unwrap_or(rest.len());
         String::from_utf8_lossy(&rest[..end]).into_owned()
     };
-    let mut word = words(start);
-    if word == "async" {
-        let next = text[start + 5..]
-            .iter()
-            .position(|b| !matches!(b, b' ' | b'\t'))
-            .map_or(text.len(), |n| start + 5 + n);
-        word = words(next);
+    let first = word(start);
+    if first != "async" {
+        return first;
     }
+    let next = text[start + 5..]
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(text.len(), |n| start + 5 + n);
+    word(next)
+}
+
+/// "expected an indented block after …", naming the statement that starts at `start`.
+fn expected_block(text: &[u8], start: usize) -> String {
+    let line = position(text, start).0;
+    let word = python_keyword(text, start);
     let what = match word.as_str() {
         "def" => "the function definition".to_owned(),
         "class" => "the class definition".to_owned(),
-        "if" | "elif" | "else" | "for" | "while" | "try" | "except" | "finally" | "with"
-        | "match" | "case" => format!("the `{word}` statement"),
+        "match" | "case" => format!("the `{word}` statement"),
+        word if PYTHON_COMPOUND_KEYWORDS.contains(&word) => format!("the `{word}` statement"),
         _ => "the line ending in `:`".to_owned(),
     };
     format!("expected an indented block after {what} on line {line}")
@@ -961,12 +1104,22 @@ fn python_line_end(text: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// One logical line of Python, as [`python_logical_line`] reads it.
+struct PythonLine {
+    /// The byte after the line break that ends it.
+    end: usize,
+    /// Where its last token is, when that token is a `:` outside brackets (the line opens a block).
+    colon: Option<usize>,
+    /// The byte after its last token (before any comment).
+    last_end: usize,
+}
+
 /// Reads one logical line from `start`: through brackets, strings and `\` continuations to the
-/// line break that ends it. Returns the byte after it, and where its last token is when that
-/// token is a `:` outside brackets (the line opens a block).
-fn python_logical_line(text: &[u8], start: usize) -> (usize, Option<usize>) {
+/// line break that ends it.
+fn python_logical_line(text: &[u8], start: usize) -> PythonLine {
     let mut depth = 0usize;
     let mut last: Option<usize> = None;
+    let mut last_end = start;
     let mut i = start;
     while let Some(&b) = text.get(i) {
         match b {
@@ -979,7 +1132,11 @@ fn python_logical_line(text: &[u8], start: usize) -> (usize, Option<usize>) {
                 let end = python_line_end(text, i);
                 if depth == 0 {
                     let colon = last.filter(|&l| text[l] == b':');
-                    return (end, colon);
+                    return PythonLine {
+                        end,
+                        colon,
+                        last_end,
+                    };
                 }
                 i = end;
             }
@@ -994,6 +1151,7 @@ fn python_logical_line(text: &[u8], start: usize) -> (usize, Option<usize>) {
                 } else {
                     python_string_end(text, i + 1, quote, false)
                 };
+                last_end = i;
             }
             b' ' | b'\t' | b'\x0c' => i += 1,
             _ => {
@@ -1004,12 +1162,16 @@ fn python_logical_line(text: &[u8], start: usize) -> (usize, Option<usize>) {
                 }
                 last = Some(i);
                 i += 1;
+                last_end = i;
             }
         }
     }
     // The file ends inside the logical line: an unclosed bracket is reported by the parse.
-    let colon = last.filter(|&l| depth == 0 && text[l] == b':');
-    (text.len(), colon)
+    PythonLine {
+        end: text.len(),
+        colon: last.filter(|&l| depth == 0 && text[l] == b':'),
+        last_end,
+    }
 }
 
 /// A Python file tree-sitter rejects is parsed again with its bracketed lines joined; the errors
@@ -2518,6 +2680,53 @@ mod tests {
                 1,
                 "expected an indented block after the `elif` statement on line 3".to_owned()
             )]
+        );
+    }
+
+    #[test]
+    fn python_missing_colon_is_named_not_the_indent_after_it() {
+        let cases = [
+            (
+                "def add(a, b):\n    return a + b\n\n\ndef mul(a, b)\n    return a * b\n",
+                (5, 14),
+                "def",
+            ),
+            (
+                "class A:\n    def f(self)\n        return 1\n",
+                (2, 16),
+                "def",
+            ),
+            ("if x\n    y = 1\n", (1, 5), "if"),
+            // tree-sitter leaves the `try` without its `except`; with the colon in place it is not.
+            (
+                "try:\n    x = 1\nexcept ValueError\n    pass\n",
+                (3, 18),
+                "except",
+            ),
+        ];
+        for (source, (line, column), keyword) in cases {
+            assert_eq!(
+                messages(Language::Python, source),
+                vec![(
+                    line,
+                    column,
+                    format!("expected `:` at the end of the `{keyword}` line")
+                )],
+                "{source:?}"
+            );
+        }
+        // Another error on the header comes first, as in Python.
+        assert_eq!(
+            messages(Language::Python, "def f(a b)\n    return 1\n"),
+            vec![(1, 1, "unexpected `def`".to_owned())]
+        );
+        // Other errors still show, where they are.
+        assert_eq!(
+            messages(Language::Python, "def f()\n    return (1,\n"),
+            vec![
+                (1, 8, "expected `:` at the end of the `def` line".to_owned()),
+                (2, 12, "`(` is never closed".to_owned())
+            ]
         );
     }
 
