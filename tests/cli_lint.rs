@@ -943,7 +943,7 @@ phase "a" {
     ];
     let expected: Vec<(String, u64, u64, String)> = expected
         .iter()
-        .map(|&(line, column, message)| ("HF305".to_owned(), line, column, message.to_owned()))
+        .map(|&(line, column, message)| ("HF308".to_owned(), line, column, message.to_owned()))
         .collect();
     // `syntax ""` also checks no file in a supported language (HF602).
     let found: Vec<_> = findings(&outcome)
@@ -1041,25 +1041,25 @@ phase "b" use="module" dir="lib"
         found,
         [
             (
-                "HF306",
+                "HF309",
                 5,
                 "`lib/` ends with `/`: globs match files, and this one matches none",
                 None
             ),
             (
-                "HF306",
+                "HF309",
                 9,
                 "`tests/` ends with `/`: globs match files, and this one matches none",
                 Some("\"tests/**\"")
             ),
             (
-                "HF306",
+                "HF309",
                 11,
                 "`file \"build/\"` names a folder; an output is a file",
                 None
             ),
             (
-                "HF306",
+                "HF309",
                 12,
                 "`docs/` ends with `/`: globs match files, and this one matches none",
                 Some("\"docs/**\"")

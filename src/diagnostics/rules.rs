@@ -531,7 +531,7 @@ rules! {
     /// ```kdl
     /// gates { command "" name="tests" }
     /// ```
-    EMPTY_VALUE = "HF305" "empty-value" Error,
+    EMPTY_VALUE = "HF308" "empty-value" Error,
         summary: "A gate option, path, glob or pattern is empty.",
         help: "Write the value the gate needs, or remove the option.";
 
@@ -549,7 +549,7 @@ rules! {
     /// ```kdl
     /// protect "tests/"     // write "tests/**"
     /// ```
-    FOLDER_GLOB = "HF306" "folder-glob" Error,
+    FOLDER_GLOB = "HF309" "folder-glob" Error,
         summary: "A glob ends with `/`: it names a folder and matches no file.",
         help: "Write `FOLDER/**` for every file under the folder.";
 
