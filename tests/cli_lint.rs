@@ -862,3 +862,208 @@ fn files_over_1_mib_are_read_when_well_formed_and_stopped_at_an_error_otherwise(
     let found = &outcome.json()[0];
     assert_eq!([&found["line"], &found["column"]], [line, 33], "{found:#}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// gate options that check nothing
+
+/// Each finding as (code, line, column, message).
+fn findings(outcome: &common::Outcome) -> Vec<(String, u64, u64, String)> {
+    outcome
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().to_owned(),
+                d["line"].as_u64().unwrap(),
+                d["column"].as_u64().unwrap(),
+                d["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn empty_gate_options_paths_and_globs_are_errors() {
+    let outcome = Test::new()
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    run "make"
+    outputs {
+        file ""
+        glob "  "
+        from "" key=""
+    }
+    scope ""
+    gates {
+        command ""
+        command "   " fix=" " name=""
+        syntax ""
+        matches "out.txt" ""
+        absent "" "TODO"
+        front-matter "" "title"
+    }
+}
+"#,
+        )
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let glob = "an empty glob matches no file";
+    let document = "an empty path names no document";
+    let command = "an empty command runs nothing and exits 0: this gate always passes";
+    let expected = [
+        (5, 14, "`file \"\"` names no file"),
+        (6, 14, glob),
+        (7, 14, document),
+        (7, 21, "`key=\"\"` names no front-matter key"),
+        (9, 11, glob),
+        (11, 17, command),
+        (12, 17, command),
+        (
+            12,
+            27,
+            "`fix=\"\"` runs nothing: the failing gate is only checked again",
+        ),
+        (
+            12,
+            36,
+            "`name=\"\"` leaves the gate without a name in reports and feedback",
+        ),
+        (13, 16, glob),
+        (
+            14,
+            27,
+            "an empty pattern matches everywhere: this `matches` gate always passes",
+        ),
+        (15, 16, glob),
+        (16, 22, "an empty path names no file"),
+    ];
+    let expected: Vec<(String, u64, u64, String)> = expected
+        .iter()
+        .map(|&(line, column, message)| ("HF308".to_owned(), line, column, message.to_owned()))
+        .collect();
+    // `syntax ""` also checks no file in a supported language (HF602).
+    let found: Vec<_> = findings(&outcome)
+        .into_iter()
+        .filter(|f| f.0 != "HF602")
+        .collect();
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn response_gates_in_run_steps_are_errors_wherever_they_come_from() {
+    let outcome = Test::new()
+        .pipeline(
+            r##"pipeline "p"
+agent "bot" {
+    command "./bot.sh" "{{ prompt }}"
+}
+template "step" {
+    run "make"
+    gates {
+        absent #"response"# "error"
+    }
+}
+defaults {
+    agent "bot"
+    gates {
+        matches "response" "done"
+    }
+}
+phase "work" {
+    prompt "Do it"
+}
+phase "build" use="step"
+phase "fmt" {
+    run "cargo fmt"
+}
+"##,
+        )
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let message = |phase: &str, kind: &str| {
+        format!(
+            "phase \"{phase}\" is a `run` step: it has no agent response for `{kind} \"response\"` to check, so the gate fails on every run"
+        )
+    };
+    assert_eq!(
+        findings(&outcome),
+        [
+            ("HF127".to_owned(), 8, 16, message("build", "absent")),
+            ("HF127".to_owned(), 14, 17, message("fmt", "matches")),
+        ]
+    );
+}
+
+#[test]
+fn a_glob_ending_with_a_slash_is_an_error_with_a_fix_where_written_plainly() {
+    let outcome = Test::new()
+        .pipeline(
+            r#"pipeline "p"
+template "module" {
+    param "dir"
+    run "make"
+    scope "{{ dir }}/"
+}
+phase "a" {
+    run "make"
+    protect "tests/"
+    outputs {
+        file "build/"
+        glob "docs/"
+    }
+}
+phase "b" use="module" dir="lib"
+"#,
+        )
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let json = outcome.json();
+    let found: Vec<(&str, u64, &str, Option<&str>)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap(),
+                d["line"].as_u64().unwrap(),
+                d["message"].as_str().unwrap(),
+                d["fix"]["edits"][0]["text"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "HF309",
+                5,
+                "`lib/` ends with `/`: globs match files, and this one matches none",
+                None
+            ),
+            (
+                "HF309",
+                9,
+                "`tests/` ends with `/`: globs match files, and this one matches none",
+                Some("\"tests/**\"")
+            ),
+            (
+                "HF309",
+                11,
+                "`file \"build/\"` names a folder; an output is a file",
+                None
+            ),
+            (
+                "HF309",
+                12,
+                "`docs/` ends with `/`: globs match files, and this one matches none",
+                Some("\"docs/**\"")
+            ),
+        ]
+    );
+}

@@ -62,11 +62,6 @@ impl Workspace {
         compile_phase(self.path(), &format!("agent \"a\"\n{body}"))
     }
 
-    /// A `run` step phase with this body.
-    fn run_step(&self, body: &str) -> Phase {
-        compile_phase(self.path(), &format!("run \"true\"\n{body}"))
-    }
-
     /// Runs the phase's gates after "the attempt", checking that `on_report` saw every report in
     /// order.
     async fn gates(&self, phase: &Phase, response: Option<&str>) -> Vec<GateReport> {
@@ -137,6 +132,12 @@ fn write(root: &Path, path: &str, text: &str) {
 }
 
 fn compile_phase(workspace: &Path, body: &str) -> Phase {
+    compile_phase_despite(workspace, body, &[])
+}
+
+/// Like [`compile_phase`], with lint errors of these codes expected: gates keep their run-time
+/// behaviour for pipelines that lint rejects.
+fn compile_phase_despite(workspace: &Path, body: &str, codes: &[&str]) -> Phase {
     let text = format!(
         "pipeline \"gates\"\nagent \"a\" {{\n    command \"true\"\n}}\nphase \"work\" {{\n{body}\n}}\n"
     );
@@ -147,7 +148,11 @@ fn compile_phase(workspace: &Path, body: &str) -> Phase {
         Default::default(),
     );
     assert!(
-        !compiled.has_errors(),
+        compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .all(|d| codes.contains(&d.code())),
         "the test pipeline compiles:\n{text}\n{:#?}",
         compiled.diagnostics
     );
@@ -507,6 +512,71 @@ async fn syntax_with_nothing_to_check_passes_and_says_so() {
     );
 }
 
+#[tokio::test]
+async fn syntax_does_not_pass_outputs_that_are_missing() {
+    let ws = Workspace::new(&[]);
+    let phase = ws.phase(
+        "outputs {\n    file \"src/calc.py\"\n    file \"src/util.py\"\n    file \"docs/notes.md\"\n}\ngates {\n    syntax\n}",
+    );
+    let reports = ws.gates(&phase, Some("done")).await;
+    assert_eq!(
+        statuses(&reports),
+        [
+            ("outputs", GateStatus::Failed),
+            ("syntax", GateStatus::Skipped)
+        ]
+    );
+    assert_eq!(
+        report(&reports, "syntax").details,
+        ["not checked: `src/calc.py`, `src/util.py` are missing"]
+    );
+    assert!(
+        feedback_for(&phase, &reports)
+            .contains("- `syntax`: not checked: `src/calc.py`, `src/util.py` are missing"),
+        "{}",
+        feedback_for(&phase, &reports)
+    );
+
+    // The files that exist are checked; a pass names the missing one.
+    ws.write("src/calc.py", "def add(a, b):\n    return a + b\n");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Passed);
+    assert_eq!(syntax.details, ["not checked: `src/util.py` is missing"]);
+    ws.write("src/calc.py", "def add(a, b):\n");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Failed);
+    assert_eq!(
+        syntax.details,
+        [
+            "src/calc.py:1:15: expected an indented block after the function definition on line 1\ndef add(a, b):\n              ^",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn syntax_with_nothing_found_is_skipped() {
+    let ws = Workspace::new(&[]);
+    let phase = ws.phase("outputs {\n    glob \"src/*.py\"\n}\ngates {\n    syntax\n}");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Skipped);
+    assert_eq!(
+        syntax.details,
+        ["not checked: none of the phase's outputs exists"]
+    );
+
+    let phase = ws.phase("gates {\n    syntax \"src/**/*.rs\"\n}");
+    let reports = ws.gates(&phase, Some("done")).await;
+    let syntax = report(&reports, "syntax");
+    assert_eq!(syntax.status, GateStatus::Skipped);
+    assert_eq!(
+        syntax.details,
+        ["not checked: no file matches the gate's globs"]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // command
 
@@ -678,11 +748,11 @@ async fn matches_on_the_response() {
 #[tokio::test]
 async fn response_gates_fail_for_a_run_step() {
     let ws = Workspace::new(&[]);
-    let phase = ws.run_step(
-        r#"gates {
-    matches "response" "done"
-    absent "response" "TODO"
-}"#,
+    // Lint rejects these gates (HF127); a pipeline run without it still gets a clear failure.
+    let phase = compile_phase_despite(
+        ws.path(),
+        "run \"true\"\ngates {\n    matches \"response\" \"done\"\n    absent \"response\" \"TODO\"\n}",
+        &["HF127"],
     );
     let reports = ws.gates(&phase, None).await;
     for gate in ["matches", "absent"] {

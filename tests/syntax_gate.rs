@@ -40,10 +40,11 @@ fn valid_sample(language: Language) -> &'static str {
     }
 }
 
-/// One invalid sample per language (two for Python and TOML), with the first error's place.
-const INVALID: [(&str, usize, usize); 13] = [
+/// One invalid sample per language (more for Python and TOML), with the first error's place.
+const INVALID: [(&str, usize, usize); 14] = [
     ("invalid/missing_paren.py", 3, 10),
     ("invalid/python2_print.py", 4, 5),
+    ("invalid/missing_block.py", 7, 5),
     ("invalid/missing_semicolon.rs", 3, 24),
     ("invalid/double_comma.js", 2, 16),
     ("invalid/missing_paren.ts", 1, 35),

@@ -357,6 +357,25 @@ rules! {
         help: "Imported files may hold only `agent`, `template` and `import`; turn phases into templates.";
 
     /// ## What it catches
+    /// A `matches "response" …` or `absent "response" …` gate in a phase that is a `run` step
+    /// (directly, from its template or from `defaults`).
+    ///
+    /// ## Why
+    /// Only an agent gives a final response; a `run` step has none, so the gate fails on every
+    /// run and the phase can never pass.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "fmt" {
+    ///     run "cargo fmt"
+    ///     gates { matches "response" "done" }
+    /// }
+    /// ```
+    RESPONSE_IN_RUN_STEP = "HF127" "response-in-run-step" Error,
+        summary: "A `run` step has a gate on the agent response, which it does not have.",
+        help: "Check a file the step writes (a path or glob as the target), or make the phase an agent phase.";
+
+    /// ## What it catches
     /// Two phases, agents or templates with the same name (also across imports).
     ///
     /// ## Why
@@ -557,6 +576,42 @@ rules! {
     UNKNOWN_ARGV_PLACEHOLDER = "HF307" "unknown-argv-placeholder" Error,
         summary: "An agent's argument has a `{{ … }}` placeholder that is not replaced.",
         help: "Use one of the placeholders the message lists; put expressions in the prompt.";
+
+    /// ## What it catches
+    /// An empty (or blank) value where a gate or output needs one: `command ""` or `fix=""` (a
+    /// command that does nothing), `name=""`, `file ""`, `glob ""` and every other empty glob or
+    /// path, and an empty `matches`/`absent` pattern.
+    ///
+    /// ## Why
+    /// An empty command exits 0, so its gate always passes; an empty path or glob names no file;
+    /// an empty pattern matches everywhere, so `matches` always passes and `absent` always fails;
+    /// an empty name leaves the gate unnamed in reports. None of them checks what it seems to.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// gates { command "" name="tests" }
+    /// ```
+    EMPTY_VALUE = "HF308" "empty-value" Error,
+        summary: "A gate option, path, glob or pattern is empty.",
+        help: "Write the value the gate needs, or remove the option.";
+
+    /// ## What it catches
+    /// A glob that ends with `/`, such as `protect "tests/"` or `scope "src/"` (also in `outputs`,
+    /// `syntax` and gate targets), and a `file` output that ends with `/`.
+    ///
+    /// ## Why
+    /// Globs match files, and a pattern ending with `/` names only the folder: `protect "tests/"`
+    /// protects nothing, and `scope "src/"` allows no change at all. helixflow does not widen it
+    /// silently, so that a pattern always means what it says; `tests/**` is every file under the
+    /// folder.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// protect "tests/"     // write "tests/**"
+    /// ```
+    FOLDER_GLOB = "HF309" "folder-glob" Error,
+        summary: "A glob ends with `/`: it names a folder and matches no file.",
+        help: "Write `FOLDER/**` for every file under the folder.";
 
     /// ## What it catches
     /// A path that is absolute, or that climbs above the workspace with `..`.

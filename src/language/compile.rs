@@ -14,7 +14,9 @@ use super::schema::Context;
 use super::template::Substitution;
 use super::validate::{Validator, name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, did_you_mean, rules};
-use crate::model::{Agent, OnFailure, Phase, Pipeline, Spanned, VerifyMode, Worker};
+use crate::model::{
+    Agent, Gate, GateKind, OnFailure, Phase, Pipeline, Spanned, VerifyMode, Worker,
+};
 
 /// Default `max-parallel`.
 pub const DEFAULT_MAX_PARALLEL: u32 = 4;
@@ -578,6 +580,11 @@ impl Compiler<'_> {
                 Worker::Run(String::new())
             }
         };
+        if let (None, Some(run)) = (&body.agent, &body.run) {
+            for gate in &body.gates {
+                self.response_in_run_step(gate, &name.value, run.span);
+            }
+        }
         Some(Phase {
             name,
             template: template_name,
@@ -609,6 +616,26 @@ impl Compiler<'_> {
                 scope: body.scope.iter().map(|s| s.span).collect(),
             },
         })
+    }
+
+    /// A `matches`/`absent` gate on the response in a `run` step, which has no agent response.
+    fn response_in_run_step(&mut self, gate: &Gate, phase: &str, run: Span) {
+        let kind = match &gate.kind {
+            GateKind::Matches { target, .. } if target == "response" => "matches",
+            GateKind::Absent { target, .. } if target == "response" => "absent",
+            _ => return,
+        };
+        self.diagnostics.push(
+            Diagnostic::new(
+                &rules::RESPONSE_IN_RUN_STEP,
+                first_argument(self.sources, gate.span).unwrap_or(gate.span),
+                format!(
+                    "phase \"{phase}\" is a `run` step: it has no agent response for `{kind} \"response\"` to check, so the gate fails on every run"
+                ),
+            )
+            .label("no response in a `run` step")
+            .note(run, "a `run` step"),
+        );
     }
 
     /// The parameter values a phase gives its template, with missing and unknown ones reported.
@@ -720,4 +747,14 @@ fn duplicate(kind: &str, name: &Spanned<String>, first: Span) -> Diagnostic {
     )
     .label("second definition")
     .note(first, "first defined here")
+}
+
+/// Where the first argument of the node at `node` is written: the model keeps a gate's node span
+/// only, and a diagnostic points at the exact entry.
+fn first_argument(sources: &Sources, node: Span) -> Option<Span> {
+    let text = sources.get(node.file).text.get(node.offset..node.end())?;
+    let document = parse::parse(text, node.file, parse::PARSE_BUDGET).ok()?;
+    let entry = positional(document.nodes().first()?).next()?;
+    let span = value_span(node.file, entry);
+    Some(Span::new(node.file, node.offset + span.offset, span.len))
 }

@@ -266,8 +266,15 @@ impl Decoder<'_> {
         }
     }
 
-    /// Checks that a glob compiles and stays inside the workspace.
+    /// Checks that a glob is not empty, compiles, names files and stays inside the workspace.
     pub(crate) fn glob(&mut self, value: &Spanned<String>) {
+        if self.empty(
+            value,
+            "an empty glob matches no file",
+            "Write a pattern such as `src/**/*.py`.",
+        ) {
+            return;
+        }
         if let Err(e) = compile_glob(&value.value) {
             self.report(
                 Diagnostic::new(
@@ -277,8 +284,54 @@ impl Decoder<'_> {
                 )
                 .label("does not compile"),
             );
+        } else if value.value.ends_with('/') && escape_problem(&value.value).is_none() {
+            let folder = value.value.trim_end_matches('/');
+            let every_file = format!("{folder}/**");
+            let mut d = Diagnostic::new(
+                &rules::FOLDER_GLOB,
+                value.span,
+                format!(
+                    "`{}` ends with `/`: globs match files, and this one matches none",
+                    value.value
+                ),
+            )
+            .label("names only the folder")
+            .help(format!(
+                "Write `{every_file}` for every file under the folder."
+            ));
+            // Only where the value is written as a plain string: a fix must not undo a template
+            // parameter or an escape.
+            if self.written(value.span) == Some(format!("\"{}\"", value.value).as_str()) {
+                d = d.fix(
+                    format!("use \"{every_file}\""),
+                    value.span,
+                    format!("\"{every_file}\""),
+                );
+            }
+            self.report(d);
         }
         self.workspace_path(value);
+    }
+
+    /// Reports a value that is empty or only blanks, where one is needed; returns whether it is.
+    fn empty(&mut self, value: &Spanned<String>, message: &str, help: &str) -> bool {
+        let blank = value.value.trim().is_empty();
+        if blank {
+            self.report(
+                Diagnostic::new(&rules::EMPTY_VALUE, value.span, message)
+                    .label("empty")
+                    .help(help),
+            );
+        }
+        blank
+    }
+
+    /// The source text at `span`.
+    fn written(&self, span: Span) -> Option<&str> {
+        self.sources
+            .get(span.file)
+            .text
+            .get(span.offset..span.end())
     }
 
     /// Checks that a path is relative and does not climb above the workspace.
@@ -545,6 +598,28 @@ impl Decoder<'_> {
         let first = origin.arg(node, 0)?;
         let output = match node.name().value() {
             "file" => {
+                let blank = self.empty(
+                    &first,
+                    "`file \"\"` names no file",
+                    "Give the path of the expected file, relative to the workspace.",
+                );
+                if !blank && first.value.ends_with('/') && escape_problem(&first.value).is_none() {
+                    let folder = first.value.trim_end_matches('/');
+                    self.report(
+                        Diagnostic::new(
+                            &rules::FOLDER_GLOB,
+                            first.span,
+                            format!(
+                                "`file \"{}\"` names a folder; an output is a file",
+                                first.value
+                            ),
+                        )
+                        .label("names only the folder")
+                        .help(format!(
+                            "Name the file itself, or write `glob \"{folder}/**\"` for every file under `{folder}`."
+                        )),
+                    );
+                }
                 self.workspace_path(&first);
                 Output::File { path: first.value }
             }
@@ -573,10 +648,21 @@ impl Decoder<'_> {
                 }
             }
             "from" => {
+                self.empty(
+                    &first,
+                    "an empty path names no document",
+                    "Give the path of the document that lists the files, e.g. `from \"adr/ADR-042.md\" key=\"files.create\"`.",
+                );
                 self.workspace_path(&first);
+                let key = origin.prop(node, "key")?;
+                self.empty(
+                    &key,
+                    "`key=\"\"` names no front-matter key",
+                    "Give the dotted key of the list in the front matter, e.g. `key=\"files.create\"`.",
+                );
                 Output::From {
                     doc: first.value,
-                    key: origin.prop(node, "key")?.value,
+                    key: key.value,
                 }
             }
             _ => return None,
@@ -600,18 +686,30 @@ impl Decoder<'_> {
                 }
             }
             "command" => {
-                let run = args.into_iter().next()?.value;
+                let run = args.into_iter().next()?;
+                self.empty(
+                    &run,
+                    "an empty command runs nothing and exits 0: this gate always passes",
+                    "Write the shell command the gate runs, e.g. `command \"pytest -q\"`.",
+                );
                 let timeout = origin.prop(node, "timeout").and_then(|d| self.duration(&d));
                 let cwd = origin.prop(node, "cwd");
                 if let Some(cwd) = &cwd {
                     self.workspace_path(cwd);
                 }
-                let fix = origin.prop(node, "fix").map(|f| f.value);
+                let fix = origin.prop(node, "fix");
+                if let Some(fix) = &fix {
+                    self.empty(
+                        fix,
+                        "`fix=\"\"` runs nothing: the failing gate is only checked again",
+                        "Give the shell command that repairs what the gate checks, or remove `fix=`.",
+                    );
+                }
                 GateKind::Command {
-                    run,
+                    run: run.value,
                     timeout,
                     cwd: cwd.map(|c| c.value),
-                    fix,
+                    fix: fix.map(|f| f.value),
                 }
             }
             "matches" | "absent" => {
@@ -619,6 +717,22 @@ impl Decoder<'_> {
                 let (target, pattern) = (args.next()?, args.next()?);
                 if target.value != "response" {
                     self.glob(&target);
+                }
+                if pattern.value.is_empty() {
+                    let outcome = if kind_name == "matches" {
+                        "this `matches` gate always passes"
+                    } else {
+                        "this `absent` gate fails on every line"
+                    };
+                    self.report(
+                        Diagnostic::new(
+                            &rules::EMPTY_VALUE,
+                            pattern.span,
+                            format!("an empty pattern matches everywhere: {outcome}"),
+                        )
+                        .label("empty")
+                        .help("Write the regular expression the gate looks for."),
+                    );
                 }
                 self.regex(&pattern);
                 let (target, pattern) = (target.value, pattern.value);
@@ -631,6 +745,11 @@ impl Decoder<'_> {
             "front-matter" | "sections" => {
                 let mut args = args.into_iter();
                 let path = args.next()?;
+                self.empty(
+                    &path,
+                    "an empty path names no file",
+                    "Give the path of the Markdown document, relative to the workspace.",
+                );
                 self.workspace_path(&path);
                 let rest = args.map(|a| a.value).collect();
                 if kind_name == "front-matter" {
@@ -647,6 +766,11 @@ impl Decoder<'_> {
             }
             "paths-exist" => {
                 let doc = args.into_iter().next()?;
+                self.empty(
+                    &doc,
+                    "an empty path names no document",
+                    "Give the path of the document that lists the paths, relative to the workspace.",
+                );
                 self.workspace_path(&doc);
                 GateKind::PathsExist {
                     doc: doc.value,
@@ -661,9 +785,15 @@ impl Decoder<'_> {
             },
             _ => return None,
         };
-        let name = origin
-            .prop(node, "name")
-            .map_or_else(|| kind_name.to_owned(), |n| n.value);
+        let name = origin.prop(node, "name");
+        if let Some(name) = &name {
+            self.empty(
+                name,
+                "`name=\"\"` leaves the gate without a name in reports and feedback",
+                &format!("Name the gate, or remove `name=` to have it named `{kind_name}`."),
+            );
+        }
+        let name = name.map_or_else(|| kind_name.to_owned(), |n| n.value);
         Some(Gate {
             name,
             kind,

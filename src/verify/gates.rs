@@ -14,7 +14,10 @@
 //!   with the expected texts after trimming, ignoring closing `#`s and letter case. Setext headings
 //!   (underlined with `===`) are not recognised.
 //! - `syntax` checks only files in a supported language; when none is left it passes and says that
-//!   nothing was checked (the lint warns about it statically).
+//!   nothing was checked (the lint warns about it statically). It never passes silently over an
+//!   expected file that does not exist (the `outputs` gate fails for it): a pass names such files
+//!   as not checked, and when nothing could be checked at all (the files are missing, or no file
+//!   matches the globs) the gate is skipped, with the reason.
 //! - `matches` on files matches multi-line (`^`/`$` at line ends) over each whole file, up to
 //!   16 MiB of it; `absent` scans line by line. Both skip binary files (a NUL byte early on).
 //! - A `command` gate that passes only after its `fix` ran passes, with a detail saying so.
@@ -250,10 +253,10 @@ impl Finding {
         Self::from_problems(vec![detail])
     }
 
-    fn skipped(reason: &str) -> Self {
+    fn skipped(reason: impl Into<String>) -> Self {
         Self {
             status: GateStatus::Skipped,
-            details: vec![reason.to_owned()],
+            details: vec![reason.into()],
             cancelled: false,
         }
     }
@@ -595,27 +598,51 @@ fn changes_gate(ctx: &GateContext<'_>, min: u32) -> Finding {
 // syntax
 
 async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Finding {
-    let targets: Vec<String> = if globs.is_empty() {
-        resolve_outputs(ctx.workspace, ctx.phase, ctx.exclude)
+    let (found, missing) = if globs.is_empty() {
+        (
+            resolve_outputs(ctx.workspace, ctx.phase, ctx.exclude),
+            missing_outputs(ctx.workspace, ctx.phase),
+        )
     } else {
         match glob_files(ctx.workspace, ctx.exclude, globs) {
-            Ok(found) => found,
+            Ok(found) => (found, Vec::new()),
             Err(problem) => return Finding::failed(problem),
         }
     };
-    let targets: Vec<String> = targets
+    // An expected file that is not there was not checked; the `outputs` gate fails for it.
+    let not_checked = (!missing.is_empty()).then(|| {
+        let names: Vec<&str> = missing.iter().map(String::as_str).collect();
+        format!(
+            "not checked: {} {} missing",
+            name_list(&names, 10),
+            if names.len() == 1 { "is" } else { "are" }
+        )
+    });
+    let nothing_found = found.is_empty();
+    let targets: Vec<String> = found
         .into_iter()
         .filter(|p| Language::for_path(Path::new(p)).is_some())
         .collect();
     if targets.is_empty() {
-        let what = if globs.is_empty() {
-            "the phase's outputs"
-        } else {
-            "the files matching the gate's globs"
+        return match not_checked {
+            Some(note) => Finding::skipped(note),
+            None if nothing_found && globs.is_empty() => {
+                Finding::skipped("not checked: none of the phase's outputs exists")
+            }
+            None if nothing_found => {
+                Finding::skipped("not checked: no file matches the gate's globs")
+            }
+            None => {
+                let what = if globs.is_empty() {
+                    "the phase's outputs"
+                } else {
+                    "the files matching the gate's globs"
+                };
+                Finding::passed_with(format!(
+                    "0 files checked: none of {what} is in a supported language"
+                ))
+            }
         };
-        return Finding::passed_with(format!(
-            "0 files checked: none of {what} is in a supported language"
-        ));
     }
     let workspace = ctx.workspace.to_owned();
     let parsed = tokio::task::spawn_blocking(move || parse_all(&workspace, targets)).await;
@@ -641,7 +668,35 @@ async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Finding {
             count(files, "file")
         ));
     }
-    Finding::from_problems(details)
+    // A failure's details are its syntax errors only (`verify --json` lists them as such); a pass
+    // says what it did not cover.
+    match not_checked {
+        Some(note) if details.is_empty() => Finding::passed_with(note),
+        _ => Finding::from_problems(details),
+    }
+}
+
+/// The phase's expected files in a language the syntax gate parses that do not exist: `file`
+/// outputs, and paths listed by `from` documents that can be read.
+fn missing_outputs(workspace: &Path, phase: &Phase) -> Vec<String> {
+    let mut missing = BTreeSet::new();
+    let mut note = |path: String| {
+        if Language::for_path(Path::new(&path)).is_some() && !workspace.join(&path).is_file() {
+            missing.insert(path);
+        }
+    };
+    for output in &phase.outputs {
+        match output {
+            Output::File { path } => note(clean(path)),
+            Output::From { doc, key } => {
+                for path in listed_paths(workspace, doc, key).unwrap_or_default() {
+                    note(path);
+                }
+            }
+            Output::Glob { .. } => {}
+        }
+    }
+    missing.into_iter().collect()
 }
 
 /// Parses every file on as many threads as there are cores; returns each path with its errors,

@@ -8,6 +8,9 @@
 //!   `0777`, backticks, `ur""`, `raise E, V`, `except E, e:`, tuple parameters); Python 3 rejects all
 //!   of them. Its scanner also rejects a continuation line inside brackets that is indented less than
 //!   its block, which Python allows, so a rejected file is parsed again with bracketed lines joined.
+//!   Its indentation is lenient where Python's is not: a block opener with no indented block after
+//!   it, an unexpected indent, an unindent to no outer level and tabs mixed with spaces (`TabError`)
+//!   all parse. A scan of the lines as Python's tokenizer reads them finds those.
 //! - **JavaScript/TypeScript**: a JSX closing tag must match its opening tag; objects have no holes
 //!   (`{a: 1,, b: 2}`).
 //! - **JSON**: tree-sitter-json tolerates comments (so `tsconfig.json` passes); a file without
@@ -15,7 +18,11 @@
 //! - **YAML**: tree-sitter-yaml reports an indentation error at the start of the enclosing mapping;
 //!   yaml-rust2 names the exact place, so its message is used when both reject the file. Duplicate
 //!   keys in a mapping are errors.
-//! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says.
+//! - **TOML**: duplicate keys and tables defined twice are errors, as the TOML specification says,
+//!   and so are two statements on one line (`a = 1 b = 2`), which tree-sitter-toml reads on.
+//! - **Bash**: tree-sitter-bash takes a `\r` before a line break for blank space; bash takes it for
+//!   part of the word, so a file with Windows line endings is an error (outside quoted text and
+//!   here-documents, where a `\r` is data).
 //! - **KDL**: tree-sitter-kdl accepts KDL v1, KDL v2, mixtures of both and more besides. helixflow's
 //!   own KDL v2 parser decides; a file that declares `/- kdl-version 1`, or looks like KDL v1 (bare
 //!   `true`/`false`/`null`, `r"…"` strings: a Zellij configuration, say), is judged by
@@ -229,13 +236,57 @@ pub fn check(language: Language, text: &[u8]) -> Vec<SyntaxError> {
     } else {
         std::borrow::Cow::Borrowed(text)
     };
-    let mut findings = match parse(language, &parsed) {
+    let indentation = if language == Language::Python {
+        python_indentation(text)
+    } else {
+        Vec::new()
+    };
+    let mut parsed_findings = match parse(language, &parsed) {
         Ok(tree) if language == Language::Python && tree.root_node().has_error() => {
             python_findings_joined(text, &tree)
         }
         Ok(tree) => language_findings(language, &parsed, utf8.ok(), &tree),
         Err(message) => vec![Finding::new(0, message)],
     };
+    // A compound statement's header that parses once its `:` is added misses only that. The
+    // file is parsed again with the colons in place: tree-sitter's account of a missing colon (an
+    // ERROR node around the header and its block, a `try` left without its `except`) says less
+    // than "expected `:`", and hides what else is wrong.
+    let colons: Vec<usize> = indentation
+        .iter()
+        .filter_map(|problem| problem.header)
+        .filter(|&(start, end)| python_header_parses_with_colon(&text[start..end]))
+        .map(|(_, end)| end)
+        .collect();
+    if !colons.is_empty() {
+        parsed_findings = python_findings_with_colons(text, &colons).unwrap_or(parsed_findings);
+    }
+    // An error on the logical line before an indentation problem is what Python reports first,
+    // and mostly its cause: a line broken in the middle makes the next one an unexpected indent.
+    let indentation: Vec<IndentProblem> = indentation
+        .into_iter()
+        .filter(|problem| {
+            !parsed_findings
+                .iter()
+                .any(|p| (problem.line_before..problem.finding.byte).contains(&p.byte))
+        })
+        .collect();
+    if let Some(IndentProblem {
+        finding: first,
+        line_before,
+        ..
+    }) = indentation.first()
+    {
+        // tree-sitter's recovery from a bad indent often wraps whole definitions before it in an
+        // ERROR node; such a node is the indentation error seen from afar.
+        parsed_findings.retain(|f| {
+            f.error_end
+                .is_none_or(|end| f.byte >= *line_before || end < first.byte)
+        });
+    }
+    // At the same place, Python's tokenizer speaks before its parser.
+    let mut findings: Vec<Finding> = indentation.into_iter().map(|p| p.finding).collect();
+    findings.extend(parsed_findings);
     findings.sort_by_key(|f| f.byte);
     findings.dedup_by(|a, b| a.byte == b.byte);
     let mut errors: Vec<SyntaxError> = Vec::with_capacity(findings.len() + 1);
@@ -405,8 +456,23 @@ fn language_findings(
     match language {
         Language::Json => json_findings(tree, text, tree_errors),
         Language::Yaml => yaml_findings(utf8, tree_errors),
-        Language::Toml if !tree.root_node().has_error() => toml_duplicates(tree.root_node(), text),
+        Language::Toml => {
+            let (mut findings, ends) = toml_statements_sharing_a_line(tree.root_node(), text);
+            if tree.root_node().has_error() {
+                // tree-sitter-toml reports the same problem as a missing line ending where the
+                // statement before ends.
+                findings.extend(tree_errors.into_iter().filter(|f| !ends.contains(&f.byte)));
+            } else {
+                findings.extend(toml_duplicates(tree.root_node(), text));
+            }
+            findings
+        }
         Language::Kdl => kdl_findings(utf8, tree, tree_errors),
+        Language::Bash => {
+            let mut findings = tree_errors;
+            findings.extend(bash_carriage_return(tree, text));
+            findings
+        }
         _ => tree_errors,
     }
 }
@@ -507,6 +573,9 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>
         {
             out.push(finding);
             descend = false;
+        } else if node.has_error() && !node.children(&mut node.walk()).any(|c| c.has_error()) {
+            out.push(hidden_missing(node));
+            descend = false;
         }
         if out.len() >= MAX_ERRORS {
             return out;
@@ -520,6 +589,23 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>
             }
         }
     }
+}
+
+/// The error of a node none of whose visible children has one: a MISSING token of a hidden rule
+/// (`_line_ending_or_eof` after a TOML pair). Tree cursors skip hidden nodes, so only the node
+/// that holds it shows it; the token was expected where the node ends.
+fn hidden_missing(node: Node) -> Finding {
+    let tree = node.to_sexp();
+    let name = tree
+        .split("(MISSING ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .map(|name| name.trim_matches(['"', '_']).replace('_', " "));
+    let message = match name {
+        Some(name) if !name.is_empty() => format!("missing {name}"),
+        _ => "invalid syntax".to_owned(),
+    };
+    Finding::new(node.end_byte(), message)
 }
 
 fn missing_message(node: Node) -> String {
@@ -738,6 +824,354 @@ fn python_string_end(text: &[u8], mut i: usize, quote: u8, triple: bool) -> usiz
         }
     }
     text.len()
+}
+
+/// Python's tab size, for comparing indentation as its tokenizer does.
+const PYTHON_TAB_SIZE: usize = 8;
+
+/// One indentation level of a Python block: its width with tabs to the next multiple of 8, and
+/// with tabs as one column. CPython compares both: when they disagree about how two lines relate,
+/// the meaning depends on the tab size and it raises `TabError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PythonIndent {
+    columns: usize,
+    tabs_as_one: usize,
+}
+
+/// One indentation problem of a Python file.
+struct IndentProblem {
+    finding: Finding,
+    /// Where the logical line before it starts.
+    line_before: usize,
+    /// For a missing `:`, the header it is missing from.
+    header: Option<(usize, usize)>,
+}
+
+/// The findings of the file parsed with a `:` inserted at each of `colons` (ascending), placed
+/// in the original text; None when it cannot be parsed.
+fn python_findings_with_colons(text: &[u8], colons: &[usize]) -> Option<Vec<Finding>> {
+    let mut repaired = Vec::with_capacity(text.len() + colons.len());
+    let mut from = 0;
+    for &at in colons {
+        repaired.extend_from_slice(&text[from..at]);
+        repaired.push(b':');
+        from = at;
+    }
+    repaired.extend_from_slice(&text[from..]);
+    let tree = parse(Language::Python, &repaired).ok()?;
+    let findings = if tree.root_node().has_error() {
+        python_findings_joined(&repaired, &tree)
+    } else {
+        language_findings(Language::Python, &repaired, None, &tree)
+    };
+    // A byte of the repaired text lies after as many inserted colons as start before it.
+    let original = |byte: usize| {
+        let before = colons
+            .iter()
+            .enumerate()
+            .filter(|&(k, &at)| at + k < byte)
+            .count();
+        byte - before
+    };
+    Some(
+        findings
+            .into_iter()
+            .map(|f| Finding {
+                byte: original(f.byte),
+                error_end: f.error_end.map(original),
+                message: f.message,
+            })
+            .collect(),
+    )
+}
+
+/// Whether a compound statement's header is valid Python once it ends with `:` (and a body, and
+/// the statement a clause such as `else` continues).
+fn python_header_parses_with_colon(header: &[u8]) -> bool {
+    let mut statement = match python_keyword(header, 0).as_str() {
+        "elif" | "else" => b"if x: pass\n".to_vec(),
+        "except" | "finally" => b"try: pass\n".to_vec(),
+        _ => Vec::new(),
+    };
+    statement.extend_from_slice(header);
+    statement.extend_from_slice(b": pass\n");
+    parse(Language::Python, &statement).is_ok_and(|tree| !tree.root_node().has_error())
+}
+
+/// Indentation errors CPython's tokenizer and parser raise and tree-sitter-python does not: it
+/// reads a missing block as an empty one, an unexpected indent as a statement, an unindent to no
+/// outer level as a new one, and knows nothing of tab sizes. A line scan in the tokenizer's terms:
+/// brackets, strings, comments, blank lines and `\` continuations as Python reads them.
+fn python_indentation(text: &[u8]) -> Vec<IndentProblem> {
+    let mut out = Vec::new();
+    let mut levels = vec![PythonIndent {
+        columns: 0,
+        tabs_as_one: 0,
+    }];
+    // The logical line before ended with `:`: its start, and the byte after the `:`.
+    let mut opener: Option<(usize, usize)> = None;
+    // The line before was misplaced: a deeper line after it (the rest of a block that lost its
+    // indentation, or that was indented wrongly) is not a second mistake.
+    let mut after_problem = false;
+    // The logical line before starts with a compound statement's keyword but does not end with
+    // `:`: its start, and the end of its last token.
+    let mut colon_missing: Option<(usize, usize)> = None;
+    let mut line_before = 0;
+    let mut i = 0;
+    while i < text.len() {
+        let mut indent = PythonIndent {
+            columns: 0,
+            tabs_as_one: 0,
+        };
+        while let Some(&b) = text.get(i) {
+            match b {
+                b' ' => {
+                    indent.columns += 1;
+                    indent.tabs_as_one += 1;
+                }
+                b'\t' => {
+                    indent.columns = (indent.columns / PYTHON_TAB_SIZE + 1) * PYTHON_TAB_SIZE;
+                    indent.tabs_as_one += 1;
+                }
+                // A form feed resets the column, as in CPython's tokenizer.
+                b'\x0c' => {
+                    indent.columns = 0;
+                    indent.tabs_as_one = 0;
+                }
+                _ => break,
+            }
+            i += 1;
+        }
+        // Blank lines and lines holding only a comment do not count.
+        match text.get(i) {
+            None => break,
+            Some(b'#' | b'\n' | b'\r') => {
+                i = python_line_end(text, i);
+                continue;
+            }
+            Some(_) => {}
+        }
+        let before = LineBefore {
+            opener,
+            colon_missing,
+            after_problem,
+        };
+        let problem = python_indent_problem(text, i, indent, &mut levels, &before);
+        after_problem = problem.is_some();
+        out.extend(problem.map(|finding| IndentProblem {
+            header: colon_missing.filter(|&(_, last_end)| finding.byte == last_end),
+            finding,
+            line_before,
+        }));
+        let line = python_logical_line(text, i);
+        opener = line.colon.map(|colon| (i, colon + 1));
+        colon_missing = (line.colon.is_none()
+            && PYTHON_COMPOUND_KEYWORDS.contains(&python_keyword(text, i).as_str()))
+        .then_some((i, line.last_end));
+        line_before = i;
+        i = line.end;
+    }
+    if let Some((start, after_colon)) = opener {
+        out.push(IndentProblem {
+            finding: Finding::new(after_colon, expected_block(text, start)),
+            line_before: start,
+            header: None,
+        });
+    }
+    out
+}
+
+/// What is wrong with the indentation of the logical line starting at `first`, if anything;
+/// updates the stack of open levels as Python's tokenizer does (and recovers as if the line were
+/// right, so that one mistake is reported once).
+fn python_indent_problem(
+    text: &[u8],
+    first: usize,
+    indent: PythonIndent,
+    levels: &mut Vec<PythonIndent>,
+    before: &LineBefore,
+) -> Option<Finding> {
+    const TAB_ERROR: &str = "inconsistent use of tabs and spaces in indentation: this line's level depends on the tab size";
+    let top = *levels.last()?;
+    let opener = before.opener;
+    if indent.columns > top.columns {
+        levels.push(indent);
+        return if indent.tabs_as_one <= top.tabs_as_one {
+            Some(Finding::new(first, TAB_ERROR))
+        } else if opener.is_some() || before.after_problem {
+            None
+        } else if let Some((start, last_end)) = before.colon_missing {
+            // `def f()` over an indented body: the colon is what is missing, as Python says.
+            Some(Finding::new(
+                last_end,
+                format!(
+                    "expected `:` at the end of the `{}` line",
+                    python_keyword(text, start)
+                ),
+            ))
+        } else {
+            Some(Finding::new(
+                first,
+                "unexpected indent: the line before does not open a block",
+            ))
+        };
+    }
+    let mut tokenizer_error = None;
+    if indent.columns < top.columns {
+        while levels.len() > 1 && levels.last().is_some_and(|l| indent.columns < l.columns) {
+            levels.pop();
+        }
+        let outer = *levels.last()?;
+        if indent.columns != outer.columns {
+            levels.push(indent);
+            tokenizer_error = Some("unindent does not match any outer indentation level");
+        } else if indent.tabs_as_one != outer.tabs_as_one {
+            tokenizer_error = Some(TAB_ERROR);
+        }
+    } else if indent.tabs_as_one != top.tabs_as_one {
+        tokenizer_error = Some(TAB_ERROR);
+    }
+    match (tokenizer_error, opener) {
+        (Some(message), _) => Some(Finding::new(first, message)),
+        (None, Some((start, _))) => Some(Finding::new(first, expected_block(text, start))),
+        (None, None) => None,
+    }
+}
+
+/// What the logical line before a line tells about its indentation.
+struct LineBefore {
+    /// It ends with `:`: its start, and the byte after the `:`.
+    opener: Option<(usize, usize)>,
+    /// It starts with a compound statement's keyword and does not end with `:`: its start, and
+    /// the end of its last token.
+    colon_missing: Option<(usize, usize)>,
+    /// Its own indentation was reported.
+    after_problem: bool,
+}
+
+/// The keywords that start a compound statement, whose header ends with `:`.
+const PYTHON_COMPOUND_KEYWORDS: &[&str] = &[
+    "def", "class", "if", "elif", "else", "for", "while", "try", "except", "finally", "with",
+];
+
+/// The first word of the statement at `start` (after `async`).
+fn python_keyword(text: &[u8], start: usize) -> String {
+    let word = |from: usize| {
+        let rest = &text[from.min(text.len())..];
+        let end = rest
+            .iter()
+            .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+            .unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end]).into_owned()
+    };
+    let first = word(start);
+    if first != "async" {
+        return first;
+    }
+    let next = text[start + 5..]
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(text.len(), |n| start + 5 + n);
+    word(next)
+}
+
+/// "expected an indented block after …", naming the statement that starts at `start`.
+fn expected_block(text: &[u8], start: usize) -> String {
+    let line = position(text, start).0;
+    let word = python_keyword(text, start);
+    let what = match word.as_str() {
+        "def" => "the function definition".to_owned(),
+        "class" => "the class definition".to_owned(),
+        "match" | "case" => format!("the `{word}` statement"),
+        word if PYTHON_COMPOUND_KEYWORDS.contains(&word) => format!("the `{word}` statement"),
+        _ => "the line ending in `:`".to_owned(),
+    };
+    format!("expected an indented block after {what} on line {line}")
+}
+
+/// The byte after the line break that ends the physical line holding `i` (the end of the text
+/// when none does). `\r\n` and a lone `\r` end lines too, as Python reads them.
+fn python_line_end(text: &[u8], mut i: usize) -> usize {
+    while let Some(&b) = text.get(i) {
+        i += 1;
+        match b {
+            b'\n' => return i,
+            b'\r' if text.get(i) == Some(&b'\n') => return i + 1,
+            b'\r' => return i,
+            _ => {}
+        }
+    }
+    i
+}
+
+/// One logical line of Python, as [`python_logical_line`] reads it.
+struct PythonLine {
+    /// The byte after the line break that ends it.
+    end: usize,
+    /// Where its last token is, when that token is a `:` outside brackets (the line opens a block).
+    colon: Option<usize>,
+    /// The byte after its last token (before any comment).
+    last_end: usize,
+}
+
+/// Reads one logical line from `start`: through brackets, strings and `\` continuations to the
+/// line break that ends it.
+fn python_logical_line(text: &[u8], start: usize) -> PythonLine {
+    let mut depth = 0usize;
+    let mut last: Option<usize> = None;
+    let mut last_end = start;
+    let mut i = start;
+    while let Some(&b) = text.get(i) {
+        match b {
+            b'#' => {
+                while text.get(i).is_some_and(|b| !matches!(b, b'\n' | b'\r')) {
+                    i += 1;
+                }
+            }
+            b'\n' | b'\r' => {
+                let end = python_line_end(text, i);
+                if depth == 0 {
+                    let colon = last.filter(|&l| text[l] == b':');
+                    return PythonLine {
+                        end,
+                        colon,
+                        last_end,
+                    };
+                }
+                i = end;
+            }
+            b'\\' if matches!(text.get(i + 1), Some(b'\n' | b'\r')) => {
+                i = python_line_end(text, i + 1);
+            }
+            quote @ (b'\'' | b'"') => {
+                last = Some(i);
+                let triple = text.get(i + 1) == Some(&quote) && text.get(i + 2) == Some(&quote);
+                i = if triple {
+                    python_string_end(text, i + 3, quote, true)
+                } else {
+                    python_string_end(text, i + 1, quote, false)
+                };
+                last_end = i;
+            }
+            b' ' | b'\t' | b'\x0c' => i += 1,
+            _ => {
+                match b {
+                    b'(' | b'[' | b'{' => depth += 1,
+                    b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                last = Some(i);
+                i += 1;
+                last_end = i;
+            }
+        }
+    }
+    // The file ends inside the logical line: an unclosed bracket is reported by the parse.
+    PythonLine {
+        end: text.len(),
+        colon: last.filter(|&l| depth == 0 && text[l] == b':'),
+        last_end,
+    }
 }
 
 /// A Python file tree-sitter rejects is parsed again with its bracketed lines joined; the errors
@@ -1027,6 +1461,38 @@ fn jsx_tag_mismatch(node: Node, text: &[u8]) -> Option<Finding> {
     })
 }
 
+// ----- Bash -----------------------------------------------------------------------------------
+
+/// The first `\r` before a line break outside quoted text and here-documents. tree-sitter-bash
+/// takes it for blank space; bash takes it for part of the word before it, so `then\r` is no
+/// keyword (`bash -n` fails) and `cd dir\r` names another folder.
+fn bash_carriage_return(tree: &Tree, text: &[u8]) -> Option<Finding> {
+    let quoted = |byte: usize| {
+        let mut node = tree.root_node().descendant_for_byte_range(byte, byte + 1);
+        while let Some(n) = node {
+            if matches!(
+                n.kind(),
+                "string" | "raw_string" | "ansi_c_string" | "translated_string" | "heredoc_body"
+            ) {
+                return true;
+            }
+            node = n.parent();
+        }
+        false
+    };
+    text.windows(2)
+        .enumerate()
+        .filter(|(_, pair)| *pair == b"\r\n")
+        .map(|(i, _)| i)
+        .find(|&i| !quoted(i))
+        .map(|i| {
+            Finding::new(
+                i,
+                "the file has Windows line endings (CRLF); bash reads \\r as part of the word",
+            )
+        })
+}
+
 // ----- JSON -----------------------------------------------------------------------------------
 
 /// tree-sitter-json's errors; when it accepts a file without comments, serde_json's verdict on
@@ -1248,6 +1714,56 @@ impl TomlTable {
 struct KeyPart {
     name: String,
     byte: usize,
+}
+
+/// Two statements on one line (`a = 1 b = 2`, `x = { a = 1 } y = 2`, `[a] [b]`): TOML ends every
+/// key/value pair and table header with a line break; tree-sitter-toml reads on, at most marking
+/// a missing line ending. Returns the findings, and where each statement before one of them ends.
+fn toml_statements_sharing_a_line(root: Node, text: &[u8]) -> (Vec<Finding>, Vec<usize>) {
+    let end_of = |node: Node| (node.end_position().row, node.end_byte());
+    let mut out = Vec::new();
+    let mut ends = Vec::new();
+    // Where the statement before ends: its last row and its end.
+    let mut previous_end: Option<(usize, usize)> = None;
+    let mut check = |start: Node, end: (usize, usize), out: &mut Vec<Finding>| {
+        if let Some((row, byte)) = previous_end
+            && row == start.start_position().row
+            && out.len() < MAX_ERRORS
+        {
+            ends.push(byte);
+            let shown = snippet(&text[start.byte_range()]).unwrap_or_default();
+            out.push(Finding::new(
+                start.start_byte(),
+                format!(
+                    "expected a line break before `{shown}`: TOML puts each key/value pair and table header on a line of its own"
+                ),
+            ));
+        }
+        previous_end = Some(end);
+    };
+    let mut cursor = root.walk();
+    for node in root.named_children(&mut cursor) {
+        match node.kind() {
+            "pair" => check(node, end_of(node), &mut out),
+            "table" | "table_array_element" => {
+                let mut parts = node.walk();
+                let header = node
+                    .children(&mut parts)
+                    .find(|c| matches!(c.kind(), "]" | "]]"))
+                    .unwrap_or(node);
+                check(node, end_of(header), &mut out);
+                let mut pairs = node.walk();
+                for pair in node
+                    .named_children(&mut pairs)
+                    .filter(|c| c.kind() == "pair")
+                {
+                    check(pair, end_of(pair), &mut out);
+                }
+            }
+            _ => {}
+        }
+    }
+    (out, ends)
 }
 
 /// Duplicate keys and tables defined twice: tree-sitter-toml parses each line on its own and
@@ -2091,6 +2607,140 @@ mod tests {
     }
 
     #[test]
+    fn python_indentation_errors_are_found() {
+        let tab_error = "inconsistent use of tabs and spaces in indentation: this line's level depends on the tab size";
+        let cases = [
+            (
+                "def f():\n",
+                (1, 9),
+                "expected an indented block after the function definition on line 1",
+            ),
+            (
+                "class A:\n    def m(self):\n",
+                (2, 17),
+                "expected an indented block after the function definition on line 2",
+            ),
+            (
+                "if x:\n\ny = 2",
+                (3, 1),
+                "expected an indented block after the `if` statement on line 1",
+            ),
+            (
+                "for i in x:\npass",
+                (2, 1),
+                "expected an indented block after the `for` statement on line 1",
+            ),
+            (
+                "async def f(\n    a,\n):  # comment\n\nx = 1\n",
+                (5, 1),
+                "expected an indented block after the function definition on line 1",
+            ),
+            (
+                "x = 1\n    y = 2\n",
+                (2, 5),
+                "unexpected indent: the line before does not open a block",
+            ),
+            (
+                "if x:\n        a = 1\n    b = 2\n",
+                (3, 5),
+                "unindent does not match any outer indentation level",
+            ),
+            ("if x:\n\ta = 1\n        b = 2\n", (3, 9), tab_error),
+            ("if x:\n        a = 1\n\tb = 2\n", (3, 2), tab_error),
+            ("if x:\n    a = 1\n\tb = 2\n", (3, 2), tab_error),
+        ];
+        for (source, (line, column), message) in cases {
+            assert_eq!(
+                messages(Language::Python, source),
+                vec![(line, column, message.to_owned())],
+                "{source:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn python_indentation_error_hides_the_error_nodes_it_causes() {
+        // tree-sitter reads the stray unindent as the end of the class and wraps what follows in
+        // ERROR nodes; only the unindent is the author's mistake.
+        let source = "def f():\n    return 1\n\nclass A:\n    x = 1\n  y = 2\n    z = 3\n";
+        assert_eq!(
+            messages(Language::Python, source),
+            vec![(
+                6,
+                3,
+                "unindent does not match any outer indentation level".to_owned()
+            )]
+        );
+        // A line that lost its indentation after a block opener is one mistake, not two.
+        let source = "if a:\n    pass\nelif b:\nx = 1\n    y = 2\n";
+        assert_eq!(
+            messages(Language::Python, source),
+            vec![(
+                4,
+                1,
+                "expected an indented block after the `elif` statement on line 3".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn python_missing_colon_is_named_not_the_indent_after_it() {
+        let cases = [
+            (
+                "def add(a, b):\n    return a + b\n\n\ndef mul(a, b)\n    return a * b\n",
+                (5, 14),
+                "def",
+            ),
+            (
+                "class A:\n    def f(self)\n        return 1\n",
+                (2, 16),
+                "def",
+            ),
+            ("if x\n    y = 1\n", (1, 5), "if"),
+            // tree-sitter leaves the `try` without its `except`; with the colon in place it is not.
+            (
+                "try:\n    x = 1\nexcept ValueError\n    pass\n",
+                (3, 18),
+                "except",
+            ),
+        ];
+        for (source, (line, column), keyword) in cases {
+            assert_eq!(
+                messages(Language::Python, source),
+                vec![(
+                    line,
+                    column,
+                    format!("expected `:` at the end of the `{keyword}` line")
+                )],
+                "{source:?}"
+            );
+        }
+        // Another error on the header comes first, as in Python.
+        assert_eq!(
+            messages(Language::Python, "def f(a b)\n    return 1\n"),
+            vec![(1, 1, "unexpected `def`".to_owned())]
+        );
+        // Other errors still show, where they are.
+        assert_eq!(
+            messages(Language::Python, "def f()\n    return (1,\n"),
+            vec![
+                (1, 8, "expected `:` at the end of the `def` line".to_owned()),
+                (2, 12, "`(` is never closed".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn python_valid_indentation_passes() {
+        let source = "# comment\n\nclass A:  # a class\n    x = {\n  'a': 1,\n}\n      # odd comment\n\n\
+                      \x20   def f(self):\n        return \\\n  2\n\n    s = '''\nno indent\n:'''\n\
+                      \x0cdef g(): return [\n1]\ndef t():\n\tif t:\n\t\treturn 1\n  # comments may sit anywhere\n\
+                      \treturn 2\nif x: pass\nelse: y = 1\nwith a as b:\r\n    pass\r\n@dec\nasync def h():\n\
+                      \x20   async with a:\n        pass\nmatch p:\n    case 1:\n        pass\n";
+        assert_eq!(messages(Language::Python, source), vec![]);
+    }
+
+    #[test]
     fn python_valid_file_with_a_dedented_continuation_passes() {
         let source = "class A:\n    def f(self):\n        (bar.\n    baz)\n        return 1\n";
         assert_eq!(messages(Language::Python, source), vec![]);
@@ -2226,6 +2876,27 @@ mod tests {
                      try:\n    pass\nfinally:\n    pass\n(y := 1)\nz = [v for v in (1, 2)]\n\
                      n = 1_000 + 1_0.5\n";
         assert_eq!(messages(Language::Python, valid), vec![]);
+    }
+
+    #[test]
+    fn bash_windows_line_endings_are_errors() {
+        let message =
+            "the file has Windows line endings (CRLF); bash reads \\r as part of the word";
+        assert_eq!(
+            messages(Language::Bash, "if true; then\r\n  echo hi\r\nfi\r\n"),
+            vec![(1, 14, message.to_owned())]
+        );
+        assert_eq!(
+            messages(
+                Language::Bash,
+                "echo \"a\r\nb\"\ncat <<EOF\nx\r\nEOF\ncd dir\r\n"
+            ),
+            vec![(6, 7, message.to_owned())]
+        );
+        assert_eq!(
+            messages(Language::Bash, "printf 'a\r\n'\necho \"\r\"\n"),
+            vec![]
+        );
     }
 
     #[test]
@@ -2370,6 +3041,45 @@ mod tests {
                      [fruit.apple.texture]\nsmooth = true\n[[p]]\nn = 1\n[p.q]\nm = 1\n[[p]]\nn = 2\n\
                      [p.q]\nm = 2\n";
         assert_eq!(messages(Language::Toml, valid), vec![]);
+    }
+
+    #[test]
+    fn toml_statements_need_a_line_each() {
+        let message = |s: &str| {
+            format!(
+                "expected a line break before `{s}`: TOML puts each key/value pair and table header on a line of its own"
+            )
+        };
+        let cases = [
+            ("a = 1 b = 2\n", (1, 7), "b = 2"),
+            ("x = { a = 1 } y = 2\n", (1, 15), "y = 2"),
+            ("[a] [b]\n", (1, 5), "[b]"),
+            ("a = 1 [b]\n", (1, 7), "[b]"),
+            ("[c]\nd = 1 e = 2\n", (2, 7), "e = 2"),
+            ("a = \"\"\"\nx\"\"\" b = 1\n", (2, 6), "b = 1"),
+        ];
+        for (source, (line, column), shown) in cases {
+            assert_eq!(
+                messages(Language::Toml, source),
+                vec![(line, column, message(shown))],
+                "{source:?}"
+            );
+        }
+        let valid = "a = 1 # one\nb = [\n  1,\n] # two\n[t] # table\nc = { d = 1 }\n\n[[u]]\ne = 2";
+        assert_eq!(messages(Language::Toml, valid), vec![]);
+    }
+
+    #[test]
+    fn missing_tokens_of_hidden_rules_are_reported() {
+        // A tree cursor never visits the MISSING `_line_ending_or_eof`; the pair holding it has the
+        // error and no child with one.
+        let text = b"a = 1 b = 2\n";
+        let tree = parse(Language::Toml, text).expect("parses");
+        assert!(tree.root_node().has_error());
+        assert_eq!(
+            tree_findings(&tree, text, None),
+            vec![Finding::new(5, "missing line ending or eof")]
+        );
     }
 
     #[test]
