@@ -62,6 +62,11 @@ impl Workspace {
         compile_phase(self.path(), &format!("agent \"a\"\n{body}"))
     }
 
+    /// A `run` step phase with this body.
+    fn run_step(&self, body: &str) -> Phase {
+        compile_phase(self.path(), &format!("run \"true\"\n{body}"))
+    }
+
     /// Runs the phase's gates after "the attempt", checking that `on_report` saw every report in
     /// order.
     async fn gates(&self, phase: &Phase, response: Option<&str>) -> Vec<GateReport> {

@@ -201,10 +201,10 @@ fn never_closed(
             }
             _ => "this string is never closed, so the rest of the file is inside it",
         };
-        diagnostic = diagnostic.note(
-            Span::new(file, token.start, 2.min(token.end - token.start)),
-            what,
-        );
+        // Its opening (`"x`, `#"`, `/*`): the first two characters, never half of one.
+        let text = token.text(src);
+        let opening = text.char_indices().nth(2).map_or(text.len(), |(at, _)| at);
+        diagnostic = diagnostic.note(Span::new(file, token.start, opening), what);
     }
     diagnostic
 }
@@ -629,6 +629,23 @@ mod tests {
         ];
         for src in cases {
             assert!(screen(src, FileId(0)).is_empty(), "{src:?}");
+        }
+    }
+
+    #[test]
+    fn an_unclosed_string_is_pointed_at_whole_characters() {
+        let src = "a { b fix=\"\u{e9}\ncargo\"; }\n";
+        let found = screen(src, FileId(0));
+        let notes: Vec<_> = found
+            .iter()
+            .flat_map(|d| &d.notes)
+            .map(|n| (n.span.offset, n.span.len))
+            .collect();
+        let quote = src.find('"').unwrap();
+        // The quote and the two bytes of `é`: not the quote and half of `é`.
+        assert!(notes.contains(&(quote, 3)), "{notes:?}");
+        for (offset, len) in notes {
+            assert!(src.is_char_boundary(offset) && src.is_char_boundary(offset + len));
         }
     }
 
