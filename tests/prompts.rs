@@ -4,33 +4,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::Test;
-use serde_json::Value;
-
-fn latest_run(workspace: &Path) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(workspace.join(".helixflow/runs"))
-        .expect("runs folder")
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    runs.pop().expect("a run")
-}
-
-fn phase(workspace: &Path, name: &str) -> Value {
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(latest_run(workspace).join("run.json")).unwrap(),
-    )
-    .unwrap();
-    summary["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no phase {name}"))
-        .clone()
-}
+use common::{Test, latest_run, run_phase as phase};
 
 fn attempt_file(workspace: &Path, phase: &str, attempt: u32, file: &str) -> Vec<u8> {
     let path = latest_run(workspace).join(format!("phases/{phase}/attempt-{attempt}/{file}"));

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Test;
+use common::{Test, latest_run};
 use serde_json::Value;
 
 /// Every line of a run's journal, parsed; panics on a line that is not JSON.
@@ -19,16 +19,6 @@ fn journal(workspace: &Path) -> Vec<Value> {
                 .unwrap_or_else(|e| panic!("journal line is not JSON ({e}): {line}"))
         })
         .collect()
-}
-
-fn latest_run(workspace: &Path) -> std::path::PathBuf {
-    let runs = workspace.join(".helixflow/runs");
-    let mut ids: Vec<_> = std::fs::read_dir(&runs)
-        .expect("runs folder")
-        .map(|e| e.unwrap().path())
-        .collect();
-    ids.sort();
-    ids.pop().expect("a run")
 }
 
 fn summary(workspace: &Path) -> Value {

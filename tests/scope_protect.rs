@@ -3,33 +3,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::Test;
+use common::{Test, latest_run, run_phase};
 use serde_json::Value;
-
-fn latest_run(workspace: &Path) -> PathBuf {
-    let mut ids: Vec<PathBuf> = std::fs::read_dir(workspace.join(".helixflow/runs"))
-        .expect("runs folder")
-        .map(|e| e.unwrap().path())
-        .collect();
-    ids.sort();
-    ids.pop().expect("a run")
-}
 
 /// The phase's status in `run.json`.
 fn status(workspace: &Path, phase: &str) -> String {
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(latest_run(workspace).join("run.json")).unwrap(),
-    )
-    .unwrap();
-    summary["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == phase)
-        .unwrap_or_else(|| panic!("no phase {phase}"))["status"]
+    run_phase(workspace, phase)["status"]
         .as_str()
         .unwrap()
         .to_owned()

@@ -3,21 +3,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Test;
+use common::{Test, latest_run};
 use serde_json::Value;
-
-fn latest_run(workspace: &Path) -> PathBuf {
-    let mut ids: Vec<_> = std::fs::read_dir(workspace.join(".helixflow/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    ids.sort();
-    ids.pop().unwrap()
-}
 
 fn events(workspace: &Path) -> Vec<Value> {
     std::fs::read_to_string(latest_run(workspace).join("events.jsonl"))

@@ -242,3 +242,38 @@ pub fn redact(text: &str, dir: &Path) -> String {
         .replace(&dir.display().to_string(), "[TMP]")
         .replace(env!("CARGO_PKG_VERSION"), "[VERSION]")
 }
+
+/// The newest run folder of `workspace` (`.helixflow/runs/<id>`). A second run in the same second
+/// gets the id `<stamp>-N`: ordered by N, not as text, so `-10` comes after `-9`.
+pub fn latest_run(workspace: &Path) -> PathBuf {
+    let mut runs: Vec<(String, u64, PathBuf)> =
+        std::fs::read_dir(workspace.join(".helixflow/runs"))
+            .expect("a runs folder")
+            .map(|entry| {
+                let path = entry.expect("a readable runs folder").path();
+                let id = path.file_name().unwrap().to_string_lossy().into_owned();
+                let (stamp, n) = match id.match_indices('-').nth(1) {
+                    Some((at, _)) => (id[..at].to_owned(), id[at + 1..].parse().unwrap_or(0)),
+                    None => (id.clone(), 0),
+                };
+                (stamp, n, path)
+            })
+            .collect();
+    runs.sort();
+    runs.pop().expect("a run").2
+}
+
+/// A phase's entry in the `run.json` of the newest run.
+pub fn run_phase(workspace: &Path, name: &str) -> serde_json::Value {
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(workspace).join("run.json")).expect("run.json"),
+    )
+    .expect("run.json is JSON");
+    summary["phases"]
+        .as_array()
+        .expect("a list of phases")
+        .iter()
+        .find(|phase| phase["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in run.json"))
+        .clone()
+}
