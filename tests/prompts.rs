@@ -280,3 +280,40 @@ phase "a" {
         argv(&test, 2)
     );
 }
+
+#[test]
+fn a_shared_prompt_may_use_vars_that_only_some_phases_set_when_it_guards_them() {
+    let test = Test::new()
+        .file(
+            "prompts/task.md",
+            "Implement {{ phase }}.\n{% if vars.extra is defined %}Also: {{ vars.extra }}\n{% endif %}\
+             {{ vars.note | default(\"no note\") }}{% if vars.tail %} {{ vars.tail }}{% endif %}\n",
+        )
+        .pipeline(
+            r#"pipeline "p"
+agent "a" {
+    command "sh" "-c" "printf '%s' \"$1\" > got-$2.txt" "sh" "{{ prompt }}" "{{ phase }}"
+}
+defaults {
+    agent "a"
+    retries 0
+    prompt file="prompts/task.md"
+}
+phase "one" {
+    vars {
+        extra "docs too"
+        note "n"
+        tail "t"
+    }
+}
+phase "two"
+"#,
+        );
+    test.with_args(&["lint"]).run().code(0);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(
+        test.read("got-one.txt"),
+        "Implement one.\nAlso: docs too\nn t\n"
+    );
+    assert_eq!(test.read("got-two.txt"), "Implement two.\nno note\n");
+}

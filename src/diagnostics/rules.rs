@@ -522,13 +522,15 @@ rules! {
     /// define: anything but `phase`, `description`, `outputs`, `gates`, `attempt`, `max_attempts`,
     /// `feedback`, `verify_instructions`, `vars` and the names of the phase's `vars` (template
     /// parameters included); or `vars.NAME` where the phase's `vars` have no `NAME`. Also
-    /// `nosuchvar.field`.
+    /// `nosuchvar.field`. A value the template treats as optional is not reported: tested with
+    /// `is defined` or `is undefined`, given a `default` (or `d`), or used as an `if`/`elif`
+    /// condition, so one prompt file can serve phases that set different `vars`.
     ///
     /// ## Why
-    /// Prompts render with undefined variables as errors, so a typo would fail every attempt of
-    /// the phase at run time; before, it silently became empty text and the agent got a prompt
-    /// without its feedback. Every documented variable is always defined (`feedback` is empty on
-    /// the first attempt), so `{% if feedback %}` needs no guard.
+    /// Printing an undefined variable is an error when a prompt renders, so a typo would fail
+    /// every attempt of the phase at run time; before, it silently became empty text and the
+    /// agent got a prompt without its feedback. Every documented variable is always defined
+    /// (`feedback` is empty on the first attempt), so `{% if feedback %}` needs no guard.
     ///
     /// ## Example
     /// ```kdl

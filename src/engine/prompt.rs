@@ -99,13 +99,14 @@ pub const RESUME_PLACEHOLDERS: &[&str] = &[
     "feedback_file",
 ];
 
-/// The MiniJinja environment prompts are checked and rendered in: an undefined variable is an
-/// error rather than empty text, a trailing newline is kept (prompts reach the agent byte-exact),
+/// The MiniJinja environment prompts are checked and rendered in: printing an undefined variable is
+/// an error rather than empty text (testing it with `is defined`, `default` or `{% if %}` is not),
+/// a trailing newline is kept (prompts reach the agent byte-exact),
 /// and `includes` are the templates `{% include %}` and its kin may name, read when the pipeline was
 /// compiled.
 pub fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'static> {
     let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
     env.set_syntax(
         SyntaxConfig::builder()
             .keep_trailing_newline(true)

@@ -344,7 +344,7 @@ impl Decoder<'_> {
             || outer.contains(root)
             || uses.assigned.contains(root)
             || check.env.globals().any(|(name, _)| name == root);
-        if !defined {
+        if !defined && !optional(uses, text, root, None) {
             let at = uses
                 .lookups
                 .iter()
@@ -374,7 +374,7 @@ impl Decoder<'_> {
             return;
         }
         let Some(name) = attribute else { return };
-        if check.vars.contains_key(name) {
+        if check.vars.contains_key(name) || optional(uses, text, "vars", Some(name)) {
             return;
         }
         let at = uses
@@ -572,6 +572,59 @@ impl Decoder<'_> {
             }
         }
     }
+}
+
+/// Whether the template treats `root` (or `root.attribute`) as possibly missing at one of its uses:
+/// `x is defined`, `x is undefined`, `x | default(…)` (or `d`), or `x` as the condition of an `if`
+/// or `elif`. Such a value is optional: a shared prompt may use it for the phases that set it, and
+/// rendering allows all of these on an undefined value.
+fn optional(uses: &Uses, text: &str, root: &str, attribute: Option<&str>) -> bool {
+    let known = uses
+        .lookups
+        .iter()
+        .filter(|(name, attr, _)| name == root && attr.as_deref() == attribute)
+        .filter_map(|(_, _, range)| range.clone())
+        .any(|range| guarded(text, range.start));
+    // Not every lookup carries its place in the text: look at each whole-word occurrence too.
+    let dotted = attribute.map_or_else(|| root.to_owned(), |a| format!("{root}.{a}"));
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '.';
+    known
+        || text.match_indices(&dotted).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + dotted.len()..].chars().next();
+            !before.is_some_and(word) && !after.is_some_and(word) && guarded(text, at)
+        })
+}
+
+/// Whether the dotted name that starts at `start` in `text` is tested, defaulted or used as an
+/// `if` condition there.
+fn guarded(text: &str, start: usize) -> bool {
+    let Some(rest) = text.get(start..) else {
+        return false;
+    };
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(rest.len());
+    let after = rest[end..].trim_start();
+    let tested = after.strip_prefix("is").is_some_and(|test| {
+        let test = test.trim_start();
+        let test = test.strip_prefix("not").map_or(test, str::trim_start);
+        test.starts_with("defined") || test.starts_with("undefined")
+    });
+    let defaulted = after.strip_prefix('|').is_some_and(|filter| {
+        let filter = filter.trim_start();
+        let name_len = filter
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(filter.len());
+        matches!(&filter[..name_len], "default" | "d")
+    });
+    let before = text[..start].trim_end();
+    let before = before.strip_suffix("not").map_or(before, str::trim_end);
+    let keyword = before
+        .rsplit(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    tested || defaulted || matches!(keyword, "if" | "elif")
 }
 
 /// The span of `name` where it first appears as a whole word inside `range`, else of the range.
