@@ -565,6 +565,43 @@ phase "a" {
 }
 
 #[test]
+fn a_secret_equal_to_a_phase_name_leaves_the_phase_whole_and_gate_log_names_redacted() {
+    let test = Test::new()
+        .pipeline(
+            r#"pipeline "p" {
+    secret "DB"
+    env "DB" "postgres"
+}
+phase "postgres" {
+    run "true"
+    retries 0
+    gates {
+        command "true" name="check-postgres"
+    }
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let (status, attempts, _) = phase_status(&summary(test.path()), "postgres");
+    assert_eq!((status.as_str(), attempts), ("passed", 1));
+    let show = test.with_args(&["show", "latest", "postgres"]).run().code(0);
+    assert!(show.stdout.contains("passed"), "{}", show.stdout);
+    let attempt = latest_run(test.path()).join("phases/postgres/attempt-1");
+    let names: Vec<String> = std::fs::read_dir(&attempt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("gate-1-") && n.ends_with(".stdout")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().all(|n| !n.contains("postgres")),
+        "a gate log is named after the secret: {names:?}"
+    );
+}
+
+#[test]
 fn events_and_junit_reports_are_written() {
     let test = Test::new().pipeline(
         r#"pipeline "p"

@@ -238,7 +238,10 @@ pub enum Event {
 
 impl Event {
     /// The event with `secret` values redacted from every text it carries, as every listener (the
-    /// journal, the terminal, `--events`, JUnit, `run.json`) must see it.
+    /// journal, the terminal, `--events`, JUnit, `run.json`) must see it. Names that identify
+    /// (the run's id, the pipeline's and the phases' names) are kept: they are written by the
+    /// pipeline's author, and every record of the run is keyed by them, so a secret that happens
+    /// to equal a phase's name must not split the phase's events from the phase.
     #[must_use]
     pub fn redacted(self, redactor: &Redactor) -> Self {
         if redactor.is_empty() {
@@ -253,9 +256,9 @@ impl Event {
                 phases,
                 max_parallel,
             } => Self::RunStarted {
-                run_id: r(run_id),
-                pipeline: r(pipeline),
-                phases: all(phases),
+                run_id,
+                pipeline,
+                phases,
                 max_parallel,
             },
             Self::AttemptStarted {
@@ -263,7 +266,7 @@ impl Event {
                 attempt,
                 max_attempts,
             } => Self::AttemptStarted {
-                phase: r(phase),
+                phase,
                 attempt,
                 max_attempts,
             },
@@ -272,7 +275,7 @@ impl Event {
                 attempt,
                 step,
             } => Self::Step {
-                phase: r(phase),
+                phase,
                 attempt,
                 step: r(step),
             },
@@ -281,7 +284,7 @@ impl Event {
                 attempt,
                 exit,
             } => Self::ChildExited {
-                phase: r(phase),
+                phase,
                 attempt,
                 exit,
             },
@@ -290,7 +293,7 @@ impl Event {
                 attempt,
                 report,
             } => Self::GateFinished {
-                phase: r(phase),
+                phase,
                 attempt,
                 report: GateReport {
                     name: r(report.name),
@@ -308,7 +311,7 @@ impl Event {
                 feedback,
                 error,
             } => Self::AttemptFinished {
-                phase: r(phase),
+                phase,
                 attempt,
                 outcome,
                 duration_ms,
@@ -321,7 +324,7 @@ impl Event {
                 next_attempt,
                 backoff_ms,
             } => Self::RetryScheduled {
-                phase: r(phase),
+                phase,
                 next_attempt,
                 backoff_ms,
             },
@@ -332,14 +335,14 @@ impl Event {
                 duration_ms,
                 reason,
             } => Self::PhaseFinished {
-                phase: r(phase),
+                phase,
                 status,
                 attempts,
                 duration_ms,
                 reason: reason.map(r),
             },
             Self::Escalated { phase, code } => Self::Escalated {
-                phase: r(phase),
+                phase,
                 code,
             },
             Self::Warning { message } => Self::Warning {

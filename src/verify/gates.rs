@@ -294,7 +294,10 @@ async fn check(
                 timeout: timeout.map(crate::model::Millis::duration),
                 cwd: cwd.as_deref(),
                 fix: fix.as_deref(),
-                log_stem: format!("gate-{number}-{}", file_safe(&gate.name)),
+                log_stem: format!(
+                    "gate-{number}-{}",
+                    file_safe(&ctx.redactor.redact(&gate.name))
+                ),
             };
             let mut finding = command.check(ctx, watch).await;
             // `protect` was judged before this gate ran; what the gate did to a protected file
