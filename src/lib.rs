@@ -3,6 +3,15 @@
 //! Data flows one way: text → checked model ([`language`]) → DAG ([`graph`]) → engine → events →
 //! reporters.
 
+/// `eprintln!` that never panics: with standard error closed (`helixflow run 2>&1 | head -1`) the
+/// message is lost, but the command still ends with its own exit code instead of a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod cli;
 pub mod diagnostics;
 pub mod engine;

@@ -566,9 +566,8 @@ phase "a" {
 
 #[test]
 fn a_secret_equal_to_a_phase_name_leaves_the_phase_whole_and_gate_log_names_redacted() {
-    let test = Test::new()
-        .pipeline(
-            r#"pipeline "p" {
+    let test = Test::new().pipeline(
+        r#"pipeline "p" {
     secret "DB"
     env "DB" "postgres"
 }
@@ -580,11 +579,14 @@ phase "postgres" {
     }
 }
 "#,
-        );
+    );
     test.with_args(&["run", "--no-progress"]).run().code(0);
     let (status, attempts, _) = phase_status(&summary(test.path()), "postgres");
     assert_eq!((status.as_str(), attempts), ("passed", 1));
-    let show = test.with_args(&["show", "latest", "postgres"]).run().code(0);
+    let show = test
+        .with_args(&["show", "latest", "postgres"])
+        .run()
+        .code(0);
     assert!(show.stdout.contains("passed"), "{}", show.stdout);
     let attempt = latest_run(test.path()).join("phases/postgres/attempt-1");
     let names: Vec<String> = std::fs::read_dir(&attempt)
@@ -592,13 +594,38 @@ phase "postgres" {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        names.iter().any(|n| n.starts_with("gate-1-") && n.ends_with(".stdout")),
+        names
+            .iter()
+            .any(|n| n.starts_with("gate-1-") && n.ends_with(".stdout")),
         "{names:?}"
     );
     assert!(
         names.iter().all(|n| !n.contains("postgres")),
         "a gate log is named after the secret: {names:?}"
     );
+}
+
+#[test]
+fn a_closed_standard_error_does_not_turn_a_passed_run_into_a_panic() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "sleep 0.3"
+    retries 0
+}
+"#,
+    );
+    // As `helixflow run 2>&1 | head -1` does: the reader goes away before the run ends.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress"])
+        .current_dir(test.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
 #[test]

@@ -19,7 +19,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     match serde_json::to_string_pretty(&pipeline) {
         Ok(json) => super::emit(&format!("{json}\n")),
         Err(e) => {
-            eprintln!("error: cannot serialize the pipeline: {e}");
+            say!("error: cannot serialize the pipeline: {e}");
             crate::exit::INTERNAL
         }
     }

@@ -34,10 +34,10 @@ pub(crate) fn run(args: &Args) -> i32 {
             let by_code = did_you_mean(&code.to_uppercase(), ALL_RULES.iter().map(|r| r.code));
             let by_name = did_you_mean(&code.to_lowercase(), ALL_RULES.iter().map(|r| r.name));
             match by_name.or(by_code) {
-                Some(s) => eprintln!("error: unknown code `{code}`; did you mean `{s}`?"),
-                None => eprintln!(
-                    "error: unknown code `{code}`; `helixflow explain --list` lists them all"
-                ),
+                Some(s) => say!("error: unknown code `{code}`; did you mean `{s}`?"),
+                None => {
+                    say!("error: unknown code `{code}`; `helixflow explain --list` lists them all")
+                }
             }
             crate::exit::INVALID
         }

@@ -43,7 +43,7 @@ fn format_one(file: &PathBuf, check: bool) -> i32 {
         let mut sources = Sources::new();
         sources.add(&read.path, read.text.as_str());
         input::report(&diagnostics, &sources);
-        eprintln!(
+        say!(
             "error: {} is not valid KDL; not formatted",
             read.path.display()
         );

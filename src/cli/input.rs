@@ -58,7 +58,7 @@ pub(crate) fn report(diagnostics: &[Diagnostic], sources: &Sources) {
 
 /// Prints a usage or I/O problem and returns exit code 2.
 pub(crate) fn fail(message: &str) -> i32 {
-    eprintln!("error: {message}");
+    say!("error: {message}");
     crate::exit::INVALID
 }
 
@@ -115,7 +115,7 @@ pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
     };
     let runs = state.0.join(state.1).join("runs");
     if let Some(problem) = problem {
-        eprintln!(
+        say!(
             "warning: {problem}; looking for its runs in {}",
             runs.display()
         );

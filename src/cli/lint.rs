@@ -36,7 +36,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         let read = match input::read(file, args.stdin_filename.as_deref()) {
             Ok(read) => read,
             Err(e) => {
-                eprintln!("error: {e}");
+                say!("error: {e}");
                 unreadable = true;
                 continue;
             }
@@ -64,7 +64,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     if let Err(e) = diagnostics::render(args.format, &found, &sources, color, &mut out)
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        eprintln!("error: cannot write the report: {e}");
+        say!("error: cannot write the report: {e}");
         return crate::exit::INTERNAL;
     }
     if args.format == Format::Human && found.is_empty() && !unreadable {

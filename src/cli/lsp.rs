@@ -19,7 +19,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         // The protocol asks for exit code 1 when `exit` comes without `shutdown`.
         Ok(Ending::Abrupt) => crate::exit::FAILURE,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             crate::exit::INTERNAL
         }
     }

@@ -103,7 +103,7 @@ pub fn main() -> i32 {
                 crate::engine::watchdog::serve(std::time::Duration::from_millis(ms))
             }
             _ => {
-                eprintln!(
+                say!(
                     "usage: helixflow {} GRACE_MS",
                     crate::engine::watchdog::SUBCOMMAND
                 );
@@ -158,7 +158,7 @@ fn emit(text: &str) -> i32 {
         Ok(()) => crate::exit::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit::SUCCESS,
         Err(e) => {
-            eprintln!("error: cannot write to standard output: {e}");
+            say!("error: cannot write to standard output: {e}");
             crate::exit::INTERNAL
         }
     }

@@ -96,7 +96,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     };
     // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
     if let Err(e) = crate::engine::watchdog::start(grace) {
-        eprintln!(
+        say!(
             "warning: no watchdog for this run ({e}): if helixflow is killed, its agents may go on running"
         );
     }
@@ -115,7 +115,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            say!("error: cannot start the runtime: {e}");
             return crate::exit::INTERNAL;
         }
     };
@@ -123,7 +123,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     crate::engine::watchdog::finish();
     match result {
         Ok(outcome) => {
-            eprintln!(
+            say!(
                 "run {} — journal in {}",
                 outcome.run.run_id,
                 outcome.run.path.display()
@@ -131,7 +131,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             outcome.exit_code
         }
         Err(e) => {
-            eprintln!("error: the run failed: {e}");
+            say!("error: the run failed: {e}");
             crate::exit::INTERNAL
         }
     }

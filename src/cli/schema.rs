@@ -110,7 +110,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             continue;
         }
         if args.check {
-            eprintln!(
+            say!(
                 "{} is stale; run `helixflow schema` to regenerate it",
                 path.display()
             );
@@ -118,10 +118,10 @@ pub(crate) fn run(args: &Args) -> i32 {
         } else if let Err(e) =
             std::fs::create_dir_all(&args.dir).and_then(|()| std::fs::write(&path, content))
         {
-            eprintln!("error: cannot write {}: {e}", path.display());
+            say!("error: cannot write {}: {e}", path.display());
             return crate::exit::INTERNAL;
         } else {
-            eprintln!("wrote {}", path.display());
+            say!("wrote {}", path.display());
         }
     }
     if stale {

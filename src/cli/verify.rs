@@ -155,7 +155,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         .enable_all()
         .build()
         .map_err(|e| {
-            eprintln!("error: cannot start the runtime: {e}");
+            say!("error: cannot start the runtime: {e}");
             crate::exit::INTERNAL
         })?;
     let options = SnapshotOptions {

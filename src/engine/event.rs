@@ -341,10 +341,7 @@ impl Event {
                 duration_ms,
                 reason: reason.map(r),
             },
-            Self::Escalated { phase, code } => Self::Escalated {
-                phase,
-                code,
-            },
+            Self::Escalated { phase, code } => Self::Escalated { phase, code },
             Self::Warning { message } => Self::Warning {
                 message: r(message),
             },

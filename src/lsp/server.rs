@@ -658,7 +658,7 @@ impl Server {
             }
             Err(e) => {
                 self.live.fetch_sub(1, Ordering::SeqCst);
-                eprintln!("helixflow lsp: cannot start a check: {e}");
+                say!("helixflow lsp: cannot start a check: {e}");
             }
         }
     }
@@ -682,7 +682,7 @@ impl Server {
             None => {}
         }
         let Some(outcome) = done.outcome else {
-            eprintln!(
+            say!(
                 "helixflow lsp: checking {} failed unexpectedly",
                 done.uri.as_str()
             );
@@ -790,7 +790,7 @@ fn decode<P: DeserializeOwned>(notification: Notification) -> Option<P> {
     match serde_json::from_value(notification.params) {
         Ok(params) => Some(params),
         Err(e) => {
-            eprintln!(
+            say!(
                 "helixflow lsp: ignoring {} with invalid parameters: {e}",
                 notification.method
             );
