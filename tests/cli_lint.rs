@@ -1067,3 +1067,92 @@ phase "b" use="module" dir="lib"
         ]
     );
 }
+
+#[test]
+fn a_glob_without_wildcards_that_names_a_folder_is_a_folder_glob() {
+    let outcome = Test::new()
+        .file("tests/t.py", "assert True\n")
+        .file("docs.md", "# Docs\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    run "make"
+    protect "tests" "docs.md" "missing"
+}
+"#,
+        )
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let json = outcome.json();
+    let found: Vec<(&str, &str, Option<&str>)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap(),
+                d["message"].as_str().unwrap(),
+                d["fix"]["edits"][0]["text"].as_str(),
+            )
+        })
+        .collect();
+    // A file, and a path that does not exist yet, are left alone.
+    assert_eq!(
+        found,
+        [(
+            "HF309",
+            "`tests` is a folder: globs match files, and this one matches none",
+            Some("\"tests/**\"")
+        )]
+    );
+}
+
+#[test]
+fn empty_commands_patterns_folders_keys_and_headings_are_empty_values() {
+    let outcome = Test::new()
+        .pipeline(
+            r#"pipeline "p"
+agent "bot" {
+    command "bot" "{{ prompt }}"
+    evidence ""
+}
+phase "a" {
+    run ""
+    escalate "  "
+    gates {
+        command "true" cwd=""
+        paths-exist "doc.md" key=""
+        sections "doc.md" "Plan" ""
+        front-matter "doc.md" "title" ""
+    }
+}
+phase "b" {
+    agent "bot"
+    prompt "go"
+}
+"#,
+        )
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let json = outcome.json();
+    let found: Vec<(&str, u64)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["code"].as_str().unwrap(), d["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("HF308", 4),
+            ("HF308", 7),
+            ("HF308", 8),
+            ("HF308", 10),
+            ("HF308", 11),
+            ("HF308", 12),
+            ("HF308", 13),
+        ]
+    );
+}

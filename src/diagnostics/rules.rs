@@ -580,9 +580,10 @@ rules! {
         help: "Use one of the placeholders the message lists; put expressions in the prompt.";
 
     /// ## What it catches
-    /// An empty (or blank) value where a gate or output needs one: `command ""` or `fix=""` (a
-    /// command that does nothing), `name=""`, `file ""`, `glob ""` and every other empty glob or
-    /// path, and an empty `matches`/`absent` pattern.
+    /// An empty (or blank) value where a gate, output or step needs one: `command ""`, `fix=""`,
+    /// `run ""` and `escalate ""` (commands that do nothing), `name=""`, `cwd=""`, `key=""`,
+    /// `file ""`, `glob ""` and every other empty glob or path, an empty heading or front-matter
+    /// key, and an empty `matches`/`absent`/`evidence` pattern.
     ///
     /// ## Why
     /// An empty command exits 0, so its gate always passes; an empty path or glob names no file;
@@ -599,7 +600,8 @@ rules! {
 
     /// ## What it catches
     /// A glob that ends with `/`, such as `protect "tests/"` or `scope "src/"` (also in `outputs`,
-    /// `syntax` and gate targets), and a `file` output that ends with `/`.
+    /// `syntax` and gate targets), a glob without wildcards that names a folder of the workspace
+    /// (`protect "tests"`), and a `file` output that ends with `/`.
     ///
     /// ## Why
     /// Globs match files, and a pattern ending with `/` names only the folder: `protect "tests/"`

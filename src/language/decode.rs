@@ -284,14 +284,13 @@ impl Decoder<'_> {
                 )
                 .label("does not compile"),
             );
-        } else if value.value.ends_with('/') && escape_problem(&value.value).is_none() {
-            let folder = value.value.trim_end_matches('/');
+        } else if let Some((folder, why)) = self.names_a_folder(&value.value) {
             let every_file = format!("{folder}/**");
             let mut d = Diagnostic::new(
                 &rules::FOLDER_GLOB,
                 value.span,
                 format!(
-                    "`{}` ends with `/`: globs match files, and this one matches none",
+                    "`{}` {why}: globs match files, and this one matches none",
                     value.value
                 ),
             )
@@ -311,6 +310,19 @@ impl Decoder<'_> {
             self.report(d);
         }
         self.workspace_path(value);
+    }
+
+    /// The folder a glob names instead of files, and how it shows: it ends with `/`, or it has no
+    /// wildcard and is a folder in the workspace (`protect "tests"`).
+    fn names_a_folder<'v>(&self, glob: &'v str) -> Option<(&'v str, &'static str)> {
+        if escape_problem(glob).is_some() {
+            return None;
+        }
+        if glob.ends_with('/') {
+            return Some((glob.trim_end_matches('/'), "ends with `/`"));
+        }
+        let literal = !glob.contains(['*', '?', '[', '{', '\\']);
+        (literal && self.workspace.join(glob).is_dir()).then_some((glob, "is a folder"))
     }
 
     /// Reports a value that is empty or only blanks, where one is needed; returns whether it is.
@@ -474,6 +486,11 @@ impl Decoder<'_> {
                 }
                 "evidence" => {
                     if let Some(pattern) = origin.arg(child, 0) {
+                        self.empty(
+                            &pattern,
+                            "an empty `evidence` pattern matches any transcript: it proves nothing",
+                            "Write a pattern the agent's transcript must contain, e.g. `evidence \"tool_use\"`.",
+                        );
                         self.regex(&pattern);
                         agent.evidence = Some(pattern.value);
                     }
@@ -517,7 +534,16 @@ impl Decoder<'_> {
         match child.name().value() {
             "description" => body.description = first().map(|d| d.value),
             "agent" => body.agent = first(),
-            "run" => body.run = first(),
+            "run" => {
+                body.run = first();
+                if let Some(run) = &body.run {
+                    self.empty(
+                        run,
+                        "an empty `run` command does nothing and exits 0: the phase always passes",
+                        "Write the shell command the step runs, e.g. `run \"cargo fmt\"`.",
+                    );
+                }
+            }
             "prompt" => body.prompt = self.prompt(child, origin),
             "verifier-prompt" => {
                 body.verifier_prompt = self.prompt(child, origin).map(|p| p.prompt);
@@ -584,7 +610,17 @@ impl Decoder<'_> {
                     _ => None,
                 };
             }
-            "escalate" => body.escalate = first().map(|e| e.value),
+            "escalate" => {
+                let escalate = first();
+                if let Some(escalate) = &escalate {
+                    self.empty(
+                        escalate,
+                        "an empty `escalate` command tells no one that the phase failed",
+                        "Write the shell command that notifies a person, or remove `escalate`.",
+                    );
+                }
+                body.escalate = escalate.map(|e| e.value);
+            }
             "env" => {
                 if let (Some(k), Some(v)) = (origin.arg(child, 0), origin.arg(child, 1)) {
                     body.env.insert(k.value, v.value);
@@ -695,6 +731,11 @@ impl Decoder<'_> {
                 let timeout = origin.prop(node, "timeout").and_then(|d| self.duration(&d));
                 let cwd = origin.prop(node, "cwd");
                 if let Some(cwd) = &cwd {
+                    self.empty(
+                        cwd,
+                        "`cwd=\"\"` names no folder",
+                        "Give the folder the command runs in, relative to the workspace, or remove `cwd=`.",
+                    );
                     self.workspace_path(cwd);
                 }
                 let fix = origin.prop(node, "fix");
@@ -751,7 +792,17 @@ impl Decoder<'_> {
                     "Give the path of the Markdown document, relative to the workspace.",
                 );
                 self.workspace_path(&path);
-                let rest = args.map(|a| a.value).collect();
+                let what = if kind_name == "front-matter" {
+                    "an empty key is in no front matter: this gate always fails"
+                } else {
+                    "an empty heading is in no document: this gate always fails"
+                };
+                let rest = args
+                    .inspect(|entry| {
+                        self.empty(entry, what, "Write the text, or remove the empty entry.");
+                    })
+                    .map(|a| a.value)
+                    .collect();
                 if kind_name == "front-matter" {
                     GateKind::FrontMatter {
                         path: path.value,
@@ -772,9 +823,15 @@ impl Decoder<'_> {
                     "Give the path of the document that lists the paths, relative to the workspace.",
                 );
                 self.workspace_path(&doc);
+                let key = origin.prop(node, "key")?;
+                self.empty(
+                    &key,
+                    "`key=\"\"` names no front-matter key",
+                    "Give the dotted key of the list in the front matter, e.g. `key=\"files.create\"`.",
+                );
                 GateKind::PathsExist {
                     doc: doc.value,
-                    key: origin.prop(node, "key")?.value,
+                    key: key.value,
                 }
             }
             "changes" => GateKind::Changes {
