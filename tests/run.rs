@@ -797,6 +797,56 @@ fn sigkill_mid_run_leaves_a_parseable_journal_and_no_agent_running() {
     );
 }
 
+#[test]
+fn a_private_prompt_copy_is_removed_even_when_helixflow_is_killed() {
+    let test = Test::new().dir("tmp").pipeline(
+        r#"pipeline "p" {
+    secret "TOKEN"
+    env "TOKEN" "sekrit-value"
+}
+agent "bot" {
+    command "sh" "-c" "cat \"$1\" > got.txt; touch started; exec sleep 300" "sh" "{{ prompt_file }}"
+}
+phase "a" {
+    agent "bot"
+    prompt "use {{ vars.token }}"
+    vars {
+        token "sekrit-value"
+    }
+}
+"#,
+    );
+    let tmp = test.path().join("tmp");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress"])
+        .current_dir(test.path())
+        .env("TMPDIR", &tmp)
+        .env("HELIXFLOW_KILL_GRACE", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&test.path().join("started"), Duration::from_secs(30));
+    assert_eq!(test.read("got.txt"), "use sekrit-value");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        1,
+        "the private copy"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The watchdog sees helixflow gone within a second, stops the agent, then removes the copy.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_dir(&tmp).unwrap().count() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in the temporary folder: {left:?}");
+}
+
 /// The children of process `pid` whose command line has `word`.
 fn children_running(pid: u32, word: &str) -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {

@@ -7,17 +7,22 @@
 //! group of its own, and tells it through a pipe which groups are running (`+PGID` when one
 //! starts, `-PGID` when it is gone). When the pipe closes without helixflow having ended the
 //! watchdog itself, helixflow died: the watchdog sends TERM to the groups still registered, waits
-//! the grace period and sends KILL to what remains, as helixflow would have.
+//! the grace period and sends KILL to what remains, as helixflow would have. It then removes the
+//! files registered for removal (`fPATH`, `rPATH` to forget one): private copies of prompts that
+//! hold secrets, which helixflow would have removed when their agent ended.
 //!
 //! The watchdog sleeps and reads the pipe a few times a second rather than wait on it, so that a
 //! run of short steps does not wake it for each line; the pipe is enlarged to hold what arrives
 //! meanwhile, and a closed pipe is seen within that time. At a normal end helixflow ends it.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -101,15 +106,33 @@ pub fn finish() {
 
 /// Tells the watchdog that a child's group started.
 pub(crate) fn started(pgid: libc::pid_t) {
-    send(b'+', pgid);
+    send(b'+', pgid.to_string().as_bytes());
 }
 
 /// Tells the watchdog that a child's group is gone.
 pub(crate) fn ended(pgid: libc::pid_t) {
-    send(b'-', pgid);
+    send(b'-', pgid.to_string().as_bytes());
 }
 
-fn send(sign: u8, pgid: libc::pid_t) {
+/// Asks the watchdog to remove `path` should helixflow die before it does.
+pub(crate) fn remove_on_crash(path: &Path) {
+    file_line(b'f', path);
+}
+
+/// Tells the watchdog that `path` was removed (or is kept) after all.
+pub(crate) fn forget(path: &Path) {
+    file_line(b'r', path);
+}
+
+fn file_line(sign: u8, path: &Path) {
+    // A line holds one path: one with a line break in it cannot be sent (and is not removed).
+    let bytes = path.as_os_str().as_bytes();
+    if path.is_absolute() && !bytes.contains(&b'\n') {
+        send(sign, bytes);
+    }
+}
+
+fn send(sign: u8, value: &[u8]) {
     let Some(watchdog) = WATCHDOG.get() else {
         return;
     };
@@ -121,7 +144,7 @@ fn send(sign: u8, pgid: libc::pid_t) {
         return;
     };
     pipe.pending.push(sign);
-    pipe.pending.extend_from_slice(pgid.to_string().as_bytes());
+    pipe.pending.extend_from_slice(value);
     pipe.pending.push(b'\n');
     // Non-blocking: a full pipe keeps the rest for the next time rather than stall the run.
     match file.write(&pipe.pending) {
@@ -163,6 +186,7 @@ pub fn serve(grace: Duration) -> i32 {
     }
     let mut input = stdin.lock();
     let mut groups = BTreeSet::new();
+    let mut files = BTreeSet::new();
     let mut line = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
@@ -175,7 +199,7 @@ pub fn serve(grace: Duration) -> i32 {
                     closed = true;
                     break;
                 }
-                Ok(n) => apply(&buffer[..n], &mut line, &mut groups),
+                Ok(n) => apply(&buffer[..n], &mut line, &mut groups, &mut files),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
@@ -189,14 +213,35 @@ pub fn serve(grace: Duration) -> i32 {
         }
     }
     stop(&groups, grace);
+    for file in &files {
+        let _ = std::fs::remove_file(file);
+    }
     crate::exit::SUCCESS
 }
 
-/// Applies whole `+PGID` / `-PGID` lines; an incomplete last line waits in `line`.
-fn apply(bytes: &[u8], line: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
+/// Applies whole `+PGID` / `-PGID` / `fPATH` / `rPATH` lines; an incomplete last line waits in
+/// `line`.
+fn apply(
+    bytes: &[u8],
+    line: &mut Vec<u8>,
+    groups: &mut BTreeSet<libc::pid_t>,
+    files: &mut BTreeSet<PathBuf>,
+) {
     for &byte in bytes {
         if byte != b'\n' {
             line.push(byte);
+            continue;
+        }
+        if let (Some(sign @ (b'f' | b'r')), Some(path)) = (line.first().copied(), line.get(1..)) {
+            let path = PathBuf::from(OsStr::from_bytes(path));
+            if path.is_absolute() {
+                if sign == b'f' {
+                    files.insert(path);
+                } else {
+                    files.remove(&path);
+                }
+            }
+            line.clear();
             continue;
         }
         let pgid = std::str::from_utf8(&line[1.min(line.len())..])
@@ -242,12 +287,21 @@ mod tests {
     #[test]
     fn lines_register_and_unregister_groups() {
         let mut groups = BTreeSet::new();
+        let mut files = BTreeSet::new();
         let mut line = Vec::new();
-        apply(b"+100\n+200\n-10", &mut line, &mut groups);
+        apply(b"+100\n+200\n-10", &mut line, &mut groups, &mut files);
         assert_eq!(groups.iter().copied().collect::<Vec<_>>(), [100, 200]);
         // The cut line completes with the next read.
-        apply(b"0\n+1\n+x\n\n-\n+0\n", &mut line, &mut groups);
+        apply(b"0\n+1\n+x\n\n-\n+0\n", &mut line, &mut groups, &mut files);
         assert_eq!(groups.iter().copied().collect::<Vec<_>>(), [200]);
         assert!(line.is_empty());
+        apply(
+            b"f/tmp/a b\nf/tmp/c\nfrel\nr/tmp/c\n",
+            &mut line,
+            &mut groups,
+            &mut files,
+        );
+        assert_eq!(files.iter().collect::<Vec<_>>(), [Path::new("/tmp/a b")]);
+        assert_eq!(groups.len(), 1);
     }
 }

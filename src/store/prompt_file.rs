@@ -3,7 +3,8 @@
 //! The journal keeps the prompt redacted (`prompt.md`), but the agent must get it exactly as
 //! rendered. When redaction left the prompt unchanged, the journal's copy is the agent's file; when
 //! it did not, the agent gets a private temporary file (readable by the owner only, outside the
-//! state folder) that is removed as soon as the attempt is over.
+//! state folder) that is removed as soon as the attempt is over, or by the watchdog should
+//! helixflow be killed first.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,8 @@ impl PromptFile {
             .tempfile()?;
         private.write_all(prompt.as_bytes())?;
         private.flush()?;
+        // Should helixflow be killed before the agent ends, its watchdog removes the copy.
+        crate::engine::watchdog::remove_on_crash(private.path());
         Ok(Self::Private(private))
     }
 
@@ -48,6 +51,14 @@ impl PromptFile {
         match self {
             Self::Journal(path) => path,
             Self::Private(file) => file.path(),
+        }
+    }
+}
+
+impl Drop for PromptFile {
+    fn drop(&mut self) {
+        if let Self::Private(file) = self {
+            crate::engine::watchdog::forget(file.path());
         }
     }
 }
