@@ -629,6 +629,21 @@ phase "a" {
 }
 
 #[test]
+fn junit_to_standard_output_is_refused_before_the_run() {
+    let test = Test::new().pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"touch ran\"\n}\n");
+    let outcome = test
+        .with_args(&["run", "--no-progress", "--junit", "-"])
+        .run()
+        .code(2);
+    assert!(
+        outcome.stderr.contains("--junit needs a file name"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(!test.path().join("ran").exists() && !test.path().join("-").exists());
+}
+
+#[test]
 fn events_and_junit_reports_are_written() {
     let test = Test::new().pipeline(
         r#"pipeline "p"

@@ -31,7 +31,7 @@ pub(crate) struct Args {
     /// Write every event as NDJSON to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
-    /// Write a JUnit XML report to FILE.
+    /// Write a JUnit XML report to FILE (a file: not `-`).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Plain lines instead of progress bars (the default when standard error is not a terminal).
@@ -199,6 +199,13 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
     // Checked before anything is written or run: a report that cannot be written is found out
     // now, not after the work is done.
     if let Some(path) = &args.junit {
+        // `-` means standard output to --events; here it would quietly be a file named `-`.
+        if path.as_os_str() == "-" {
+            return Err(
+                "--junit needs a file name: a JUnit report is not written to standard output                  (`--events -` is)"
+                    .to_owned(),
+            );
+        }
         Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
     }
     let mut list: Vec<Box<dyn Reporter>> = Vec::new();
