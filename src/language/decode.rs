@@ -383,18 +383,25 @@ impl Decoder<'_> {
         false
     }
 
+    /// Reads a file a prompt names (through the loader, so an editor's unsaved text counts) and
+    /// registers it among the sources, once: its text, and a span over the whole of it.
+    pub(crate) fn read_source(&mut self, absolute: &Path) -> std::io::Result<(String, Span)> {
+        let text = self.loader.read(absolute)?;
+        let file = self
+            .sources
+            .find(absolute)
+            .unwrap_or_else(|| self.sources.add(absolute.to_path_buf(), text.as_str()));
+        let whole = Span::new(file, 0, text.len());
+        Ok((text, whole))
+    }
+
     /// `prompt "…"` or `prompt file="…"` (also `verifier-prompt`).
     fn prompt(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<PromptDecl> {
         if let Some(path) = origin.prop(node, "file") {
             self.workspace_path(&path);
             let absolute = normalize(&self.workspace, Path::new(&path.value));
-            return match self.loader.read(&absolute) {
-                Ok(text) => {
-                    let file = self
-                        .sources
-                        .find(&absolute)
-                        .unwrap_or_else(|| self.sources.add(absolute.clone(), text.as_str()));
-                    let whole = Span::new(file, 0, text.len());
+            return match self.read_source(&absolute) {
+                Ok((text, whole)) => {
                     self.template_syntax(&text, whole, Some(whole));
                     Some(PromptDecl {
                         prompt: Spanned::new(

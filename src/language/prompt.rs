@@ -466,13 +466,8 @@ impl Decoder<'_> {
                 return;
             }
             let absolute = normalize(&self.workspace, Path::new(name));
-            match self.loader.read(&absolute) {
-                Ok(text) => {
-                    let file = self
-                        .sources
-                        .find(&absolute)
-                        .unwrap_or_else(|| self.sources.add(absolute.clone(), text.as_str()));
-                    let whole = Span::new(file, 0, text.len());
+            match self.read_source(&absolute) {
+                Ok((text, whole)) => {
                     check.includes.insert(name.clone(), text.clone());
                     if !self.template_syntax(&text, whole, Some(whole)) {
                         return;

@@ -81,16 +81,6 @@ impl Redactor {
         }
     }
 
-    /// From the environment: for each NAME in `names`, the value `env` gives for it, if any (`env`
-    /// looks the name up in helixflow's environment merged with the pipeline's `env` and the like).
-    pub fn from_env(names: &[String], env: &dyn Fn(&str) -> Option<String>) -> Self {
-        Self::new(
-            names
-                .iter()
-                .filter_map(|name| env(name).map(|value| (name.clone(), value))),
-        )
-    }
-
     /// The redactor of a run: for each `secret` name, every value it is given — by helixflow's
     /// environment and by the `env` of the pipeline, of any agent or of any phase — since each of
     /// those reaches some child's environment and so can show up in what it prints.
@@ -393,19 +383,36 @@ mod tests {
     }
 
     #[test]
-    fn from_env_takes_the_values_that_are_set() {
-        let env = |name: &str| match name {
-            "API_KEY" => Some("k-42".to_owned()),
-            "BLANK" => Some(String::new()),
-            _ => None,
-        };
-        let names = [
-            "API_KEY".to_owned(),
-            "MISSING".to_owned(),
-            "BLANK".to_owned(),
-        ];
-        let r = Redactor::from_env(&names, &env);
-        assert_eq!(r.redact("use k-42"), "use [REDACTED:API_KEY]");
+    fn a_pipeline_s_secrets_take_every_value_they_are_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"pipeline "p" {
+    secret "HELIXFLOW_TEST_KEY" "HELIXFLOW_TEST_MISSING" "HELIXFLOW_TEST_BLANK"
+    env "HELIXFLOW_TEST_KEY" "k-42"
+    env "HELIXFLOW_TEST_BLANK" ""
+}
+agent "bot" {
+    command "bot" "{{ prompt }}"
+    env "HELIXFLOW_TEST_KEY" "agent-k"
+}
+phase "a" {
+    agent "bot"
+    prompt "go"
+    env "HELIXFLOW_TEST_KEY" "phase-k"
+}
+"#;
+        let compiled = crate::language::compile(
+            &dir.path().join("pipeline.kdl"),
+            text,
+            &crate::language::FsLoader,
+            Default::default(),
+        );
+        let pipeline = compiled.pipeline.expect("the pipeline compiles");
+        let r = Redactor::for_pipeline(&pipeline);
+        assert_eq!(
+            r.redact("use k-42, agent-k and phase-k; nothing else"),
+            "use [REDACTED:HELIXFLOW_TEST_KEY], [REDACTED:HELIXFLOW_TEST_KEY] and \
+             [REDACTED:HELIXFLOW_TEST_KEY]; nothing else"
+        );
     }
 
     #[test]
