@@ -110,6 +110,29 @@ pub enum ResponseFormat {
     Json,
     /// The final `result` event of Claude Code's `--output-format stream-json`.
     ClaudeStreamJson,
+    /// The last `agent_message` of Codex's `exec --json` event stream.
+    CodexJson,
+}
+
+impl ResponseFormat {
+    /// Whether the format is an event stream in which tool calls and their results can be told
+    /// apart, so that `evidence-tools` can count the calls that succeeded.
+    pub fn shows_tool_calls(self) -> bool {
+        matches!(
+            self,
+            ResponseFormat::ClaudeStreamJson | ResponseFormat::CodexJson
+        )
+    }
+}
+
+/// How helixflow learns the id of the session an agent's CLI chose or confirmed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionCapture {
+    /// The first JSON line of standard output with a top-level string field of this name.
+    Json(String),
+    /// The first match of this regex in standard output (its first group, when it has one).
+    Regex(String),
 }
 
 /// A command-line agent.
@@ -132,6 +155,16 @@ pub struct Agent {
     /// A regex the transcript must match.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
+    /// Tool calls that must have succeeded, by tool name (empty: any tool); `None` when not asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence_tools: Option<Vec<String>>,
+    /// How the session id the CLI reports is read from its output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionCapture>,
+    /// Globs of files the agent keeps for itself (histories, caches): `scope` and `changes`
+    /// ignore them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bookkeeping: Vec<String>,
     /// Wall-clock limit per run of the agent, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,

@@ -222,7 +222,8 @@ fn an_unreadable_file_among_several_exits_2_but_the_others_are_still_checked() {
 
 #[test]
 fn a_library_shared_by_two_files_reports_its_findings_once() {
-    let library = "agent \"bot\" {\n    command \"bot\" \"{{ prompt }}\"\n    timout \"5m\"\n}\n";
+    let library =
+        "agent \"bot\" {\n    command \"bot\" \"{{ prompt_file }}\"\n    timout \"5m\"\n}\n";
     let user = |name: &str| {
         format!(
             "pipeline \"{name}\"\nimport \"lib/agents.kdl\"\nphase \"a\" {{ agent \"bot\"; prompt \"hi\"; }}\n"
@@ -326,7 +327,7 @@ fn stdin_filename_resolves_relative_imports_from_its_folder() {
     let test = Test::new()
         .file(
             "sub/agents.kdl",
-            "agent \"bot\" { command \"bot\" \"{{ prompt }}\"; }\n",
+            "agent \"bot\" { command \"bot\" \"{{ prompt_file }}\"; }\n",
         )
         .stdin(pipeline);
     let named = test
@@ -959,7 +960,7 @@ fn response_gates_in_run_steps_are_errors_wherever_they_come_from() {
         .pipeline(
             r##"pipeline "p"
 agent "bot" {
-    command "./bot.sh" "{{ prompt }}"
+    command "./bot.sh" "{{ prompt_file }}"
 }
 template "step" {
     run "make"
@@ -1114,7 +1115,7 @@ fn empty_commands_patterns_folders_keys_and_headings_are_empty_values() {
         .pipeline(
             r#"pipeline "p"
 agent "bot" {
-    command "bot" "{{ prompt }}"
+    command "bot" "{{ prompt_file }}"
     evidence ""
 }
 phase "a" {

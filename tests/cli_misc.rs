@@ -394,7 +394,7 @@ fn version_and_missing_subcommand() {
 // imports
 
 /// An agent library with a misspelt `timeout` on its line 4.
-const BAD_AGENTS: &str = "// shared agents\nagent \"bot\" {\n    command \"bot\" \"{{ prompt }}\"\n    timout \"5m\"\n}\n";
+const BAD_AGENTS: &str = "// shared agents\nagent \"bot\" {\n    command \"bot\" \"{{ prompt_file }}\"\n    timout \"5m\"\n}\n";
 
 /// A pipeline that imports `lib/agents.kdl` and uses its agent.
 const USES_AGENTS: &str =
@@ -437,7 +437,7 @@ fn imports_are_found_on_helixflow_path() {
     let test = Test::new()
         .file(
             "shared/agents.kdl",
-            "agent \"bot\" { command \"bot\" \"{{ prompt }}\"; }\n",
+            "agent \"bot\" { command \"bot\" \"{{ prompt_file }}\"; }\n",
         )
         .dir("empty")
         .pipeline(pipeline);
@@ -602,7 +602,7 @@ fn an_import_cycle_is_found_whatever_the_spelling_of_the_pipeline_path() {
 // templates
 
 /// A shared library: an agent and a template with a required and a defaulted parameter.
-const PYTHON_LIBRARY: &str = r#"agent "claude" { command "claude" "-p" "{{ prompt }}"; }
+const PYTHON_LIBRARY: &str = r#"agent "claude" { command "claude" "-p" "{{ prompt_file }}"; }
 template "python-module" {
     param "module"
     param "tests" default="tests"

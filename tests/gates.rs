@@ -12,7 +12,7 @@ use helixflow::model::Phase;
 use helixflow::store::redact::Redactor;
 use helixflow::verify::feedback::{self, AgentFailure};
 use helixflow::verify::gates::{self, GateContext};
-use helixflow::verify::snapshot::{Snapshot, SnapshotOptions};
+use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
 
 /// A temporary workspace with a snapshot taken "before the attempt".
 struct Workspace {
@@ -112,6 +112,7 @@ impl Workspace {
             before: &self.before,
             after: &after,
             changes: &changes,
+            bookkeeping: &Changes::default(),
             env: &self.env,
             logs: self.logs.path(),
             cancel: &cancel,
@@ -1131,9 +1132,9 @@ fn feedback_for_a_non_zero_exit() {
     let failure = AgentFailure::Exit {
         code: Some(2),
         signal: None,
-        stderr_tail:
-            "Traceback (most recent call last):\n  File \"agent.py\", line 3\nValueError: no\n"
-                .to_owned(),
+        reported: None,
+        stderr: "Traceback (most recent call last):\n  File \"agent.py\", line 3\nValueError: no\n"
+            .to_owned(),
     };
     insta::assert_snapshot!(feedback::render(&agent_phase(), 1, 3, Some(&failure), &[]));
 }
@@ -1143,7 +1144,8 @@ fn feedback_for_a_signal_without_stderr() {
     let failure = AgentFailure::Exit {
         code: None,
         signal: Some(9),
-        stderr_tail: String::new(),
+        reported: None,
+        stderr: String::new(),
     };
     insta::assert_snapshot!(feedback::render(&agent_phase(), 1, 3, Some(&failure), &[]));
 }
@@ -1154,7 +1156,8 @@ fn feedback_for_a_run_step_exit_names_the_command() {
     let failure = AgentFailure::Exit {
         code: Some(1),
         signal: None,
-        stderr_tail: "make: *** No rule to make target.".to_owned(),
+        reported: None,
+        stderr: "make: *** No rule to make target.".to_owned(),
     };
     insta::assert_snapshot!(feedback::render(&phase, 1, 3, Some(&failure), &[]));
 }
@@ -1189,16 +1192,65 @@ fn feedback_for_timeouts() {
 }
 
 #[test]
-fn feedback_quotes_the_last_40_lines_of_stderr() {
+fn feedback_quotes_the_first_10_and_last_30_lines_of_a_long_stderr() {
     let failure = AgentFailure::Exit {
         code: Some(1),
         signal: None,
-        stderr_tail: (1..=100).map(|i| format!("error {i}\n")).collect(),
+        reported: None,
+        stderr: (1..=100).map(|i| format!("error {i}\n")).collect(),
     };
     let text = feedback::render(&agent_phase(), 1, 3, Some(&failure), &[]);
-    assert!(text.contains("```text\nerror 61\n"), "{text}");
+    assert!(
+        text.contains("The start and the end of its standard error"),
+        "{text}"
+    );
+    assert!(text.contains("```text\nerror 1\n"), "{text}");
+    assert!(
+        text.contains("error 10\n[… 60 lines left out …]\nerror 71\n"),
+        "{text}"
+    );
     assert!(text.contains("error 100\n```"), "{text}");
-    assert!(!text.contains("error 60\n"), "{text}");
+    assert!(!text.contains("error 11\n"), "{text}");
+    assert!(!text.contains("error 70\n"), "{text}");
+}
+
+#[test]
+fn feedback_puts_the_error_the_agent_reported_first() {
+    let failure = AgentFailure::Exit {
+        code: Some(1),
+        signal: None,
+        reported: Some("the agent reported an error: API Error: 400 bad request".to_owned()),
+        stderr: "\u{1b}[33mwarning\u{1b}[0m\n".to_owned(),
+    };
+    let text = feedback::render(&agent_phase(), 1, 3, Some(&failure), &[]);
+    assert!(
+        text.contains(
+            "## The agent failed\n\nThe agent reported an error: API Error: 400 bad request\n\nThe agent exited with code 1."
+        ),
+        "{text}"
+    );
+    assert!(text.contains("warning"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn feedback_given_to_an_agent_fits_one_argument() {
+    let short = "# Attempt 1 of 3 failed verification\n";
+    let file = Path::new("/run/phases/a/attempt-1/feedback.md");
+    assert_eq!(feedback::for_agent(short, file), short);
+    let long = format!("START\n{}END\n", "é line\n".repeat(40_000));
+    let given = feedback::for_agent(&long, file);
+    assert!(
+        given.len() <= feedback::AGENT_FEEDBACK_LIMIT,
+        "{}",
+        given.len()
+    );
+    assert!(given.starts_with("START\n"));
+    assert!(given.ends_with("END\n"));
+    assert!(
+        given.contains("bytes of this feedback are left out here; all of it is in /run/phases/a/attempt-1/feedback.md"),
+        "{given}"
+    );
 }
 
 #[test]
@@ -1226,7 +1278,8 @@ fn feedback_warns_before_the_last_attempt_only() {
     let failure = AgentFailure::Exit {
         code: Some(1),
         signal: None,
-        stderr_tail: String::new(),
+        reported: None,
+        stderr: String::new(),
     };
     let phase = agent_phase();
     let second_of_three = feedback::render(&phase, 2, 3, Some(&failure), &[]);

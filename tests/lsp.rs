@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 const PATIENCE: Duration = Duration::from_secs(30);
 
 const AGENTS: &str = r#"agent "claude" {
-    command "claude" "-p" "{{ prompt }}"
+    command "claude" "-p" "{{ prompt_file }}"
 }
 
 agent "reviewer" {
-    command "claude" "-p" "{{ prompt }}"
+    command "claude" "-p" "{{ prompt_file }}"
     response "claude-stream-json"
 }
 "#;

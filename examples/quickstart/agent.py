@@ -73,7 +73,7 @@ def write(path, text):
 
 
 def main():
-    phase, prompt = sys.argv[1], sys.argv[2]
+    phase, prompt = sys.argv[1], sys.stdin.read()
     attempt = int(os.environ.get("HELIXFLOW_ATTEMPT", "1"))
     print(f"[{phase}] attempt {attempt}: {prompt.splitlines()[0]}")
     if phase == "plan":

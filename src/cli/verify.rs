@@ -178,6 +178,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         before: &now,
         after: &now,
         changes: &changes,
+        bookkeeping: &changes,
         env: &env,
         logs: &logs,
         cancel: &cancel,

@@ -376,6 +376,44 @@ rules! {
         help: "Check a file the step writes (a path or glob as the target), or make the phase an agent phase.";
 
     /// ## What it catches
+    /// A `session-id` node without `json=` or `regex=`, or with both.
+    ///
+    /// ## Why
+    /// helixflow reads the id of the session an agent's CLI chose from its standard output, so
+    /// that a retry continues that session and no other. It must know where to look: a field of
+    /// a JSON line (`json="session_id"`), or a regex whose first group is the id.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "codex" {
+    ///     command "codex" "exec" "--json" "-"
+    ///     session-id
+    /// }
+    /// ```
+    SESSION_ID_SOURCE = "HF128" "session-id-source" Error,
+        summary: "`session-id` needs exactly one of `json=` and `regex=`.",
+        help: "Write `session-id json=\"KEY\"` for a field of a JSON line of the agent's output, or `session-id regex=\"…(ID)…\"`.";
+
+    /// ## What it catches
+    /// `evidence-tools` on an agent whose `response` format is not an event stream of tool calls
+    /// (`claude-stream-json` or `codex-json`).
+    ///
+    /// ## Why
+    /// Only those transcripts say which tool calls were made and whether each succeeded; in any
+    /// other output the check could never pass.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "aider" {
+    ///     command "aider" "--message-file" "{{ prompt_file }}"
+    ///     evidence-tools
+    /// }
+    /// ```
+    EVIDENCE_TOOLS_FORMAT = "HF129" "evidence-tools-format" Error,
+        summary: "`evidence-tools` needs a response format that shows tool calls.",
+        help: "Set `response \"claude-stream-json\"` or `response \"codex-json\"` with the CLI's matching output option, or use `evidence REGEX` instead.";
+
+    /// ## What it catches
     /// Two phases, agents or templates with the same name (also across imports).
     ///
     /// ## Why
@@ -797,6 +835,25 @@ rules! {
     UNUSED_TEMPLATE = "HF605" "unused-template" Warning,
         summary: "A template is defined but never used.",
         help: "Remove the template, or use it with `phase \"NAME\" use=\"TEMPLATE\"`.";
+
+    /// ## What it catches
+    /// `{{ prompt }}` inside an argument of an agent's `command` or `resume`.
+    ///
+    /// ## Why
+    /// Linux refuses a single argument longer than 128 KiB ("Argument list too long"). A prompt
+    /// grows with its template, included files, `vars`, the feedback of a retry and, for a
+    /// verifier, the diff it reviews; past the limit the agent cannot be started, and the attempt
+    /// fails. `{{ feedback }}` is not reported: feedback given to an agent is cut to 64 KiB.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "claude" {
+    ///     command "claude" "-p" "{{ prompt }}"
+    /// }
+    /// ```
+    PROMPT_IN_ARGV = "HF606" "prompt-in-argv" Warning,
+        summary: "The prompt is passed as one argument, which the OS limits to 128 KiB.",
+        help: "Give the prompt on standard input (`stdin #true`) or as a file (`{{ prompt_file }}`).";
 }
 
 #[cfg(test)]

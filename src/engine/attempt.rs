@@ -16,7 +16,8 @@ use super::process::{self, ChildSpec};
 use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
-use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
+use super::transcript;
+use crate::model::{Agent, GateKind, Phase, ResponseFormat, VerifyMode, Worker};
 use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
@@ -49,6 +50,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
     let started = Instant::now();
     let max_attempts = phase.retries.saturating_add(1);
     let mut previous_feedback: Option<(String, PathBuf)> = None;
+    let mut session = Session::default();
     let mut attempt = 1;
     loop {
         shared.emit(Event::AttemptStarted {
@@ -63,6 +65,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             attempt,
             max_attempts,
             previous_feedback.as_ref(),
+            &mut session,
         )
         .await
         {
@@ -131,12 +134,54 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
     }
 }
 
+/// The agent session a phase's retries continue: the one its worker started in this run, never a
+/// verifier's, a sibling phase's, or one from an earlier run.
+#[derive(Debug, Default)]
+struct Session {
+    /// The id helixflow gave the conversation (`{{ session_id }}` in `command`), when one started.
+    given: Option<String>,
+    /// The id the agent's output reported (`session-id`), once it did.
+    reported: Option<String>,
+}
+
+impl Session {
+    /// The session a retry of `agent` continues: the reported id when the agent declares how to
+    /// read one, else the id given to the command that started it. `None` when there is no
+    /// session to continue (attempt 1 never reached the agent's model), and the retry starts
+    /// over with `command` and the full prompt.
+    fn to_resume(&self, agent: &Agent) -> Option<&str> {
+        if agent.session_id.is_some() {
+            self.reported.as_deref()
+        } else {
+            self.given.as_deref()
+        }
+    }
+}
+
+/// Linux refuses a single argument of `MAX_ARG_STRLEN` (32 pages, 128 KiB) bytes or more,
+/// counting its terminating NUL.
+const ARGUMENT_LIMIT: usize = 128 * 1024;
+
+/// What an attempt's agent was started with, as the journal keeps it (`invocation.json`).
+#[derive(Debug, serde::Serialize)]
+struct Invocation<'a> {
+    /// The argv, placeholders replaced.
+    argv: &'a [String],
+    /// Whether this was the agent's `resume`, continuing its session.
+    resume: bool,
+    /// `{{ session_id }}` of this invocation.
+    session_id: &'a str,
+    /// Whether a text went to standard input (`stdin.txt`).
+    stdin: bool,
+}
+
 async fn one_attempt(
     shared: &Shared,
     index: usize,
     attempt: u32,
     max_attempts: u32,
     previous: Option<&(String, PathBuf)>,
+    session: &mut Session,
 ) -> std::io::Result<AttemptResult> {
     let phase = &shared.pipeline.phases[index];
     let name = &phase.name.value;
@@ -198,12 +243,24 @@ async fn one_attempt(
                 Ok(prompt) => prompt,
                 Err(e) => return Ok(fatal(format!("the prompt does not render: {e:#}"))),
             };
-            let retry_argv = if attempt > 1 {
-                agent.resume.as_ref()
-            } else {
-                None
+            // A retry continues the worker's own session when there is one; otherwise it starts
+            // a new one with the full prompt, which carries the feedback.
+            let resume = match (&agent.resume, session.to_resume(agent)) {
+                (Some(argv), Some(id)) if attempt > 1 => Some((argv, id.to_owned())),
+                _ => None,
             };
-            let argv_template = retry_argv.unwrap_or(&agent.command);
+            let session_id = match &resume {
+                Some((_, id)) => id.clone(),
+                None => {
+                    let id = uuid::Uuid::new_v4().to_string();
+                    *session = Session {
+                        given: Some(id.clone()),
+                        reported: None,
+                    };
+                    id
+                }
+            };
+            let argv_template = resume.as_ref().map_or(&agent.command, |(argv, _)| *argv);
             let reads_file = argv_template.iter().any(|arg| arg.contains("prompt_file"));
             let file = PromptFile::write(
                 &dir.join("prompt.md"),
@@ -217,11 +274,20 @@ async fn one_attempt(
                 ("phase", name.clone()),
                 ("attempt", attempt.to_string()),
                 ("workspace", shared.pipeline.workspace.display().to_string()),
+                ("session_id", session_id.clone()),
             ]);
+            // What a resumed agent is told: the feedback, cut to a size that fits one argument.
+            let given_feedback = resume.as_ref().map(|_| {
+                feedback::for_agent(
+                    feedback_text,
+                    feedback_file.map_or(Path::new("feedback.md"), PathBuf::as_path),
+                )
+            });
             // `resume` may also name the previous attempt's feedback; in `command` those
             // placeholders are not replaced (lint reports them).
-            if retry_argv.is_some() {
-                values.insert("feedback", feedback_text.to_owned());
+            if let Some(given) = &given_feedback {
+                std::fs::write(dir.join("feedback-given.md"), shared.redactor.redact(given))?;
+                values.insert("feedback", given.clone());
                 values.insert(
                     "feedback_file",
                     feedback_file
@@ -230,6 +296,41 @@ async fn one_attempt(
                 );
             }
             let argv = render_argv(argv_template, &values);
+            // Standard input carries the message of this invocation: the prompt that starts a
+            // session, or the feedback that continues one.
+            let stdin = agent
+                .stdin
+                .then(|| given_feedback.clone().unwrap_or_else(|| prompt.clone()));
+            std::fs::write(
+                dir.join("invocation.json"),
+                shared.redactor.to_json_pretty(&Invocation {
+                    argv: &argv,
+                    resume: resume.is_some(),
+                    session_id: &session_id,
+                    stdin: stdin.is_some(),
+                })?,
+            )?;
+            if let Some(text) = &stdin {
+                std::fs::write(dir.join("stdin.txt"), shared.redactor.redact(text))?;
+            }
+            if let Some((at, arg)) = argv
+                .iter()
+                .enumerate()
+                .find(|(_, arg)| arg.len() >= ARGUMENT_LIMIT)
+            {
+                return Ok(fatal(format!(
+                    "argument {at} of the agent's {} is {} bytes, more than the 128 KiB the \
+                     operating system allows in one argument: give the agent the prompt on \
+                     standard input (`stdin #true`) or as a file (`{{{{ prompt_file }}}}`) instead \
+                     of in its argv",
+                    if resume.is_some() {
+                        "`resume`"
+                    } else {
+                        "`command`"
+                    },
+                    arg.len()
+                )));
+            }
             // Kept until the attempt is over: a private copy is removed when it is dropped.
             prompt_file = Some(file);
             let mut spec = ChildSpec::argv(
@@ -238,9 +339,7 @@ async fn one_attempt(
                 dir.join("stdout.log"),
                 dir.join("stderr.log"),
             )?;
-            if agent.stdin {
-                spec.stdin = Some(prompt.clone().into_bytes());
-            }
+            spec.stdin = stdin.map(String::into_bytes);
             task.clone_from(&prompt);
             spec.timeout = phase.timeout.or(agent.timeout).map(|t| t.duration());
             spec.idle_timeout = agent.idle_timeout.map(|t| t.duration());
@@ -314,6 +413,21 @@ async fn one_attempt(
         attempt,
         exit: exit.clone(),
     });
+    if let Worker::Agent(agent_name) = &phase.worker {
+        if let Some(capture) = &shared.pipeline.agents[&agent_name.value].session_id {
+            let log = dir.join("stdout.log");
+            let capture = capture.clone();
+            let reported =
+                tokio::task::spawn_blocking(move || transcript::session_id(&capture, &log))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten();
+            if reported.is_some() {
+                session.reported = reported;
+            }
+        }
+    }
     if exit.cancelled || shared.cancel.soft.is_cancelled() {
         return Ok(cancelled());
     }
@@ -334,16 +448,27 @@ async fn one_attempt(
             Snapshot::default()
         };
         let alongside = phases_alongside(shared, index);
-        let (before, changes) = match &before {
+        let (before, changes, bookkeeping) = match &before {
             Some(before) => {
-                let changes = before.diff(&after);
+                let mut changes = before.diff(&after);
+                let bookkeeping = split_bookkeeping(shared, phase, &mut changes);
                 std::fs::write(
                     dir.join("changes.json"),
                     shared.redactor.to_json_pretty(&changes)?,
                 )?;
-                (before.clone(), changes)
+                if !bookkeeping.is_empty() {
+                    std::fs::write(
+                        dir.join("bookkeeping.json"),
+                        shared.redactor.to_json_pretty(&bookkeeping)?,
+                    )?;
+                }
+                (before.clone(), changes, bookkeeping)
             }
-            None => (Arc::new(Snapshot::default()), Changes::default()),
+            None => (
+                Arc::new(Snapshot::default()),
+                Changes::default(),
+                Changes::default(),
+            ),
         };
         let env: Vec<(OsString, OsString)> = gate_env(&shared.pipeline, phase);
         let emit = |report: &GateReport| {
@@ -371,6 +496,7 @@ async fn one_attempt(
                 before: &before,
                 after: &after,
                 changes: &changes,
+                bookkeeping: &bookkeeping,
                 env: &env,
                 logs: &dir,
                 cancel: &shared.cancel,
@@ -657,12 +783,33 @@ async fn agent_result(
         );
     }
     if !exit.success() {
-        let stderr_tail = process::tail(&dir.join("stderr.log"), 4096).unwrap_or_default();
+        // The start of standard error often holds the real message (a CLI's usage text follows
+        // it), the end what the program did last: both are kept.
+        let stderr =
+            process::head_and_tail(&dir.join("stderr.log"), 4096, 8192).unwrap_or_default();
+        // An agent may say what went wrong only in its output (Claude Code exits 1 with nothing
+        // on standard error and the API's message in its result event).
+        let reported = match &phase.worker {
+            Worker::Agent(a)
+                if shared.pipeline.agents[&a.value].response != ResponseFormat::Text =>
+            {
+                let format = shared.pipeline.agents[&a.value].response;
+                let log = dir.join("stdout.log");
+                tokio::task::spawn_blocking(move || response::extract(format, &log))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .and_then(|r| r.error)
+                    .map(|e| shared.redactor.redact(&e))
+            }
+            _ => None,
+        };
         return (
             Some(AgentFailure::Exit {
                 code: exit.code,
                 signal: exit.signal,
-                stderr_tail,
+                stderr,
+                reported,
             }),
             None,
         );
@@ -713,6 +860,19 @@ fn agent_response(
             return (
                 Some(AgentFailure::NoEvidence {
                     pattern: pattern.to_owned(),
+                }),
+                Some(response.text),
+            );
+        }
+    }
+    if let Some(tools) = &agent.evidence_tools {
+        let calls =
+            transcript::tool_calls(agent.response, &dir.join("stdout.log")).unwrap_or_default();
+        if !calls.any_succeeded(tools) {
+            return (
+                Some(AgentFailure::NoToolEvidence {
+                    tools: tools.clone(),
+                    failed: calls.failed,
                 }),
                 Some(response.text),
             );
@@ -801,6 +961,28 @@ pub fn gate_env(pipeline: &crate::model::Pipeline, phase: &Phase) -> Vec<(OsStri
         .chain(&phase.env)
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect()
+}
+
+/// Moves the changes to files the phase's agent keeps for itself (its `bookkeeping` globs) out
+/// of `changes`, and returns them.
+pub(crate) fn split_bookkeeping(shared: &Shared, phase: &Phase, changes: &mut Changes) -> Changes {
+    let Worker::Agent(agent) = &phase.worker else {
+        return Changes::default();
+    };
+    let globs = &shared.pipeline.agents[&agent.value].bookkeeping;
+    if globs.is_empty() {
+        return Changes::default();
+    }
+    let mut builder = globset::GlobSetBuilder::new();
+    // Lint rejects a glob that does not compile; one that still does not is left out.
+    for glob in globs
+        .iter()
+        .filter_map(|g| crate::language::compile_glob(g).ok())
+    {
+        builder.add(glob);
+    }
+    let set = builder.build().unwrap_or_default();
+    changes.split_off(|path| set.is_match(path))
 }
 
 /// Whether an attempt's changes to the workspace are read: by `scope`, `protect` and `changes`,

@@ -156,11 +156,12 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         Ok(Err(e)) => return refusal(format!("cannot read the workspace: {e}")),
         Err(e) => return refusal(format!("cannot read the workspace: {e}")),
     };
-    let changes = live
+    let mut changes = live
         .before
         .as_ref()
         .map(|before| before.diff(&after))
         .unwrap_or_default();
+    let bookkeeping = super::attempt::split_bookkeeping(shared, phase, &mut changes);
     let untracked = Snapshot::default();
     let alongside = shared
         .pipeline
@@ -182,6 +183,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         before: live.before.as_deref().unwrap_or(&untracked),
         after: &after,
         changes: &changes,
+        bookkeeping: &bookkeeping,
         env: &env,
         logs: &logs,
         cancel: &shared.cancel,

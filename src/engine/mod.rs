@@ -10,6 +10,7 @@ pub mod prompt;
 pub mod response;
 pub mod run;
 mod shell;
+pub(crate) mod transcript;
 pub mod watchdog;
 
 pub(crate) use attempt::attempt_prompt;

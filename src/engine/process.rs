@@ -466,6 +466,32 @@ pub fn tail(path: &Path, max_bytes: u64) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes[from..]).into_owned())
 }
 
+/// A log as text: all of it up to `head + tail` bytes, else its first `head` and last `tail`
+/// bytes around a line saying how much was left out.
+pub fn head_and_tail(path: &Path, head: u64, tail_bytes: u64) -> io::Result<String> {
+    use std::io::Read;
+
+    let len = std::fs::metadata(path)?.len();
+    if len <= head + tail_bytes {
+        return tail(path, len);
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(head)
+        .read_to_end(&mut bytes)?;
+    // A character cut at the end of the head is left out with the rest.
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) => text.to_owned(),
+        Err(e) if e.error_len().is_none() => {
+            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+    };
+    let end = tail(path, tail_bytes)?;
+    let left_out = len.saturating_sub(text.len() as u64 + end.len() as u64);
+    Ok(format!("{text}\n[… {left_out} bytes left out …]\n{end}"))
+}
+
 /// Creates (or truncates) a log file, and its folder when missing.
 ///
 /// Done on the calling thread: two quick system calls cost less than two trips to tokio's

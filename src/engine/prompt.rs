@@ -84,8 +84,14 @@ pub const PROMPT_VARIABLES: &[&str] = &[
 ];
 
 /// The placeholders replaced inside the arguments of an agent's `command`.
-pub const COMMAND_PLACEHOLDERS: &[&str] =
-    &["prompt", "prompt_file", "phase", "attempt", "workspace"];
+pub const COMMAND_PLACEHOLDERS: &[&str] = &[
+    "prompt",
+    "prompt_file",
+    "phase",
+    "attempt",
+    "workspace",
+    "session_id",
+];
 
 /// The placeholders replaced inside the arguments of an agent's `resume`: the command's, and the
 /// previous attempt's feedback.
@@ -95,6 +101,7 @@ pub const RESUME_PLACEHOLDERS: &[&str] = &[
     "phase",
     "attempt",
     "workspace",
+    "session_id",
     "feedback",
     "feedback_file",
 ];

@@ -73,6 +73,11 @@ pub enum ResponseError {
     /// The output of a `json` agent is not one JSON document.
     #[error("the agent's output is not one JSON document (response \"json\"): {0}")]
     InvalidJson(serde_json::Error),
+    /// A `codex-json` output without a single JSON event.
+    #[error(
+        "the agent's output has no JSON events (response \"codex-json\" expects Codex's `exec --json`); did the agent stop early?"
+    )]
+    NoEvents,
     /// A `claude-stream-json` output without a `result` event.
     #[error(
         "the agent's output has no `result` event (response \"claude-stream-json\" expects Claude Code's `--output-format stream-json`); did the agent stop early?"
@@ -87,6 +92,7 @@ pub enum ResponseError {
 ///   when it is an object with one, else the document written compactly.
 /// - `claude-stream-json`: the `result` of the last line whose `type` is `"result"`; lines that are
 ///   not JSON are skipped.
+/// - `codex-json`: the text of the last completed `agent_message` of Codex's `exec --json`.
 pub fn extract(format: ResponseFormat, stdout_log: &Path) -> Result<Response, ResponseError> {
     let io_error = |source| ResponseError::Io {
         path: stdout_log.to_path_buf(),
@@ -99,6 +105,114 @@ pub fn extract(format: ResponseFormat, stdout_log: &Path) -> Result<Response, Re
         }),
         ResponseFormat::Json => extract_json(stdout_log, io_error),
         ResponseFormat::ClaudeStreamJson => extract_stream_json(stdout_log, io_error),
+        ResponseFormat::CodexJson => extract_codex_json(stdout_log, io_error),
+    }
+}
+
+/// Calls `each` with every line of a JSON-lines log that is a JSON object, in order, until it
+/// returns `false`. Lines that are not objects (plain text a CLI printed) and lines longer than
+/// [`JSON_LIMIT`] are skipped: the log is read as a stream, in bounded memory per line.
+pub(crate) fn for_each_json_object(
+    path: &Path,
+    mut each: impl FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
+) -> io::Result<()> {
+    let file = File::open(path)?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let limit = usize::try_from(JSON_LIMIT).unwrap_or(usize::MAX);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let ended = read_line_limited(&mut reader, &mut line, limit)?;
+        if ended == LineEnd::Limit {
+            skip_line(&mut reader)?;
+        } else {
+            let text = trim_newline(&line);
+            let starts_object = text
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_some_and(|&b| b == b'{');
+            if starts_object {
+                if let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(text) {
+                    if !each(object) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        if ended == LineEnd::Eof {
+            return Ok(());
+        }
+    }
+}
+
+/// The `codex-json` format: Codex's `exec --json` events. The response is the text of the last
+/// completed `agent_message` item; a `turn.failed` event, or an `error` event in a turn that gave
+/// no answer, is the agent's error.
+fn extract_codex_json(
+    path: &Path,
+    io_error: impl Fn(io::Error) -> ResponseError,
+) -> Result<Response, ResponseError> {
+    let mut text: Option<String> = None;
+    let mut failed: Option<String> = None;
+    let mut error_event: Option<String> = None;
+    let mut events = 0_usize;
+    for_each_json_object(path, |event| {
+        events += 1;
+        match event.get("type").and_then(serde_json::Value::as_str) {
+            Some("item.completed") => {
+                let item = event.get("item").and_then(serde_json::Value::as_object);
+                if let Some(item) = item.filter(|i| {
+                    i.get("type").and_then(serde_json::Value::as_str) == Some("agent_message")
+                }) {
+                    text = item
+                        .get("text")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_owned);
+                }
+            }
+            Some("turn.failed") => {
+                failed = Some(
+                    event
+                        .get("error")
+                        .and_then(error_message)
+                        .unwrap_or_else(|| "the turn failed".to_owned()),
+                );
+            }
+            Some("error") => error_event = error_message(&serde_json::Value::Object(event)),
+            _ => {}
+        }
+        true
+    })
+    .map_err(&io_error)?;
+    if events == 0 {
+        return Err(ResponseError::NoEvents);
+    }
+    let error = failed
+        .or_else(|| error_event.filter(|_| text.is_none()))
+        .map(|message| {
+            format!(
+                "the agent reported an error: {}",
+                first_chars(&message, 500)
+            )
+        });
+    Ok(Response {
+        text: text.unwrap_or_default(),
+        error,
+    })
+}
+
+/// The message of an error value: a string, or an object's `message` (also one level down, as in
+/// `{"error": {"message": …}}`).
+pub(crate) fn error_message(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+        serde_json::Value::Object(fields) => fields
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .or_else(|| fields.get("error").and_then(error_message)),
+        _ => None,
     }
 }
 
@@ -216,9 +330,16 @@ fn extract_json(
     let document: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(ResponseError::InvalidJson)?;
     drop(bytes);
+    // Claude Code's result shape, or an `error` field as Gemini CLI writes it.
     let error = ResultEvent::deserialize(&document)
         .ok()
-        .and_then(|event| event.error());
+        .and_then(|event| event.error())
+        .or_else(|| {
+            document
+                .get("error")
+                .and_then(error_message)
+                .map(|m| format!("the agent reported an error: {}", first_chars(&m, 500)))
+        });
     let text = match &document {
         serde_json::Value::Object(fields) => ["result", "response"]
             .iter()

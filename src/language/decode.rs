@@ -11,7 +11,8 @@ use super::template::Substitution;
 use super::validate::{name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, rules};
 use crate::model::{
-    Agent, Gate, GateKind, Millis, OnFailure, Output, Prompt, ResponseFormat, Spanned, VerifyMode,
+    Agent, Gate, GateKind, Millis, OnFailure, Output, Prompt, ResponseFormat, SessionCapture,
+    Spanned, VerifyMode,
 };
 
 /// A phase body as written in a phase, a template or `defaults`, before they are merged.
@@ -460,10 +461,14 @@ impl Decoder<'_> {
             stdin: false,
             response: ResponseFormat::Text,
             evidence: None,
+            evidence_tools: None,
+            session_id: None,
+            bookkeeping: Vec::new(),
             timeout: None,
             idle_timeout: None,
             env: BTreeMap::new(),
         };
+        let mut evidence_tools = None;
         for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
             match child.name().value() {
                 kind @ ("command" | "resume") => {
@@ -488,6 +493,7 @@ impl Decoder<'_> {
                     agent.response = match origin.arg(child, 0).as_ref().map(|a| a.value.as_str()) {
                         Some("json") => ResponseFormat::Json,
                         Some("claude-stream-json") => ResponseFormat::ClaudeStreamJson,
+                        Some("codex-json") => ResponseFormat::CodexJson,
                         _ => ResponseFormat::Text,
                     };
                 }
@@ -502,6 +508,25 @@ impl Decoder<'_> {
                         agent.evidence = Some(pattern.value);
                     }
                 }
+                "evidence-tools" => {
+                    let names = origin.args(child);
+                    for name in &names {
+                        self.empty(
+                            name,
+                            "an empty tool name matches no tool call",
+                            "Write a tool's name as the agent reports it, e.g. `evidence-tools \"Write\" \"Edit\"`, or no name for any tool.",
+                        );
+                    }
+                    agent.evidence_tools = Some(names.into_iter().map(|n| n.value).collect());
+                    evidence_tools = Some(child);
+                }
+                "session-id" => agent.session_id = self.session_capture(child, origin),
+                "bookkeeping" => {
+                    for glob in origin.args(child) {
+                        self.glob(&glob);
+                        agent.bookkeeping.push(glob.value);
+                    }
+                }
                 "timeout" => agent.timeout = origin.arg(child, 0).and_then(|d| self.duration(&d)),
                 "idle-timeout" => {
                     agent.idle_timeout = origin.arg(child, 0).and_then(|d| self.duration(&d))
@@ -514,6 +539,19 @@ impl Decoder<'_> {
                 _ => {}
             }
         }
+        if let Some(node) = evidence_tools.filter(|_| !agent.response.shows_tool_calls()) {
+            self.report(
+                Diagnostic::new(
+                    &rules::EVIDENCE_TOOLS_FORMAT,
+                    super::validate::name_span(file, node),
+                    format!(
+                        "agent \"{}\" asks for `evidence-tools`, but its output is not an event stream helixflow can read tool calls from",
+                        name.value
+                    ),
+                )
+                .label("needs `response \"claude-stream-json\"` or `\"codex-json\"`"),
+            );
+        }
         if agent.command.is_empty() {
             self.report(
                 Diagnostic::new(
@@ -525,6 +563,49 @@ impl Decoder<'_> {
             );
         }
         Some(agent)
+    }
+
+    /// Decodes `session-id json=KEY` or `session-id regex=RE`: exactly one of the two.
+    fn session_capture(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<SessionCapture> {
+        let json = origin.prop(node, "json");
+        let regex = origin.prop(node, "regex");
+        match (json, regex) {
+            (Some(key), None) => {
+                self.empty(
+                    &key,
+                    "an empty JSON key names no field",
+                    "Write the field that holds the session id, e.g. `session-id json=\"session_id\"`.",
+                );
+                Some(SessionCapture::Json(key.value))
+            }
+            (None, Some(pattern)) => {
+                self.empty(
+                    &pattern,
+                    "an empty pattern captures no session id",
+                    "Write a pattern whose first group is the id, e.g. `session-id regex=\"session: (\\S+)\"`.",
+                );
+                self.regex(&pattern);
+                Some(SessionCapture::Regex(pattern.value))
+            }
+            (json, regex) => {
+                let both = json.is_some();
+                let span =
+                    regex.map_or_else(|| super::validate::name_span(origin.file, node), |r| r.span);
+                self.report(
+                    Diagnostic::new(
+                        &rules::SESSION_ID_SOURCE,
+                        span,
+                        if both {
+                            "`session-id` takes `json=` or `regex=`, not both"
+                        } else {
+                            "`session-id` says where the id is: `json=` or `regex=`"
+                        },
+                    )
+                    .label(if both { "one too many" } else { "no source" }),
+                );
+                None
+            }
+        }
     }
 
     /// Decodes the children of a phase, template or `defaults` block.

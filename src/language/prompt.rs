@@ -515,6 +515,16 @@ impl Decoder<'_> {
                     .next()
                     .unwrap_or_default();
                 if placeholder.is_name() {
+                    if placeholder.inner == "prompt" {
+                        self.diagnostics.push(
+                            Diagnostic::new(
+                                &rules::PROMPT_IN_ARGV,
+                                span,
+                                "the prompt is passed as one argument, which Linux limits to 128 KiB",
+                            )
+                            .label("the whole prompt, in one argument"),
+                        );
+                    }
                     if known.contains(&placeholder.inner) {
                         continue;
                     }

@@ -275,6 +275,10 @@ pub const RESPONSE_FORMATS: &[Choice] = &[
         value: "claude-stream-json",
         doc: "The final `result` event of Claude Code's `--output-format stream-json`.",
     },
+    Choice {
+        value: "codex-json",
+        doc: "The last `agent_message` of Codex's `exec --json` events; `turn.failed` and `error` events are the agent's error.",
+    },
 ];
 
 const fn arg(name: &'static str, ty: ValueType, doc: &'static str) -> Arg {
@@ -538,11 +542,11 @@ pub static NODES: &[NodeSchema] = &[
         args: &[arg(
             "ARG",
             ValueType::String,
-            "One argument; `{{ prompt }}`, `{{ prompt_file }}`, `{{ phase }}`, `{{ attempt }}`, `{{ workspace }}` are replaced inside it.",
+            "One argument; `{{ prompt }}`, `{{ prompt_file }}`, `{{ phase }}`, `{{ attempt }}`, `{{ workspace }}`, `{{ session_id }}` are replaced inside it.",
         )],
         min_args: 1,
         variadic: true,
-        doc: "The agent's argv (never a shell string). Placeholders are replaced inside single arguments; everything else, `{%` and other `{{ … }}` included, is passed byte for byte. A prompt is never shell-interpreted.",
+        doc: "The agent's argv (never a shell string). Placeholders are replaced inside single arguments; everything else, `{%` and other `{{ … }}` included, is passed byte for byte. A prompt is never shell-interpreted. `{{ session_id }}` is a new UUID for each session helixflow starts (for CLIs that take one, e.g. `claude --session-id`). Linux limits one argument to 128 KiB: prefer `stdin #true` or `{{ prompt_file }}` to `{{ prompt }}`.",
         ..BASE
     },
     NodeSchema {
@@ -555,7 +559,7 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         variadic: true,
-        doc: "argv for retry attempts (session continuation, e.g. `--continue`). Without it, retries use `command` with the re-rendered prompt.",
+        doc: "argv for retries that continue the worker's own session of this run and phase: `{{ session_id }}` is the id the agent reported (`session-id`), else the id given to its `command`. A retry uses it only when there is a session to continue (with `session-id`: once an id was read from the output); otherwise it runs `command` with the full prompt and the feedback. `{{ feedback }}` is the previous attempt's feedback, cut to 64 KiB. Without `resume`, retries use `command` with the re-rendered prompt.",
         ..BASE
     },
     NodeSchema {
@@ -566,7 +570,7 @@ pub static NODES: &[NodeSchema] = &[
             ValueType::Bool,
             "Whether the prompt goes to standard input.",
         )],
-        doc: "Write the prompt to the agent's standard input instead of passing it in argv.",
+        doc: "Write the message to the agent's standard input instead of passing it in argv: the prompt for `command`, the feedback for `resume`. No size limit applies, and a prompt that starts with `-` is never read as an option.",
         ..BASE
     },
     NodeSchema {
@@ -591,6 +595,49 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         doc: "The agent's transcript (stdout and stderr, each searched as one text) must match this regex, else the attempt counts as skipped work. `\\n` matches a line break and `^`/`$` match at every line; a log is searched in 8 MiB windows that overlap by 1 MiB, so a match longer than 1 MiB may be missed where it crosses from one window into the next.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "evidence-tools",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "TOOL",
+            ValueType::String,
+            "A tool's name as the agent reports it (`Write`, `Edit`, `Bash`; for Codex `command_execution`, `file_change`).",
+        )],
+        variadic: true,
+        doc: "The agent's transcript must show a tool call that succeeded (of one of the named tools, when names are given), else the attempt counts as skipped work. A call refused by a permission rule or that failed does not count. Needs `response \"claude-stream-json\"` or `\"codex-json\"`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "session-id",
+        contexts: &[Context::Agent],
+        props: &[
+            prop(
+                "json",
+                ValueType::String,
+                "The top-level field holding the id, in the first JSON line of standard output that has it (Claude Code `session_id`, Codex `thread_id`).",
+            ),
+            prop(
+                "regex",
+                ValueType::Regex,
+                "A regex over standard output; its first group (or the whole match) is the id.",
+            ),
+        ],
+        doc: "How helixflow reads the id of the session the agent's CLI started: a retry's `resume` continues exactly that session (`{{ session_id }}`), and when none was reported (the first attempt never reached the model) the retry starts over with `command` and the full prompt.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "bookkeeping",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "GLOB",
+            ValueType::Glob,
+            "Files the agent writes for itself, e.g. `.aider.chat.history.md`.",
+        )],
+        min_args: 1,
+        variadic: true,
+        doc: "Files the agent's CLI keeps for itself (histories, caches). `scope` and `changes` do not count them, a verifier that writes them is not voided for it (they are still undone), and each attempt's journal lists them in `bookkeeping.json`; `protect` still covers them.",
         ..BASE
     },
     NodeSchema {

@@ -4,7 +4,7 @@
 //! the agent as `{{ feedback }}` and snapshot-tested). Each gate detail is kept verbatim: its first
 //! line becomes a list item, and any further lines (a source line with its caret, a command's output)
 //! a fenced block under it, so alignment survives. Redaction is the caller's job: gate details are
-//! redacted when the gates run, and `stderr_tail` must be redacted before it gets here.
+//! redacted when the gates run, and an agent's `stderr` must be redacted before it gets here.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -15,6 +15,11 @@ use crate::model::{Phase, Worker};
 /// Most lines of the agent's standard error quoted.
 const STDERR_LINES: usize = 40;
 
+/// The most feedback an agent is given, in bytes: it fits in one argument (Linux allows 128 KiB)
+/// with room for the rest of a prompt. Longer feedback keeps its start and its end, and names the
+/// file that holds all of it.
+pub const AGENT_FEEDBACK_LIMIT: usize = 64 * 1024;
+
 /// Why the agent (or `run` step) itself failed, before any gate ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentFailure {
@@ -24,8 +29,11 @@ pub enum AgentFailure {
         code: Option<i32>,
         /// The signal that ended it, when one did.
         signal: Option<i32>,
-        /// The end of its standard error (already redacted).
-        stderr_tail: String,
+        /// Its standard error, or the start and the end of a long one (already redacted).
+        stderr: String,
+        /// The error the agent reported in its output (Claude's `is_error` result, a JSON
+        /// `error`), when it did.
+        reported: Option<String>,
     },
     /// helixflow stopped it for a timeout.
     Timeout {
@@ -41,6 +49,13 @@ pub enum AgentFailure {
         /// The `evidence` regex.
         pattern: String,
     },
+    /// No tool call of its transcript succeeded (`evidence-tools`).
+    NoToolEvidence {
+        /// The tools asked for; empty for any.
+        tools: Vec<String>,
+        /// The calls that were refused or failed.
+        failed: Vec<String>,
+    },
 }
 
 impl AgentFailure {
@@ -48,13 +63,72 @@ impl AgentFailure {
     /// the response could not be read, or the evidence is missing. None for exits and timeouts.
     pub fn error(&self) -> Option<String> {
         match self {
-            AgentFailure::Exit { .. } | AgentFailure::Timeout { .. } => None,
+            AgentFailure::Exit { reported, .. } => reported.clone(),
+            AgentFailure::Timeout { .. } => None,
             AgentFailure::Response(reason) => Some(reason.clone()),
             AgentFailure::NoEvidence { pattern } => Some(format!(
                 "the agent's transcript does not match its evidence `{pattern}`: the work looks skipped"
             )),
+            AgentFailure::NoToolEvidence { tools, failed } => Some(format!(
+                "no {} call of the agent succeeded{}: the work looks skipped",
+                tool_names(tools),
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} refused or failed)", failed.len())
+                }
+            )),
         }
     }
+}
+
+/// "tool" or "`Write`/`Edit`".
+fn tool_names(tools: &[String]) -> String {
+    if tools.is_empty() {
+        "tool".to_owned()
+    } else {
+        tools
+            .iter()
+            .map(|t| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+/// The feedback as an agent is given it: whole up to [`AGENT_FEEDBACK_LIMIT`] bytes, else its
+/// start and its end around a line naming `file`, which holds all of it.
+pub fn for_agent(text: &str, file: &std::path::Path) -> String {
+    if text.len() <= AGENT_FEEDBACK_LIMIT {
+        return text.to_owned();
+    }
+    let note = format!(
+        "\n\n[… {{}} bytes of this feedback are left out here; all of it is in {} …]\n\n",
+        file.display()
+    );
+    let room = AGENT_FEEDBACK_LIMIT.saturating_sub(note.len() + 20);
+    let head_end = floor_char_boundary(text, room * 3 / 4);
+    let tail_start = ceil_char_boundary(text, text.len() - (room - head_end));
+    let left_out = tail_start - head_end;
+    format!(
+        "{}{}{}",
+        &text[..head_end],
+        note.replace("{}", &left_out.to_string()),
+        &text[tail_start..]
+    )
+}
+
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
 }
 
 /// The feedback text (Markdown) for the attempt after `attempt`: what failed, precisely.
@@ -145,20 +219,32 @@ fn agent_section(out: &mut String, noun: &str, failure: &AgentFailure) {
         AgentFailure::Exit {
             code,
             signal,
-            stderr_tail,
+            stderr,
+            reported,
         } => {
             let _ = writeln!(out, "## The {noun} failed\n");
+            // What the agent itself said went wrong comes first: it is the real cause, and the
+            // exit code only its echo.
+            if let Some(reported) = reported {
+                let _ = writeln!(out, "{}\n", capitalized(reported));
+            }
             let how = match (code, signal) {
                 (_, Some(signal)) => format!("was ended by {}", signal_name(*signal)),
                 (Some(code), None) => format!("exited with code {code}"),
                 (None, None) => "exited abnormally".to_owned(),
             };
             let _ = write!(out, "The {noun} {how}.");
-            if stderr_tail.trim().is_empty() {
+            let stderr = console::strip_ansi_codes(stderr);
+            if stderr.trim().is_empty() {
                 out.push_str(" It wrote nothing to standard error.\n\n");
             } else {
-                out.push_str(" The end of its standard error:\n\n");
-                fenced(out, "", &last_lines(stderr_tail, STDERR_LINES));
+                let (shown, whole) = first_and_last_lines(&stderr, STDERR_LINES);
+                out.push_str(if whole {
+                    " Its standard error:\n\n"
+                } else {
+                    " The start and the end of its standard error:\n\n"
+                });
+                fenced(out, "", &shown);
                 out.push('\n');
             }
         }
@@ -187,6 +273,21 @@ fn agent_section(out: &mut String, noun: &str, failure: &AgentFailure) {
         AgentFailure::Response(reason) => {
             let _ = writeln!(out, "## The {noun}'s final response could not be read\n");
             let _ = writeln!(out, "{reason}\n");
+        }
+        AgentFailure::NoToolEvidence { tools, failed } => {
+            let _ = writeln!(out, "## The work looks skipped\n");
+            let _ = write!(out, "None of your {} calls succeeded", tool_names(tools));
+            if failed.is_empty() {
+                out.push_str(": you made none.");
+            } else {
+                let _ = write!(
+                    out,
+                    ": {} were refused or failed ({}).",
+                    failed.len(),
+                    failed.join(", ")
+                );
+            }
+            out.push_str(" Do the work with your tools; do not only describe it.\n\n");
         }
         AgentFailure::NoEvidence { pattern } => {
             let _ = writeln!(out, "## The work looks skipped\n");
@@ -248,9 +349,31 @@ fn intro(kind: &str) -> Option<&'static str> {
 }
 
 /// The last `max` lines of `text`, without trailing blank lines.
-fn last_lines(text: &str, max: usize) -> String {
+/// At most `max` lines of `text`: all of them, or the first quarter and the rest from its end
+/// around a line saying how many were left out; and whether it is all of them. A CLI's first
+/// line is often the real error, and its last lines what it did at the end.
+fn first_and_last_lines(text: &str, max: usize) -> (String, bool) {
     let lines: Vec<&str> = text.trim_end().lines().collect();
-    lines[lines.len().saturating_sub(max)..].join("\n")
+    if lines.len() <= max {
+        return (lines.join("\n"), true);
+    }
+    let head = max / 4;
+    let tail = max - head;
+    let mut shown: Vec<String> = lines[..head].iter().map(|l| (*l).to_owned()).collect();
+    shown.push(format!(
+        "[… {} lines left out …]",
+        lines.len() - head - tail
+    ));
+    shown.extend(lines[lines.len() - tail..].iter().map(|l| (*l).to_owned()));
+    (shown.join("\n"), false)
+}
+
+/// `text` with its first letter in upper case.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().collect::<String>() + chars.as_str()
+    })
 }
 
 /// A Markdown list item: the first line as the item, further lines in a fenced block under it.

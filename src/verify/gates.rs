@@ -70,8 +70,11 @@ pub struct GateContext<'a> {
     pub before: &'a Snapshot,
     /// The workspace after the attempt.
     pub after: &'a Snapshot,
-    /// What the attempt changed: the diff of `before` and `after`.
+    /// What the attempt changed: the diff of `before` and `after`, without `bookkeeping`.
     pub changes: &'a Changes,
+    /// What the attempt changed among the files its agent keeps for itself (`bookkeeping`):
+    /// `scope` and `changes` do not count them; `protect` does.
+    pub bookkeeping: &'a Changes,
     /// Pipeline env then phase env, added to helixflow's environment for gate commands.
     pub env: &'a [(std::ffi::OsString, std::ffi::OsString)],
     /// The attempt folder: command gates write `gate-<n>-<name>.stdout`/`.stderr` here.
@@ -566,6 +569,7 @@ fn protect_gate(ctx: &GateContext<'_>) -> Finding {
     };
     Finding::from_problems(
         changed(ctx.changes)
+            .chain(changed(ctx.bookkeeping))
             .filter(|(path, _)| set.is_match(path))
             .map(|(path, how)| format!("protected file `{path}` was {how}"))
             .collect(),

@@ -130,6 +130,21 @@ impl Changes {
     pub fn len(&self) -> usize {
         self.created.len() + self.modified.len() + self.deleted.len()
     }
+
+    /// Moves the paths `matches` accepts out of these changes, into changes of their own.
+    pub fn split_off(&mut self, matches: impl Fn(&str) -> bool) -> Changes {
+        let split = |paths: &mut Vec<String>| {
+            let (taken, kept): (Vec<String>, Vec<String>) =
+                std::mem::take(paths).into_iter().partition(|p| matches(p));
+            *paths = kept;
+            taken
+        };
+        Changes {
+            created: split(&mut self.created),
+            modified: split(&mut self.modified),
+            deleted: split(&mut self.deleted),
+        }
+    }
 }
 
 /// How to take a snapshot.

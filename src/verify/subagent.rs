@@ -315,7 +315,15 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     };
 
     let mut reasons = Vec::new();
-    if !restoration.changed.is_empty() {
+    // Files the verifier's CLI keeps for itself (`bookkeeping`) are undone like any change, but
+    // writing them is not reviewing badly.
+    let only_bookkeeping = {
+        let mut changed = restoration.changed.clone();
+        let set = glob_set(&c.verifier.bookkeeping);
+        changed.split_off(|path| set.is_match(path));
+        changed.is_empty() && restoration.not_restored.is_empty()
+    };
+    if !restoration.changed.is_empty() && !only_bookkeeping {
         reasons.push(restoration.reason());
     }
     let exit = match run {
@@ -905,6 +913,18 @@ fn closing_note(left_out: &[&str]) -> String {
     note
 }
 
+/// The globs that compile, as one set.
+fn glob_set(globs: &[String]) -> globset::GlobSet {
+    let mut builder = globset::GlobSetBuilder::new();
+    for glob in globs
+        .iter()
+        .filter_map(|g| crate::language::compile_glob(g).ok())
+    {
+        builder.add(glob);
+    }
+    builder.build().unwrap_or_default()
+}
+
 /// The verifier's command, environment, limits and logs.
 fn verifier_spec(c: &SubAgentCheck<'_>, prompt: &str, prompt_file: &Path) -> io::Result<ChildSpec> {
     let verifier = c.verifier;
@@ -914,6 +934,8 @@ fn verifier_spec(c: &SubAgentCheck<'_>, prompt: &str, prompt_file: &Path) -> io:
         ("phase", c.phase.name.value.clone()),
         ("attempt", c.attempt.to_string()),
         ("workspace", c.workspace.display().to_string()),
+        // A review is a session of its own, never one a worker continues.
+        ("session_id", uuid::Uuid::new_v4().to_string()),
     ]);
     let argv = render_argv(&verifier.command, &values);
     let mut spec = ChildSpec::argv(
@@ -1080,6 +1102,18 @@ fn judge_response(c: &SubAgentCheck<'_>) -> (Option<Verdict>, Vec<String>) {
             },
             Err(error) => problems.push(format!(
                 "the verifier's `evidence` pattern is not a valid regex: {error}"
+            )),
+        }
+    }
+    if let Some(tools) = &verifier.evidence_tools {
+        match crate::engine::transcript::tool_calls(verifier.response, &stdout) {
+            Ok(calls) if calls.any_succeeded(tools) => {}
+            Ok(_) => problems.push(
+                "no tool call of the verifier succeeded (`evidence-tools`): the review looks skipped"
+                    .to_owned(),
+            ),
+            Err(error) => problems.push(format!(
+                "the verifier's transcript cannot be read for `evidence-tools`: {error}"
             )),
         }
     }
