@@ -482,6 +482,29 @@ fn a_retry_with_no_session_to_continue_starts_over_with_the_task_and_the_feedbac
 }
 
 #[test]
+fn dry_run_shows_the_argv_of_a_retry_and_what_goes_to_standard_input() {
+    let test = Test::new()
+        .file("agent.py", SESSION_AGENT)
+        .pipeline(SESSION_PIPELINE);
+    let outcome = test.with_args(&["run", "--dry-run"]).run().code(0);
+    let stdout = outcome.stdout_redacted();
+    assert!(
+        stdout.contains("agent \"cli\": python3 agent.py worker --id '<new session id>'"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("retries: python3 agent.py worker --resume '<the session to continue>'"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "standard input: the prompt; on a retry that continues the session, the feedback"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn an_argument_over_the_os_limit_fails_the_attempt_before_anything_starts() {
     let test = Test::new()
         .file("agent.py", RECORDING_AGENT)
@@ -514,7 +537,9 @@ if shape == "claude":
     print(json.dumps({"type": "result", "subtype": "success", "is_error": True,
                       "result": "Invalid API key · Fix external API key", "session_id": "s"}))
 elif shape == "gemini":
-    print(json.dumps({"error": {"type": "Error", "message": "[API Error: quota exceeded]", "code": 1}}))
+    # Gemini CLI writes its API errors to standard error, after other lines.
+    sys.stderr.write("Loaded cached credentials.\n")
+    sys.stderr.write(json.dumps({"error": {"type": "Error", "message": "[API Error: quota exceeded]", "code": 1}}, indent=2) + "\n")
 elif shape == "codex":
     print(json.dumps({"type": "thread.started", "thread_id": "t"}))
     print(json.dumps({"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized"}}))

@@ -105,6 +105,7 @@ impl Review {
             redactor: Arc::new(self.redactor.clone()),
             grace: Duration::from_millis(200),
             attempt: 2,
+            alongside: &[],
         };
         runtime()
             .block_on(subagent::check(&check))
@@ -591,6 +592,7 @@ fn a_verifier_that_cannot_start_is_an_error() {
         redactor: Arc::new(Redactor::default()),
         grace: Duration::from_millis(200),
         attempt: 1,
+        alongside: &[],
     };
     let error = runtime()
         .block_on(subagent::check(&check))
@@ -768,6 +770,7 @@ fn the_prompt_shows_task_outputs_gates_changes_and_diff() {
         redactor: Arc::new(Redactor::default()),
         grace: Duration::from_millis(200),
         attempt: 2,
+        alongside: &[],
     };
     let diff = subagent::diff_of_changes(&workspace, &review.before, &changes);
     let prompt = subagent::verification_prompt(&check, &diff);
@@ -905,6 +908,7 @@ fn a_prompt_too_long_for_the_command_line_says_how_to_pass_it() {
         redactor: Arc::new(Redactor::default()),
         grace: Duration::from_millis(200),
         attempt: 1,
+        alongside: &[],
     };
     let error = runtime()
         .block_on(subagent::check(&check))

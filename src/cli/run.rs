@@ -282,16 +282,49 @@ fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
                 let agent = &pipeline.agents[&name.value];
                 let prompt = attempt_prompt(phase, 1, attempts, "")
                     .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
-                let values = BTreeMap::from([
+                let mut values = BTreeMap::from([
                     ("prompt", prompt.clone()),
                     ("prompt_file", "<attempt folder>/prompt.md".to_owned()),
                     ("phase", phase.name.value.clone()),
                     ("attempt", "1".to_owned()),
                     ("workspace", pipeline.workspace.display().to_string()),
+                    ("session_id", "<new session id>".to_owned()),
                 ]);
-                let argv = render_argv(&agent.command, &values);
-                let shown: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-                let _ = writeln!(out, "  agent \"{}\": {}", name.value, shown.join(" "));
+                let shown = |argv: &[String], values: &BTreeMap<&str, String>| {
+                    render_argv(argv, values)
+                        .iter()
+                        .map(|a| shell_quote(a))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let _ = writeln!(
+                    out,
+                    "  agent \"{}\": {}",
+                    name.value,
+                    shown(&agent.command, &values)
+                );
+                if let Some(resume) = &agent.resume {
+                    values.insert("attempt", "N".to_owned());
+                    values.insert("prompt_file", "<attempt folder>/prompt.md".to_owned());
+                    values.insert("session_id", "<the session to continue>".to_owned());
+                    values.insert("feedback", "<feedback of the previous attempt>".to_owned());
+                    values.insert(
+                        "feedback_file",
+                        "<previous attempt folder>/feedback.md".to_owned(),
+                    );
+                    let _ = writeln!(out, "  retries: {}", shown(resume, &values));
+                }
+                if agent.stdin {
+                    let _ = writeln!(
+                        out,
+                        "  standard input: the prompt{}",
+                        if agent.resume.is_some() {
+                            "; on a retry that continues the session, the feedback"
+                        } else {
+                            ""
+                        }
+                    );
+                }
                 let _ = writeln!(out, "  prompt:");
                 for line in prompt.lines() {
                     let _ = writeln!(out, "    | {line}");

@@ -17,7 +17,7 @@ use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
 use super::transcript;
-use crate::model::{Agent, GateKind, Phase, ResponseFormat, VerifyMode, Worker};
+use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
 use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
@@ -634,6 +634,7 @@ async fn sub_agent(
         redactor: shared.redactor.clone(),
         grace: shared.options.grace,
         attempt,
+        alongside: &phases_alongside(shared, phase_index(shared, phase)),
     };
     let outcome = subagent::check(&check).await?;
     Ok(match &outcome {
@@ -790,19 +791,18 @@ async fn agent_result(
         // An agent may say what went wrong only in its output (Claude Code exits 1 with nothing
         // on standard error and the API's message in its result event).
         let reported = match &phase.worker {
-            Worker::Agent(a)
-                if shared.pipeline.agents[&a.value].response != ResponseFormat::Text =>
-            {
+            Worker::Agent(a) => {
                 let format = shared.pipeline.agents[&a.value].response;
-                let log = dir.join("stdout.log");
-                tokio::task::spawn_blocking(move || response::extract(format, &log))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .and_then(|r| r.error)
-                    .map(|e| shared.redactor.redact(&e))
+                let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
+                tokio::task::spawn_blocking(move || {
+                    response::reported_error(format, &stdout, &stderr)
+                })
+                .await
+                .ok()
+                .flatten()
+                .map(|e| shared.redactor.redact(&e))
             }
-            _ => None,
+            Worker::Run(_) => None,
         };
         return (
             Some(AgentFailure::Exit {
@@ -1087,6 +1087,16 @@ pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
         .into_iter()
         .filter_map(|i| shared.pipeline.phases.get(i))
         .collect()
+}
+
+/// The index of `phase` in the pipeline.
+fn phase_index(shared: &Shared, phase: &Phase) -> usize {
+    shared
+        .pipeline
+        .phases
+        .iter()
+        .position(|p| std::ptr::eq(p, phase))
+        .unwrap_or(usize::MAX)
 }
 
 /// Notes a phase as running for as long as it lives.

@@ -109,6 +109,48 @@ pub fn extract(format: ResponseFormat, stdout_log: &Path) -> Result<Response, Re
     }
 }
 
+/// The error an agent reported in its output, per its `response` format, when it did: from the
+/// response on standard output, or (for `json`, as Gemini CLI writes its API errors) a JSON
+/// document with an `error` on standard error.
+pub fn reported_error(
+    format: ResponseFormat,
+    stdout_log: &Path,
+    stderr_log: &Path,
+) -> Option<String> {
+    if format == ResponseFormat::Text {
+        return None;
+    }
+    if let Some(error) = extract(format, stdout_log).ok().and_then(|r| r.error) {
+        return Some(error);
+    }
+    if format != ResponseFormat::Json {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    File::open(stderr_log)
+        .ok()?
+        .take(JSON_LIMIT)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    // The document may follow other lines (warnings); it starts at the beginning of a line.
+    let starts = std::iter::once(0).chain(
+        bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .map(|(at, _)| at + 1),
+    );
+    starts
+        .filter(|&at| bytes.get(at) == Some(&b'{'))
+        .find_map(|at| {
+            let mut documents =
+                serde_json::Deserializer::from_slice(&bytes[at..]).into_iter::<serde_json::Value>();
+            let document = documents.next()?.ok()?;
+            document.get("error").and_then(error_message)
+        })
+        .map(|m| format!("the agent reported an error: {}", first_chars(&m, 500)))
+}
+
 /// Calls `each` with every line of a JSON-lines log that is a JSON object, in order, until it
 /// returns `false`. Lines that are not objects (plain text a CLI printed) and lines longer than
 /// [`JSON_LIMIT`] are skipped: the log is read as a stream, in bounded memory per line.

@@ -523,6 +523,17 @@ impl<'c> LeftToOthers<'c> {
     }
 }
 
+/// Whether a changed path is the work of a phase running alongside `phase`: outside `phase`'s
+/// own `scope` and `outputs`, and claimed by one of theirs.
+pub fn claimed_by_others(
+    phase: &Phase,
+    alongside: &[&Phase],
+) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+    let own = claims(phase);
+    let others: Vec<GlobSet> = alongside.iter().map(|p| claims(p)).collect();
+    move |path: &str| !own.is_match(path) && others.iter().any(|claim| claim.is_match(path))
+}
+
 /// The files a phase declares as its own: its `scope` globs and its `file` and `glob` outputs.
 /// Globs that do not compile claim nothing (the phase's own gates report them).
 fn claims(phase: &Phase) -> GlobSet {

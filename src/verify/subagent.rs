@@ -131,6 +131,10 @@ pub struct SubAgentCheck<'a> {
     pub grace: Duration,
     /// The attempt under review, counting from 1.
     pub attempt: u32,
+    /// The phases running alongside. A change during the review that one of them claims (its
+    /// `scope` or `outputs`, not this phase's) is that phase's work: neither undone nor held
+    /// against the verifier.
+    pub alongside: &'a [&'a Phase],
 }
 
 /// The verifier's JSON verdict.
@@ -311,7 +315,8 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
             rules: guard.ignore_rules(),
             ..SnapshotOptions::default()
         };
-        blocking(move || undo_changes(&workspace, &guard, &options)).await?
+        let others = super::gates::claimed_by_others(c.phase, c.alongside);
+        blocking(move || undo_changes(&workspace, &guard, &options, &others)).await?
     };
 
     let mut reasons = Vec::new();
@@ -1035,9 +1040,12 @@ fn undo_changes(
     workspace: &Path,
     guard: &Snapshot,
     options: &SnapshotOptions,
+    others: &impl Fn(&str) -> bool,
 ) -> io::Result<Restoration> {
     let after = Snapshot::take(workspace, options, Some(guard))?;
-    let changed = guard.diff(&after);
+    let mut changed = guard.diff(&after);
+    // Left to the phases running alongside, whose work they are.
+    changed.split_off(others);
     if changed.is_empty() {
         return Ok(Restoration::default());
     }
@@ -1046,7 +1054,9 @@ fn undo_changes(
         .err()
         .map(|e| e.to_string());
     let now = Snapshot::take(workspace, options, Some(&after))?;
-    let mut not_restored: Vec<String> = guard.diff(&now).all().map(str::to_owned).collect();
+    let mut still = guard.diff(&now);
+    still.split_off(others);
+    let mut not_restored: Vec<String> = still.all().map(str::to_owned).collect();
     not_restored.sort_unstable();
     Ok(Restoration {
         changed,
