@@ -67,6 +67,37 @@ fn self_mode_fails_an_agent_that_never_verifies() {
 }
 
 #[test]
+fn the_verify_command_is_named_as_an_agent_s_permission_rules_expect_it() {
+    // `helixflow` on PATH is this binary: the agent is told `helixflow verify`, which rules such
+    // as Claude Code's `--allowedTools "Bash(helixflow verify:*)"` match.
+    let exe = Path::new(env!("CARGO_BIN_EXE_helixflow"));
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let test = self_pipeline("echo 'x = 1' > out.py\n", 0).env("PATH", &path);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let prompt_of = |test: &Test| {
+        std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/prompt.md"))
+            .unwrap()
+    };
+    assert!(
+        prompt_of(&test).contains("\n    helixflow verify\n"),
+        "{}",
+        prompt_of(&test)
+    );
+    // Elsewhere on PATH, or not at all: by its path, which is sure to be this binary.
+    let test = self_pipeline("echo 'x = 1' > out.py\n", 0).env("PATH", "/usr/bin:/bin");
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert!(
+        prompt_of(&test).contains(&format!("\n    {} verify\n", exe.display())),
+        "{}",
+        prompt_of(&test)
+    );
+}
+
+#[test]
 fn self_mode_fails_an_agent_that_sees_verify_fail_and_exits_anyway() {
     let test = self_pipeline("echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n", 0);
     test.with_args(&["run", "--no-progress"]).run().code(1);

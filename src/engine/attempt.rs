@@ -686,12 +686,10 @@ pub(crate) fn attempt_prompt(
 
 /// What a `self`-verified agent is told: the outputs, the gates, and the exact command.
 fn verify_instructions(phase: &Phase) -> String {
-    let exe = std::env::current_exe()
-        .map_or_else(|_| "helixflow".to_owned(), |p| p.display().to_string());
     let mut text = String::from("## Verify your work before you finish\n\n");
     text.push_str(&format!(
         "Before you finish, run this command in the workspace:\n\n    {} verify\n\n",
-        super::prompt::shell_quote(&exe)
+        super::prompt::shell_quote(&verify_program())
     ));
     text.push_str(
         "It checks the expected outputs and the gates below and records a receipt. This phase passes only if \
@@ -711,6 +709,23 @@ fn verify_instructions(phase: &Phase) -> String {
         }
     }
     text
+}
+
+/// How the agent is told to start `helixflow verify`: as `helixflow` when that name on `PATH` is
+/// this very program (an agent's permission rules, such as Claude Code's
+/// `--allowedTools "Bash(helixflow verify:*)"`, match the command as written), else by its path.
+fn verify_program() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "helixflow".to_owned();
+    };
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| super::shell::find_program("helixflow", &path))
+        .and_then(|found| found.canonicalize().ok());
+    if on_path.is_some_and(|found| exe.canonicalize().is_ok_and(|exe| exe == found)) {
+        "helixflow".to_owned()
+    } else {
+        exe.display().to_string()
+    }
 }
 
 /// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since.
