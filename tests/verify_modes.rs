@@ -98,6 +98,41 @@ fn the_verify_command_is_named_as_an_agent_s_permission_rules_expect_it() {
 }
 
 #[test]
+fn verify_outside_a_run_redacts_secrets_on_the_terminal_and_in_its_logs() {
+    let test = Test::new()
+        .pipeline(
+            r#"pipeline "p" {
+    secret "API_TOKEN"
+    env "DEPLOY_KEY" "key-from-the-pipeline-5678"
+    secret "DEPLOY_KEY"
+}
+phase "a" {
+    run "true"
+    gates {
+        command "echo token=$API_TOKEN key=$DEPLOY_KEY; exit 1" name="leaky"
+    }
+}
+"#,
+        )
+        .env("API_TOKEN", "tok-inherited-1234");
+    let outcome = test.with_args(&["verify"]).run().code(1);
+    let json = test.with_args(&["verify", "--json"]).run().code(1);
+    let mut seen = format!(
+        "{}{}{}{}",
+        outcome.stdout_redacted(),
+        outcome.stderr_redacted(),
+        json.stdout_redacted(),
+        json.stderr_redacted()
+    );
+    for log in std::fs::read_dir(test.path().join(".helixflow/verify")).unwrap() {
+        seen.push_str(&std::fs::read_to_string(log.unwrap().path()).unwrap_or_default());
+    }
+    assert!(seen.contains("[REDACTED:API_TOKEN]"), "{seen}");
+    assert!(!seen.contains("tok-inherited-1234"), "{seen}");
+    assert!(!seen.contains("key-from-the-pipeline-5678"), "{seen}");
+}
+
+#[test]
 fn self_mode_fails_an_agent_that_sees_verify_fail_and_exits_anyway() {
     let test = self_pipeline("echo 'def f(:' > out.py\n\"$HFBIN\" verify\nexit 0\n", 0);
     test.with_args(&["run", "--no-progress"]).run().code(1);

@@ -182,7 +182,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         env: &env,
         logs: &logs,
         cancel: &cancel,
-        redactor: std::sync::Arc::new(Redactor::default()),
+        redactor: std::sync::Arc::new(Redactor::for_pipeline(&pipeline)),
         grace: crate::engine::GRACE,
         exclude: std::slice::from_ref(&pipeline.state_dir),
         alongside: &[],

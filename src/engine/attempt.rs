@@ -413,19 +413,18 @@ async fn one_attempt(
         attempt,
         exit: exit.clone(),
     });
-    if let Worker::Agent(agent_name) = &phase.worker {
-        if let Some(capture) = &shared.pipeline.agents[&agent_name.value].session_id {
-            let log = dir.join("stdout.log");
-            let capture = capture.clone();
-            let reported =
-                tokio::task::spawn_blocking(move || transcript::session_id(&capture, &log))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten();
-            if reported.is_some() {
-                session.reported = reported;
-            }
+    if let Worker::Agent(agent_name) = &phase.worker
+        && let Some(capture) = &shared.pipeline.agents[&agent_name.value].session_id
+    {
+        let log = dir.join("stdout.log");
+        let capture = capture.clone();
+        let reported = tokio::task::spawn_blocking(move || transcript::session_id(&capture, &log))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten();
+        if reported.is_some() {
+            session.reported = reported;
         }
     }
     if exit.cancelled || shared.cancel.soft.is_cancelled() {

@@ -173,12 +173,11 @@ pub(crate) fn for_each_json_object(
                 .iter()
                 .find(|b| !b.is_ascii_whitespace())
                 .is_some_and(|&b| b == b'{');
-            if starts_object {
-                if let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(text) {
-                    if !each(object) {
-                        return Ok(());
-                    }
-                }
+            if starts_object
+                && let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(text)
+                && !each(object)
+            {
+                return Ok(());
             }
         }
         if ended == LineEnd::Eof {
