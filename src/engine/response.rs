@@ -246,6 +246,15 @@ fn extract_codex_json(
 /// `{"error": {"message": …}}`).
 pub(crate) fn error_message(value: &serde_json::Value) -> Option<String> {
     match value {
+        // A message that is itself an API's JSON error body (Gemini CLI passes them on as text):
+        // the message inside it.
+        serde_json::Value::String(text) if text.trim_start().starts_with('{') => {
+            serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .and_then(|inner| error_message(&inner))
+                .or_else(|| Some(text.trim().to_owned()))
+        }
         serde_json::Value::String(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
         serde_json::Value::Object(fields) => fields
             .get("message")
@@ -622,6 +631,21 @@ mod tests {
         text.extend_from_slice(&vec![b'.'; WINDOW]);
         assert!(matches(r"<m+>", &text));
         assert!(matches(r"(?s)<.{100}", &text));
+    }
+
+    #[test]
+    fn an_error_message_that_is_a_json_body_gives_the_message_inside() {
+        let value = serde_json::json!({
+            "type": "Error",
+            "message": "{\"error\":{\"code\":429,\"message\":\"Resource exhausted\",\"status\":\"RESOURCE_EXHAUSTED\"}}",
+        });
+        assert_eq!(error_message(&value).as_deref(), Some("Resource exhausted"));
+        let plain = serde_json::json!({"message": "{not json"});
+        assert_eq!(error_message(&plain).as_deref(), Some("{not json"));
+        assert_eq!(
+            error_message(&serde_json::json!("  API Error: 400 ")).as_deref(),
+            Some("API Error: 400")
+        );
     }
 
     #[test]
