@@ -258,9 +258,8 @@ pub(crate) fn error_message(value: &serde_json::Value) -> Option<String> {
         serde_json::Value::String(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
         serde_json::Value::Object(fields) => fields
             .get("message")
-            .and_then(serde_json::Value::as_str)
-            .map(|m| m.trim().to_owned())
-            .filter(|m| !m.is_empty())
+            .filter(|m| m.is_string())
+            .and_then(error_message)
             .or_else(|| fields.get("error").and_then(error_message)),
         _ => None,
     }
