@@ -339,6 +339,9 @@ records.mkdir(parents=True, exist_ok=True)
 (records / f"{role}-{phase}-{attempt}.json").write_text(json.dumps({"argv": args, "stdin": given}))
 if role == "worker" and attempt == "1" and os.environ.get("NO_SESSION_FIRST"):
     sys.exit(3)
+if role == "worker" and args[0] == "--resume" and os.environ.get("LOST_SESSION"):
+    print("Invalid session identifier", file=sys.stderr)
+    sys.exit(42)
 if role == "verifier":
     print(json.dumps({"success": True, "errors": [], "checks_passed": ["looked"], "feedback": ""}))
     sys.exit(0)
@@ -479,6 +482,23 @@ fn a_retry_with_no_session_to_continue_starts_over_with_the_task_and_the_feedbac
     let stdin = retry["stdin"].as_str().unwrap();
     assert!(stdin.starts_with("Task A"), "{stdin}");
     assert!(stdin.contains("exited with code 3"), "{stdin}");
+}
+
+#[test]
+fn a_resume_that_finds_no_session_is_followed_by_a_fresh_start() {
+    let test = Test::new()
+        .file("agent.py", SESSION_AGENT)
+        .pipeline(&SESSION_PIPELINE.replace("retries 1;", "retries 2;"));
+    test.with_args(&["run", "--no-progress", "--only", "b"])
+        .env("LOST_SESSION", "1")
+        .run()
+        .code(0);
+    assert_eq!(recorded(&test, "worker", "b", 2)["argv"][0], "--resume");
+    let third = recorded(&test, "worker", "b", 3);
+    assert_eq!(third["argv"][0], "--id", "{third}");
+    let stdin = third["stdin"].as_str().unwrap();
+    assert!(stdin.starts_with("Task B"), "{stdin}");
+    assert!(stdin.contains("exited with code 42"), "{stdin}");
 }
 
 #[test]

@@ -423,9 +423,10 @@ async fn one_attempt(
             .ok()
             .and_then(Result::ok)
             .flatten();
-        if reported.is_some() {
-            session.reported = reported;
-        }
+        // The session to continue is the one the latest attempt reported: a resume that
+        // reported none (the CLI did not find the session) leaves none, and the next retry
+        // starts over.
+        session.reported = reported;
     }
     if exit.cancelled || shared.cancel.soft.is_cancelled() {
         return Ok(cancelled());

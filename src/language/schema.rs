@@ -559,7 +559,7 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         variadic: true,
-        doc: "argv for retries that continue the worker's own session of this run and phase: `{{ session_id }}` is the id the agent reported (`session-id`), else the id given to its `command`. A retry uses it only when there is a session to continue (with `session-id`: once an id was read from the output); otherwise it runs `command` with the full prompt and the feedback. `{{ feedback }}` is the previous attempt's feedback, cut to 64 KiB. Without `resume`, retries use `command` with the re-rendered prompt.",
+        doc: "argv for retries that continue the worker's own session of this run and phase: `{{ session_id }}` is the id the agent reported (`session-id`), else the id given to its `command`. A retry uses it only when there is a session to continue (with `session-id`: when the latest attempt's output reported one); otherwise it runs `command` with the full prompt and the feedback. `{{ feedback }}` is the previous attempt's feedback, cut to 64 KiB. Without `resume`, retries use `command` with the re-rendered prompt.",
         ..BASE
     },
     NodeSchema {
