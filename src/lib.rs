@@ -15,12 +15,15 @@ macro_rules! say {
 pub mod cli;
 pub mod diagnostics;
 pub mod engine;
+pub mod event;
 pub mod graph;
 pub mod language;
 pub mod lsp;
 pub mod model;
+pub mod redact;
 pub mod report;
 pub mod store;
+pub mod text;
 pub mod verify;
 
 /// Exit codes shared by every command (see the README).

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use helixflow::engine::event::{GateReport, GateStatus, TimeoutKind};
 use helixflow::engine::process::Cancel;
+use helixflow::event::{GateReport, GateStatus, TimeoutKind};
 use helixflow::language::{FsLoader, compile};
 use helixflow::model::Phase;
-use helixflow::store::redact::Redactor;
+use helixflow::redact::Redactor;
 use helixflow::verify::feedback::{self, AgentFailure};
 use helixflow::verify::gates::{self, GateContext};
 use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};

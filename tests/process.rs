@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use helixflow::engine::event::TimeoutKind;
 use helixflow::engine::process::{self, Cancel, ChildSpec};
 use helixflow::engine::response::{self, ResponseError};
+use helixflow::event::TimeoutKind;
 use helixflow::model::ResponseFormat;
-use helixflow::store::redact::Redactor;
+use helixflow::redact::Redactor;
 
 /// Tests that measure this process's memory take this lock, and so do tests that use a lot of it,
 /// so one does not see the other's allocations.

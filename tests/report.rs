@@ -6,7 +6,7 @@ use std::io::BufWriter;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use helixflow::engine::event::{
+use helixflow::event::{
     AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RunStatus, Stamped,
 };
 use helixflow::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
@@ -676,7 +676,7 @@ fn run_step_events() -> Vec<Stamped> {
             },
         ),
         at(1, attempt_started("fmt", 1, 1)),
-        at(1, step("fmt", 1, helixflow::engine::event::RUN_STEP)),
+        at(1, step("fmt", 1, helixflow::event::RUN_STEP)),
         at(5, exited("fmt", 1, 127, 4)),
         at(5, step("fmt", 1, "verify")),
         at(

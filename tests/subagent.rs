@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use helixflow::engine::event::{GateReport, GateStatus};
 use helixflow::engine::process::Cancel;
+use helixflow::event::{GateReport, GateStatus};
 use helixflow::language::{FsLoader, Options, compile};
 use helixflow::model::{Agent, Phase};
-use helixflow::store::redact::Redactor;
+use helixflow::redact::Redactor;
 use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
 use helixflow::verify::subagent::{
     self, DIFF_LIMIT, FILE_DIFF_LIMIT, SubAgentCheck, SubAgentOutcome, Verdict, VerdictError,

@@ -83,7 +83,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         }
         .max_parallel(&pipeline);
         // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
-        let redactor = crate::store::redact::Redactor::for_pipeline(&pipeline);
+        let redactor = crate::redact::Redactor::for_pipeline(&pipeline);
         return super::emit(&redactor.redact(&plan(&pipeline, &args.only, jobs)));
     }
     let reporters = match reporters(args, &pipeline) {

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::input;
+use crate::event::record::failing_column;
 use crate::report::one_line;
-use crate::report::record::failing_column;
 use crate::store::run::{RunDir, list_runs};
 
 /// Arguments of `helixflow runs`.

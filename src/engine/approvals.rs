@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::event::{Event, GateReport, GateStatus};
 use super::run::{Shared, millis};
+use crate::event::{Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 
 /// Written by the engine into the attempt folder while it waits.

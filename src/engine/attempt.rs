@@ -9,17 +9,17 @@ use std::time::{Duration, Instant};
 
 use super::approvals;
 use super::control::{self, LiveAttempt};
-use super::event::{
-    AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
-};
 use super::process::{self, ChildSpec};
 use super::prompt::{PromptContext, render_argv, render_prompt};
 use super::response;
 use super::run::{Shared, millis};
 use super::transcript;
+use crate::event::{
+    AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
+};
 use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
+use crate::redact::Redactor;
 use crate::store::prompt_file::PromptFile;
-use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
 use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
@@ -782,10 +782,10 @@ async fn agent_result(
 ) -> (Option<AgentFailure>, Option<String>) {
     if let Some(kind) = exit.timeout {
         let limit = match (&phase.worker, kind) {
-            (Worker::Agent(a), super::event::TimeoutKind::Idle) => {
+            (Worker::Agent(a), crate::event::TimeoutKind::Idle) => {
                 shared.pipeline.agents[&a.value].idle_timeout
             }
-            (Worker::Agent(a), super::event::TimeoutKind::Wall) => {
+            (Worker::Agent(a), crate::event::TimeoutKind::Wall) => {
                 phase.timeout.or(shared.pipeline.agents[&a.value].timeout)
             }
             (Worker::Run(_), _) => phase.timeout,

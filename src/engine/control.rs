@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use super::event::{GateReport, GateStatus};
 use super::run::Shared;
+use crate::event::{GateReport, GateStatus};
 use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_gates};
 use crate::verify::snapshot::Snapshot;
 

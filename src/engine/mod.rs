@@ -4,7 +4,6 @@
 pub mod approvals;
 mod attempt;
 pub mod control;
-pub mod event;
 pub mod process;
 pub mod prompt;
 pub mod response;

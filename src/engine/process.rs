@@ -30,8 +30,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{shell, watchdog};
-use crate::engine::event::{ChildExit, TimeoutKind};
-use crate::store::redact::{RedactStream, Redactor};
+use crate::event::{ChildExit, TimeoutKind};
+use crate::redact::{RedactStream, Redactor};
 
 /// The grace period between TERM and KILL unless a [`ChildSpec`] says otherwise.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);

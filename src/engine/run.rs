@@ -12,13 +12,13 @@ use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::control::{self, LiveAttempts};
-use super::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
 use super::process::Cancel;
+use crate::event::record::RunRecord;
+use crate::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
+use crate::redact::Redactor;
 use crate::report::Reporters;
-use crate::report::record::RunRecord;
-use crate::store::redact::Redactor;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
 
 /// How often `run.json` is rewritten while a run goes on.

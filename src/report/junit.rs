@@ -3,11 +3,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::engine::event::{GateStatus, PhaseStatus, Stamped};
+use crate::event::{GateStatus, PhaseStatus, Stamped};
 
 use super::Reporter;
-use super::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
-use super::text::{describe_exit, sanitize};
+use super::text::sanitize;
+use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
 
 /// The longest `message` attribute, in characters; the whole text is in the element's body.
 const MESSAGE_CHARS: usize = 200;
@@ -169,7 +169,7 @@ fn cases(phase: &PhaseRecord) -> Vec<Case> {
 fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
     let feedback = attempt.end.as_ref().and_then(|end| end.feedback.as_deref());
     if let Some(exit) = attempt.failed_exit() {
-        let message = format!("{} {}", attempt.worker_phrase(), describe_exit(exit));
+        let message = format!("{} {}", attempt.worker_phrase(), exit);
         let verdict = if exit.cancelled {
             Verdict::Skipped { message }
         } else {

@@ -9,20 +9,19 @@ mod junit;
 mod ndjson;
 mod plain;
 mod progress;
-pub(crate) mod record;
 mod summary;
 mod text;
 
 use std::io::Write;
 
-use crate::engine::event::Stamped;
+use crate::event::Stamped;
 
+pub use crate::text::human_duration;
 pub use junit::Junit;
 pub use ndjson::Ndjson;
 pub use plain::Plain;
 pub use progress::Progress;
 pub use summary::Summary;
-pub use text::human_duration;
 pub(crate) use text::one_line;
 
 /// A consumer of run events.

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::engine::event::Stamped;
+use crate::event::Stamped;
 
 use super::Reporter;
 

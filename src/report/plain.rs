@@ -4,11 +4,12 @@
 
 use std::io::Write;
 
-use crate::engine::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
+use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
 
 use super::Reporter;
-use super::record::{AttemptRecord, RunRecord};
-use super::text::{human_duration, one_line, sanitize};
+use super::text::{one_line, sanitize};
+use crate::event::record::{AttemptRecord, RunRecord};
+use crate::text::human_duration;
 
 /// Indentation of a gate's details and of a message's continuation lines.
 const INDENT: &str = "    ";

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-use crate::engine::event::{Event, PhaseStatus, Stamped};
+use crate::event::{Event, PhaseStatus, Stamped};
 
 use super::Reporter;
-use super::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
-use super::text::{human_duration, one_line, sanitize};
+use super::text::{one_line, sanitize};
+use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
+use crate::text::human_duration;
 
 /// Phase names are padded to the longest one, up to this many characters, so columns line up.
 const NAME_WIDTH_LIMIT: usize = 24;

@@ -2,11 +2,12 @@
 
 use std::io::Write;
 
-use crate::engine::event::{Event, PhaseStatus, Stamped};
+use crate::event::{Event, PhaseStatus, Stamped};
 
 use super::Reporter;
-use super::record::{PhaseRecord, RunRecord, Standing, failing_column};
-use super::text::{human_duration, one_line};
+use super::text::one_line;
+use crate::event::record::{PhaseRecord, RunRecord, Standing, failing_column};
+use crate::text::human_duration;
 
 /// The column headings.
 const HEADINGS: [&str; 5] = ["phase", "status", "attempts", "duration", "failing gates"];

@@ -3,67 +3,6 @@
 
 use std::borrow::Cow;
 
-use crate::engine::event::{ChildExit, TimeoutKind};
-
-/// A duration for people: `850ms`, `12.3s`, `4m 05s`, `1h 02m`.
-pub fn human_duration(ms: u64) -> String {
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let tenths = (ms + 50) / 100;
-    if tenths < 600 {
-        return format!("{}.{}s", tenths / 10, tenths % 10);
-    }
-    let secs = (ms + 500) / 1000;
-    if secs < 3600 {
-        return format!("{}m {:02}s", secs / 60, secs % 60);
-    }
-    let mins = (secs + 30) / 60;
-    format!("{}h {:02}m", mins / 60, mins % 60)
-}
-
-/// How a child ended, completing "the agent …": `exited with code 1`, `killed by signal 9 (SIGKILL)`.
-pub(crate) fn describe_exit(exit: &ChildExit) -> String {
-    let after = human_duration(exit.duration_ms);
-    if exit.cancelled {
-        return format!("was stopped after {after}: the run was cancelled");
-    }
-    match exit.timeout {
-        Some(TimeoutKind::Wall) => return format!("was stopped by its timeout after {after}"),
-        Some(TimeoutKind::Idle) => {
-            return format!("was stopped by its idle-timeout (no output) after {after}");
-        }
-        None => {}
-    }
-    match (exit.signal, exit.code) {
-        (Some(signal), _) => match signal_name(signal) {
-            Some(name) => format!("was killed by signal {signal} ({name})"),
-            None => format!("was killed by signal {signal}"),
-        },
-        (None, Some(code)) => format!("exited with code {code}"),
-        (None, None) => "ended without an exit code".to_owned(),
-    }
-}
-
-/// The conventional name of the signals that usually end a child.
-fn signal_name(signal: i32) -> Option<&'static str> {
-    Some(match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        _ => return None,
-    })
-}
-
 /// Text from agents and commands made safe to show in logs, tables and XML: terminal escape
 /// sequences (colours, cursor movement, titles) are removed, `\r\n` becomes `\n`, and every other
 /// control character except tab and newline is shown as its Unicode control picture (`␇` for BEL),
@@ -159,22 +98,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_switch_units_at_their_boundaries() {
-        assert_eq!(human_duration(0), "0ms");
-        assert_eq!(human_duration(850), "850ms");
-        assert_eq!(human_duration(999), "999ms");
-        assert_eq!(human_duration(1000), "1.0s");
-        assert_eq!(human_duration(12_340), "12.3s");
-        assert_eq!(human_duration(59_949), "59.9s");
-        assert_eq!(human_duration(59_950), "1m 00s");
-        assert_eq!(human_duration(245_000), "4m 05s");
-        assert_eq!(human_duration(3_599_499), "59m 59s");
-        assert_eq!(human_duration(3_599_500), "1h 00m");
-        assert_eq!(human_duration(3_720_000), "1h 02m");
-        assert_eq!(human_duration(90_000_000), "25h 00m");
-    }
-
-    #[test]
     fn sanitize_drops_escape_sequences_and_shows_other_controls() {
         assert!(matches!(sanitize("plain\ttext\n"), Cow::Borrowed(_)));
         assert_eq!(sanitize("\u{1b}[1;31mred\u{1b}[0m"), "red");
@@ -185,41 +108,5 @@ mod tests {
         assert_eq!(sanitize("lone \u{1b}"), "lone \u{241b}");
         assert_eq!(sanitize("x\u{ffff}"), "x\u{fffd}");
         assert_eq!(one_line("a\nb\tc\u{1b}[2K"), "a b c");
-    }
-
-    #[test]
-    fn exits_are_described_by_their_cause() {
-        let exit = ChildExit {
-            code: Some(2),
-            signal: None,
-            timeout: None,
-            cancelled: false,
-            duration_ms: 1500,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-        };
-        assert_eq!(describe_exit(&exit), "exited with code 2");
-        let killed = ChildExit {
-            code: None,
-            signal: Some(libc::SIGKILL),
-            ..exit.clone()
-        };
-        assert_eq!(describe_exit(&killed), "was killed by signal 9 (SIGKILL)");
-        let idle = ChildExit {
-            timeout: Some(TimeoutKind::Idle),
-            ..killed.clone()
-        };
-        assert_eq!(
-            describe_exit(&idle),
-            "was stopped by its idle-timeout (no output) after 1.5s"
-        );
-        let cancelled = ChildExit {
-            cancelled: true,
-            ..idle
-        };
-        assert_eq!(
-            describe_exit(&cancelled),
-            "was stopped after 1.5s: the run was cancelled"
-        );
     }
 }

@@ -1,5 +1,4 @@
 //! The state folder (`.helixflow/`): run journals, attempt artifacts, and redaction of secrets.
 
 pub mod prompt_file;
-pub mod redact;
 pub mod run;

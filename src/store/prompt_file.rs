@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::redact::Redactor;
+use crate::redact::Redactor;
 
 /// Where the agent finds its prompt; keep it alive until the agent has exited.
 #[derive(Debug)]

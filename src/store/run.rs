@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::event::{Event, Stamped};
+use crate::event::{Event, Stamped};
 
 /// The summary of a run, `run.json`: written when the run starts and rewritten when it ends.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -205,7 +205,7 @@ pub struct Journal {
 
 impl Journal {
     /// Opens (appending) the journal of a run. Events come to it redacted already (see
-    /// [`crate::engine::event::Event::redacted`]).
+    /// [`crate::event::Event::redacted`]).
     pub fn open(run: &RunDir) -> io::Result<Self> {
         let file = OpenOptions::new()
             .create(true)

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::engine::event::{GateReport, GateStatus, TimeoutKind};
+use crate::event::{GateReport, GateStatus, TimeoutKind, how_it_ended};
 use crate::model::{Phase, Worker};
 
 /// Most lines of the agent's standard error quoted.
@@ -228,11 +228,7 @@ fn agent_section(out: &mut String, noun: &str, failure: &AgentFailure) {
             if let Some(reported) = reported {
                 let _ = writeln!(out, "{}\n", capitalized(reported));
             }
-            let how = match (code, signal) {
-                (_, Some(signal)) => format!("was ended by {}", signal_name(*signal)),
-                (Some(code), None) => format!("exited with code {code}"),
-                (None, None) => "exited abnormally".to_owned(),
-            };
+            let how = how_it_ended(*code, *signal);
             let _ = write!(out, "The {noun} {how}.");
             let stderr = console::strip_ansi_codes(stderr);
             if stderr.trim().is_empty() {
@@ -409,29 +405,6 @@ fn fenced(out: &mut String, indent: &str, text: &str) {
     let _ = writeln!(out, "{indent}{fence}");
 }
 
-/// "signal 9 (SIGKILL)", with the name for the signals children commonly die of.
-pub(crate) fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => Some("SIGHUP"),
-        libc::SIGINT => Some("SIGINT"),
-        libc::SIGQUIT => Some("SIGQUIT"),
-        libc::SIGILL => Some("SIGILL"),
-        libc::SIGABRT => Some("SIGABRT"),
-        libc::SIGBUS => Some("SIGBUS"),
-        libc::SIGFPE => Some("SIGFPE"),
-        libc::SIGKILL => Some("SIGKILL"),
-        libc::SIGSEGV => Some("SIGSEGV"),
-        libc::SIGPIPE => Some("SIGPIPE"),
-        libc::SIGALRM => Some("SIGALRM"),
-        libc::SIGTERM => Some("SIGTERM"),
-        _ => None,
-    };
-    match name {
-        Some(name) => format!("signal {signal} ({name})"),
-        None => format!("signal {signal}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,11 +424,5 @@ mod tests {
             out,
             "- a.py:1:5: error\n\n  ```text\n  x = (\n      ^\n  ```\n"
         );
-    }
-
-    #[test]
-    fn signal_names() {
-        assert_eq!(signal_name(9), "signal 9 (SIGKILL)");
-        assert_eq!(signal_name(64), "signal 64");
     }
 }

@@ -34,12 +34,12 @@ use globset::{GlobSet, GlobSetBuilder};
 use regex::{Regex, RegexBuilder};
 use yaml_rust2::{Yaml, YamlLoader};
 
-use crate::engine::event::{ChildExit, GateReport, GateStatus};
 use crate::engine::process::{self, Cancel, ChildSpec};
+use crate::event::how_it_ended;
+use crate::event::{ChildExit, GateReport, GateStatus};
 use crate::language::{compile_glob, escape_problem};
 use crate::model::{Gate, GateKind, Output, Phase};
-use crate::store::redact::Redactor;
-use crate::verify::feedback::signal_name;
+use crate::redact::Redactor;
 use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::syntax::{self, Language, SyntaxError};
 
@@ -982,11 +982,7 @@ fn ended(exit: &ChildExit, limit: Option<Duration>) -> String {
             humantime::format_duration(limit)
         );
     }
-    match (exit.code, exit.signal) {
-        (_, Some(signal)) => format!("was ended by {}", signal_name(signal)),
-        (Some(code), None) => format!("exited with code {code}"),
-        (None, None) => "exited abnormally".to_owned(),
-    }
+    how_it_ended(exit.code, exit.signal)
 }
 
 /// The labelled tails (`{whose}stdout:`, `{whose}stderr:`) of a run's standard output and

@@ -40,14 +40,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use similar::TextDiff;
 
-use crate::engine::event::{ChildExit, GateReport, GateStatus, TimeoutKind};
 use crate::engine::process::{self, Cancel, ChildSpec};
 use crate::engine::prompt::{describe_output, render_argv};
 use crate::engine::response;
+use crate::event::signal_name;
+use crate::event::{ChildExit, GateReport, GateStatus, TimeoutKind};
 use crate::model::{Agent, Millis, Phase};
+use crate::redact::Redactor;
 use crate::store::prompt_file::PromptFile;
-use crate::store::redact::Redactor;
-use crate::verify::feedback::signal_name;
 use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// The verification prompt, as given to the verifier (redacted), in the attempt folder.

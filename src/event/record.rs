@@ -3,11 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::event::{
-    ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped,
-};
-
-use super::text::describe_exit;
+use crate::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped};
 
 /// The run so far.
 #[derive(Debug, Default)]
@@ -298,7 +294,7 @@ impl AttemptRecord {
         let mut parts = Vec::new();
         if let Some(exit) = self.failed_exit() {
             let worker = self.worker_phrase().trim_start_matches("the ");
-            parts.push(format!("{worker} {}", describe_exit(exit)));
+            parts.push(format!("{worker} {}", exit));
         } else if let Some(error) = self.error() {
             parts.push(first_line(error).to_owned());
         }

@@ -3,7 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::redact::Redactor;
+mod exit;
+pub(crate) mod record;
+
+pub use exit::{ChildExit, how_it_ended, signal_name};
+
+use crate::redact::Redactor;
 
 /// How a timed-out child was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -82,35 +87,6 @@ pub enum RunStatus {
     Cancelled,
     /// The run-wide `timeout` expired.
     TimedOut,
-}
-
-/// How the agent or `run` step of an attempt exited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChildExit {
-    /// The exit code, when it exited normally.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<i32>,
-    /// The signal that ended it, when one did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// Set when helixflow stopped it for a timeout.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<TimeoutKind>,
-    /// Whether it was stopped because the run was cancelled.
-    pub cancelled: bool,
-    /// Wall time in milliseconds.
-    pub duration_ms: u64,
-    /// Bytes written to standard output.
-    pub stdout_bytes: u64,
-    /// Bytes written to standard error.
-    pub stderr_bytes: u64,
-}
-
-impl ChildExit {
-    /// Whether the child exited 0 on its own.
-    pub fn success(&self) -> bool {
-        self.code == Some(0) && self.timeout.is_none() && !self.cancelled
-    }
 }
 
 /// The step in which a `run` step's command runs (an agent runs in step `agent`).
