@@ -12,14 +12,17 @@ macro_rules! say {
     }};
 }
 
+pub mod agent;
 pub mod cli;
 pub mod diagnostics;
 pub mod engine;
 pub mod event;
+pub mod glob;
 pub mod graph;
 pub mod language;
 pub mod lsp;
 pub mod model;
+pub mod process;
 pub mod redact;
 pub mod report;
 pub mod store;

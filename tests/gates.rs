@@ -5,10 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use helixflow::engine::process::Cancel;
 use helixflow::event::{GateReport, GateStatus, TimeoutKind};
 use helixflow::language::{FsLoader, compile};
 use helixflow::model::Phase;
+use helixflow::process::Cancel;
 use helixflow::redact::Redactor;
 use helixflow::verify::feedback::{self, AgentFailure};
 use helixflow::verify::gates::{self, GateContext};

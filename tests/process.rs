@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use helixflow::engine::process::{self, Cancel, ChildSpec};
-use helixflow::engine::response::{self, ResponseError};
+use helixflow::agent::response::{self, ResponseError};
 use helixflow::event::TimeoutKind;
 use helixflow::model::ResponseFormat;
+use helixflow::process::{self, Cancel, ChildSpec};
 use helixflow::redact::Redactor;
 
 /// Tests that measure this process's memory take this lock, and so do tests that use a lot of it,

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use helixflow::engine::process::Cancel;
 use helixflow::event::{GateReport, GateStatus};
 use helixflow::language::{FsLoader, Options, compile};
 use helixflow::model::{Agent, Phase};
+use helixflow::process::Cancel;
 use helixflow::redact::Redactor;
 use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
 use helixflow::verify::subagent::{

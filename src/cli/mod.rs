@@ -96,16 +96,16 @@ pub fn main() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args
         .get(1)
-        .is_some_and(|a| a == crate::engine::watchdog::SUBCOMMAND)
+        .is_some_and(|a| a == crate::process::watchdog::SUBCOMMAND)
     {
         return match args.get(2).and_then(|ms| ms.to_str()?.parse().ok()) {
             Some(ms) if args.len() == 3 => {
-                crate::engine::watchdog::serve(std::time::Duration::from_millis(ms))
+                crate::process::watchdog::serve(std::time::Duration::from_millis(ms))
             }
             _ => {
                 say!(
                     "usage: helixflow {} GRACE_MS",
-                    crate::engine::watchdog::SUBCOMMAND
+                    crate::process::watchdog::SUBCOMMAND
                 );
                 crate::exit::INVALID
             }

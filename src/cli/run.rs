@@ -6,8 +6,8 @@ use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use super::input;
+use crate::agent::prompt::{render_argv, shell_quote};
 use crate::diagnostics::did_you_mean;
-use crate::engine::prompt::{render_argv, shell_quote};
 use crate::engine::{RunOptions, attempt_prompt, execute};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
@@ -95,7 +95,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Err(message) => return input::fail(&message),
     };
     // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
-    if let Err(e) = crate::engine::watchdog::start(grace) {
+    if let Err(e) = crate::process::watchdog::start(grace) {
         say!(
             "warning: no watchdog for this run ({e}): if helixflow is killed, its agents may go on running"
         );
@@ -120,7 +120,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         }
     };
     let result = runtime.block_on(execute(pipeline, options, reporters));
-    crate::engine::watchdog::finish();
+    crate::process::watchdog::finish();
     match result {
         Ok(outcome) => {
             say!(

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use super::input;
 use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
-use crate::engine::process::Cancel;
 use crate::event::{GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
+use crate::process::Cancel;
 use crate::redact::Redactor;
 use crate::verify::gates::{GateContext, checks_response, run_gates};
 use crate::verify::snapshot::{Snapshot, SnapshotOptions};

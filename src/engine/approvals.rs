@@ -136,7 +136,7 @@ async fn ask(
         step: format!(
             "awaiting approval: helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
             run = shared.run.run_id,
-            phase = super::prompt::shell_quote(&phase.name.value)
+            phase = crate::agent::prompt::shell_quote(&phase.name.value)
         ),
     });
     // Polling a file keeps `approve` a plain file write that works from any shell; the run's

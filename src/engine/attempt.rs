@@ -9,17 +9,18 @@ use std::time::{Duration, Instant};
 
 use super::approvals;
 use super::control::{self, LiveAttempt};
-use super::process::{self, ChildSpec};
-use super::prompt::{PromptContext, render_argv, render_prompt};
-use super::response;
 use super::run::{Shared, millis};
-use super::transcript;
+use crate::agent::prompt::{PromptContext, render_argv, render_prompt};
+use crate::agent::prompt_file::PromptFile;
+use crate::agent::response;
+use crate::agent::transcript;
 use crate::event::{
     AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
 };
 use crate::model::{Agent, GateKind, Phase, VerifyMode, Worker};
+use crate::process::watchdog;
+use crate::process::{self, ChildSpec};
 use crate::redact::Redactor;
-use crate::store::prompt_file::PromptFile;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
 use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
@@ -224,7 +225,7 @@ async fn one_attempt(
         previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
     // What the phase was asked to do, for a verifier.
     let mut task = String::new();
-    let mut prompt_file: Option<PromptFile> = None;
+    let mut prompt_file: Option<(PromptFile, Option<watchdog::CrashCleanup>)> = None;
     let mut spec = match &phase.worker {
         Worker::Run(command) => {
             task = format!("Run the command `{command}`.");
@@ -331,8 +332,10 @@ async fn one_attempt(
                     arg.len()
                 )));
             }
-            // Kept until the attempt is over: a private copy is removed when it is dropped.
-            prompt_file = Some(file);
+            // Kept until the attempt is over: a private copy is removed when it is dropped, and by
+            // the watchdog should helixflow be killed first.
+            let cleanup = watchdog::cleanup_on_crash(&file);
+            prompt_file = Some((file, cleanup));
             let mut spec = ChildSpec::argv(
                 &argv,
                 &shared.pipeline.workspace,
@@ -689,7 +692,7 @@ fn verify_instructions(phase: &Phase) -> String {
     let mut text = String::from("## Verify your work before you finish\n\n");
     text.push_str(&format!(
         "Before you finish, run this command in the workspace:\n\n    {} verify\n\n",
-        super::prompt::shell_quote(&verify_program())
+        crate::agent::prompt::shell_quote(&verify_program())
     ));
     text.push_str(
         "It checks the expected outputs and the gates below and records a receipt. This phase passes only if \
@@ -699,13 +702,19 @@ fn verify_instructions(phase: &Phase) -> String {
     if !phase.outputs.is_empty() {
         text.push_str("\nExpected outputs:\n");
         for output in &phase.outputs {
-            text.push_str(&format!("- {}\n", super::prompt::describe_output(output)));
+            text.push_str(&format!(
+                "- {}\n",
+                crate::agent::prompt::describe_output(output)
+            ));
         }
     }
     if !phase.gates.is_empty() {
         text.push_str("\nGates:\n");
         for gate in &phase.gates {
-            text.push_str(&format!("- {}\n", super::prompt::describe_gate(gate)));
+            text.push_str(&format!(
+                "- {}\n",
+                crate::agent::prompt::describe_gate(gate)
+            ));
         }
     }
     text
@@ -719,7 +728,7 @@ fn verify_program() -> String {
         return "helixflow".to_owned();
     };
     let on_path = std::env::var_os("PATH")
-        .and_then(|path| super::shell::find_program("helixflow", &path))
+        .and_then(|path| crate::process::shell::find_program("helixflow", &path))
         .and_then(|found| found.canonicalize().ok());
     if on_path.is_some_and(|found| exe.canonicalize().is_ok_and(|exe| exe == found)) {
         "helixflow".to_owned()
@@ -988,15 +997,7 @@ pub(crate) fn split_bookkeeping(shared: &Shared, phase: &Phase, changes: &mut Ch
     if globs.is_empty() {
         return Changes::default();
     }
-    let mut builder = globset::GlobSetBuilder::new();
-    // Lint rejects a glob that does not compile; one that still does not is left out.
-    for glob in globs
-        .iter()
-        .filter_map(|g| crate::language::compile_glob(g).ok())
-    {
-        builder.add(glob);
-    }
-    let set = builder.build().unwrap_or_default();
+    let set = crate::glob::set(globs);
     changes.split_off(|path| set.is_match(path))
 }
 

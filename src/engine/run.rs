@@ -12,11 +12,11 @@ use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::control::{self, LiveAttempts};
-use super::process::Cancel;
 use crate::event::record::RunRecord;
 use crate::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
+use crate::process::Cancel;
 use crate::redact::Redactor;
 use crate::report::Reporters;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};

@@ -3,8 +3,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::compile::TemplateDef;
-use super::decode::{Body, compile_glob};
+use super::decode::Body;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};
+use crate::glob::compile_glob;
 use crate::graph::PhaseGraph;
 use crate::model::{GateKind, Output, Pipeline, VerifyMode, Worker};
 

@@ -10,6 +10,7 @@ use super::loader::{Loader, normalize};
 use super::template::Substitution;
 use super::validate::{name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, rules};
+use crate::glob::compile_glob;
 use crate::model::{
     Agent, Gate, GateKind, Millis, OnFailure, Output, Prompt, ResponseFormat, SessionCapture,
     Spanned, VerifyMode,
@@ -945,13 +946,6 @@ impl Decoder<'_> {
             span: Span::from_miette(origin.file, node.span()),
         })
     }
-}
-
-/// Compiles a glob the way gates match it: `*` stays within one folder.
-pub fn compile_glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
-    globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
 }
 
 /// Why a workspace-relative path leaves the workspace, if it does.

@@ -8,13 +8,15 @@ pub mod format;
 pub mod lexer;
 pub mod loader;
 pub mod parse;
+pub mod placeholders;
 mod prompt;
 pub mod schema;
 mod state_location;
 mod template;
 mod validate;
 
+pub use crate::glob::compile_glob;
 pub use compile::{Compilation, Options, TemplateDef, compile};
-pub use decode::{compile_glob, escape_problem};
+pub use decode::escape_problem;
 pub use loader::{FsLoader, Loader};
 pub use state_location::{StateLocation, state_location};

@@ -16,10 +16,10 @@ use minijinja::{Environment, ErrorKind};
 
 use super::decode::{Decoder, PromptDecl, text_span};
 use super::loader::normalize;
-use crate::diagnostics::{Diagnostic, Span, did_you_mean, rules};
-use crate::engine::prompt::{
+use super::placeholders::{
     COMMAND_PLACEHOLDERS, PROMPT_VARIABLES, RESUME_PLACEHOLDERS, placeholders, prompt_environment,
 };
+use crate::diagnostics::{Diagnostic, Span, did_you_mean, rules};
 use crate::model::Spanned;
 
 /// MiniJinja's filters, for "did you mean"; whether a filter exists is asked of MiniJinja itself.

@@ -1,4 +1,3 @@
 //! The state folder (`.helixflow/`): run journals, attempt artifacts, and redaction of secrets.
 
-pub mod prompt_file;
 pub mod run;

@@ -34,11 +34,12 @@ use globset::{GlobSet, GlobSetBuilder};
 use regex::{Regex, RegexBuilder};
 use yaml_rust2::{Yaml, YamlLoader};
 
-use crate::engine::process::{self, Cancel, ChildSpec};
 use crate::event::how_it_ended;
 use crate::event::{ChildExit, GateReport, GateStatus};
-use crate::language::{compile_glob, escape_problem};
+use crate::glob::compile_glob;
+use crate::language::escape_problem;
 use crate::model::{Gate, GateKind, Output, Phase};
+use crate::process::{self, Cancel, ChildSpec};
 use crate::redact::Redactor;
 use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::syntax::{self, Language, SyntaxError};

@@ -40,14 +40,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use similar::TextDiff;
 
-use crate::engine::process::{self, Cancel, ChildSpec};
-use crate::engine::prompt::{describe_output, render_argv};
-use crate::engine::response;
+use crate::agent::prompt::{describe_output, render_argv};
+use crate::agent::prompt_file::PromptFile;
+use crate::agent::response;
 use crate::event::signal_name;
 use crate::event::{ChildExit, GateReport, GateStatus, TimeoutKind};
 use crate::model::{Agent, Millis, Phase};
+use crate::process::{self, Cancel, ChildSpec};
 use crate::redact::Redactor;
-use crate::store::prompt_file::PromptFile;
 use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// The verification prompt, as given to the verifier (redacted), in the attempt folder.
@@ -298,11 +298,12 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     let reads_file = c.verifier.command.iter().any(|a| a.contains("prompt_file"));
     let prompt_file = PromptFile::write(&journal_copy, &prompt, &c.redactor, reads_file)
         .map_err(|e| with_path(&e, &journal_copy))?;
+    let cleanup = crate::process::watchdog::cleanup_on_crash(&prompt_file);
     let spec = verifier_spec(c, &prompt, prompt_file.path())?;
     let prompt_len = prompt.len();
     drop(prompt);
     let run = process::run(spec, c.cancel).await;
-    drop(prompt_file);
+    drop((prompt_file, cleanup));
 
     // Whatever happened to the verifier, what it changed is undone before anything else.
     let restoration = {
@@ -1116,7 +1117,7 @@ fn judge_response(c: &SubAgentCheck<'_>) -> (Option<Verdict>, Vec<String>) {
         }
     }
     if let Some(tools) = &verifier.evidence_tools {
-        match crate::engine::transcript::tool_calls(verifier.response, &stdout) {
+        match crate::agent::transcript::tool_calls(verifier.response, &stdout) {
             Ok(calls) if calls.any_succeeded(tools) => {}
             Ok(_) => problems.push(
                 "no tool call of the verifier succeeded (`evidence-tools`): the review looks skipped"

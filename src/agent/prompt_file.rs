@@ -3,8 +3,8 @@
 //! The journal keeps the prompt redacted (`prompt.md`), but the agent must get it exactly as
 //! rendered. When redaction left the prompt unchanged, the journal's copy is the agent's file; when
 //! it did not, the agent gets a private temporary file (readable by the owner only, outside the
-//! state folder) that is removed as soon as the attempt is over, or by the watchdog should
-//! helixflow be killed first.
+//! state folder) that is removed as soon as the attempt is over (by the watchdog, should helixflow
+//! be killed first: its caller registers it there).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -41,8 +41,6 @@ impl PromptFile {
             .tempfile()?;
         private.write_all(prompt.as_bytes())?;
         private.flush()?;
-        // Should helixflow be killed before the agent ends, its watchdog removes the copy.
-        crate::engine::watchdog::remove_on_crash(private.path());
         Ok(Self::Private(private))
     }
 
@@ -53,12 +51,13 @@ impl PromptFile {
             Self::Private(file) => file.path(),
         }
     }
-}
 
-impl Drop for PromptFile {
-    fn drop(&mut self) {
-        if let Self::Private(file) = self {
-            crate::engine::watchdog::forget(file.path());
+    /// The private copy's path, when there is one: whoever supervises the agent removes it should
+    /// helixflow be killed first (see `process::watchdog::cleanup_on_crash`).
+    pub fn private_path(&self) -> Option<&Path> {
+        match self {
+            Self::Journal(_) => None,
+            Self::Private(file) => Some(file.path()),
         }
     }
 }

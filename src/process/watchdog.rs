@@ -174,6 +174,25 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((read, write))
 }
 
+/// Has the watchdog remove a prompt file's private copy should helixflow be killed while an agent
+/// reads it; the returned guard takes the path back off its list when dropped (with the file).
+pub(crate) fn cleanup_on_crash(
+    file: &crate::agent::prompt_file::PromptFile,
+) -> Option<CrashCleanup> {
+    let path = file.private_path()?.to_path_buf();
+    remove_on_crash(&path);
+    Some(CrashCleanup(path))
+}
+
+/// Takes a path off the watchdog's list when dropped.
+pub(crate) struct CrashCleanup(std::path::PathBuf);
+
+impl Drop for CrashCleanup {
+    fn drop(&mut self) {
+        forget(&self.0);
+    }
+}
+
 /// The watchdog itself: reads registrations from standard input until it closes, then stops the
 /// groups still registered, giving them `grace` between TERM and KILL. Returns the exit code.
 pub fn serve(grace: Duration) -> i32 {
@@ -267,15 +286,15 @@ fn stop(groups: &BTreeSet<libc::pid_t>, grace: Duration) {
         return;
     }
     for &pgid in groups {
-        super::process::signal_group(pgid, libc::SIGTERM);
+        super::group::signal_group(pgid, libc::SIGTERM);
     }
     let end = Instant::now() + grace;
-    while Instant::now() < end && groups.iter().any(|&pgid| super::process::group_alive(pgid)) {
+    while Instant::now() < end && groups.iter().any(|&pgid| super::group::group_alive(pgid)) {
         std::thread::sleep(POLL);
     }
     for &pgid in groups {
-        if super::process::group_alive(pgid) {
-            super::process::signal_group(pgid, libc::SIGKILL);
+        if super::group::group_alive(pgid) {
+            super::group::signal_group(pgid, libc::SIGKILL);
         }
     }
 }

@@ -1,0 +1,113 @@
+//! The names a prompt template and an agent's argv may use, and the MiniJinja environment prompts
+//! are checked (by lint) and rendered (by the agent layer) in: one definition for both.
+
+use std::collections::BTreeMap;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, UndefinedBehavior};
+
+/// The variables every prompt template has. Each is always defined, empty when it does not apply
+/// (`feedback` on the first attempt), so `{% if feedback %}` works and any other name is an error.
+pub const PROMPT_VARIABLES: &[&str] = &[
+    "phase",
+    "description",
+    "outputs",
+    "gates",
+    "attempt",
+    "max_attempts",
+    "feedback",
+    "verify_instructions",
+    "vars",
+];
+
+/// The placeholders replaced inside the arguments of an agent's `command`.
+pub const COMMAND_PLACEHOLDERS: &[&str] = &[
+    "prompt",
+    "prompt_file",
+    "phase",
+    "attempt",
+    "workspace",
+    "session_id",
+];
+
+/// The placeholders replaced inside the arguments of an agent's `resume`: the command's, and the
+/// previous attempt's feedback.
+pub const RESUME_PLACEHOLDERS: &[&str] = &[
+    "prompt",
+    "prompt_file",
+    "phase",
+    "attempt",
+    "workspace",
+    "session_id",
+    "feedback",
+    "feedback_file",
+];
+
+/// The MiniJinja environment prompts are checked and rendered in: printing an undefined variable is
+/// an error rather than empty text (testing it with `is defined`, `default` or `{% if %}` is not),
+/// a trailing newline is kept (prompts reach the agent byte-exact),
+/// and `includes` are the templates `{% include %}` and its kin may name, read when the pipeline was
+/// compiled.
+pub fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+    env.set_syntax(
+        SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+            .expect("the default delimiters are valid"),
+    );
+    for (name, text) in includes {
+        // A template that does not compile is reported by lint; here it fails the include that
+        // names it, with MiniJinja's message.
+        let _ = env.add_template_owned(name.clone(), text.clone());
+    }
+    env
+}
+
+/// One `{{ name }}` placeholder in an argument: its byte range and the name inside the braces,
+/// trimmed, when the braces hold nothing but a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder<'a> {
+    /// Where it is, braces included.
+    pub range: std::ops::Range<usize>,
+    /// What is between the braces, without surrounding whitespace.
+    pub inner: &'a str,
+}
+
+impl Placeholder<'_> {
+    /// Whether the braces hold one name (letters, digits, `_`, not starting with a digit).
+    pub fn is_name(&self) -> bool {
+        let mut chars = self.inner.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }
+}
+
+/// Every `{{ … }}` in `arg`, left to right. A `{` before a placeholder is text: in `{{{ prompt }}}`
+/// the placeholder is `{{ prompt }}`.
+pub fn placeholders(arg: &str) -> Vec<Placeholder<'_>> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = arg[from..].find("{{") {
+        let start = from + at;
+        let Some(len) = arg[start + 2..].find("}}") else {
+            break;
+        };
+        let inner = &arg[start + 2..start + 2 + len];
+        if inner.starts_with('{') {
+            // `{{{`: the first brace is text.
+            from = start + 1;
+            continue;
+        }
+        let end = start + 2 + len + 2;
+        found.push(Placeholder {
+            range: start..end,
+            inner: inner.trim(),
+        });
+        from = end;
+    }
+    found
+}
