@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::diagnostics::Span;
+use crate::redact::Redactor;
 
 /// A value with the place it was written. Serializes as the bare value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +91,24 @@ pub struct Pipeline {
     pub agents: BTreeMap<String, Agent>,
     /// Phases in file order.
     pub phases: Vec<Phase>,
+}
+
+impl Pipeline {
+    /// The redactor of a run: for each `secret` name, every value it is given — by helixflow's
+    /// environment and by the `env` of the pipeline, of any agent or of any phase — since each of
+    /// those reaches some child's environment and so can show up in what it prints.
+    pub fn redactor(&self) -> Redactor {
+        let mut values: Vec<(String, String)> = Vec::new();
+        for name in &self.secrets {
+            let inherited = std::env::var(name).ok();
+            let set = std::iter::once(&self.env)
+                .chain(self.agents.values().map(|agent| &agent.env))
+                .chain(self.phases.iter().map(|phase| &phase.env))
+                .filter_map(|env| env.get(name).cloned());
+            values.extend(inherited.into_iter().chain(set).map(|v| (name.clone(), v)));
+        }
+        Redactor::new(values)
+    }
 }
 
 impl Pipeline {
@@ -414,4 +433,40 @@ pub struct PhaseSpans {
     pub verify: Option<Span>,
     /// Each `scope` glob, in order.
     pub scope: Vec<Span>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_pipeline_s_secrets_take_every_value_they_are_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"pipeline "p" {
+    secret "HELIXFLOW_TEST_KEY" "HELIXFLOW_TEST_MISSING" "HELIXFLOW_TEST_BLANK"
+    env "HELIXFLOW_TEST_KEY" "k-42"
+    env "HELIXFLOW_TEST_BLANK" ""
+}
+agent "bot" {
+    command "bot" "{{ prompt }}"
+    env "HELIXFLOW_TEST_KEY" "agent-k"
+}
+phase "a" {
+    agent "bot"
+    prompt "go"
+    env "HELIXFLOW_TEST_KEY" "phase-k"
+}
+"#;
+        let compiled = crate::language::compile(
+            &dir.path().join("pipeline.kdl"),
+            text,
+            &crate::language::FsLoader,
+            Default::default(),
+        );
+        let pipeline = compiled.pipeline.expect("the pipeline compiles");
+        let r = pipeline.redactor();
+        assert_eq!(
+            r.redact("use k-42, agent-k and phase-k; nothing else"),
+            "use [REDACTED:HELIXFLOW_TEST_KEY], [REDACTED:HELIXFLOW_TEST_KEY] and \
+             [REDACTED:HELIXFLOW_TEST_KEY]; nothing else"
+        );
+    }
 }

@@ -10,8 +10,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::Pipeline;
-
 /// Replaces every occurrence of secret values with `[REDACTED:NAME]`.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
@@ -79,22 +77,6 @@ impl Redactor {
                 longest,
             }),
         }
-    }
-
-    /// The redactor of a run: for each `secret` name, every value it is given — by helixflow's
-    /// environment and by the `env` of the pipeline, of any agent or of any phase — since each of
-    /// those reaches some child's environment and so can show up in what it prints.
-    pub fn for_pipeline(pipeline: &Pipeline) -> Self {
-        let mut values: Vec<(String, String)> = Vec::new();
-        for name in &pipeline.secrets {
-            let inherited = std::env::var(name).ok();
-            let set = std::iter::once(&pipeline.env)
-                .chain(pipeline.agents.values().map(|agent| &agent.env))
-                .chain(pipeline.phases.iter().map(|phase| &phase.env))
-                .filter_map(|env| env.get(name).cloned());
-            values.extend(inherited.into_iter().chain(set).map(|v| (name.clone(), v)));
-        }
-        Self::new(values)
     }
 
     /// `value` serialized as pretty JSON, with secrets redacted inside its strings (not its keys,
@@ -380,39 +362,6 @@ mod tests {
         assert_eq!(stream.push(b"0123456789"), b"0123456789");
         assert_eq!(stream.push(b"0123hun"), b"0123");
         assert_eq!(stream.finish(), b"hun");
-    }
-
-    #[test]
-    fn a_pipeline_s_secrets_take_every_value_they_are_given() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = r#"pipeline "p" {
-    secret "HELIXFLOW_TEST_KEY" "HELIXFLOW_TEST_MISSING" "HELIXFLOW_TEST_BLANK"
-    env "HELIXFLOW_TEST_KEY" "k-42"
-    env "HELIXFLOW_TEST_BLANK" ""
-}
-agent "bot" {
-    command "bot" "{{ prompt }}"
-    env "HELIXFLOW_TEST_KEY" "agent-k"
-}
-phase "a" {
-    agent "bot"
-    prompt "go"
-    env "HELIXFLOW_TEST_KEY" "phase-k"
-}
-"#;
-        let compiled = crate::language::compile(
-            &dir.path().join("pipeline.kdl"),
-            text,
-            &crate::language::FsLoader,
-            Default::default(),
-        );
-        let pipeline = compiled.pipeline.expect("the pipeline compiles");
-        let r = Redactor::for_pipeline(&pipeline);
-        assert_eq!(
-            r.redact("use k-42, agent-k and phase-k; nothing else"),
-            "use [REDACTED:HELIXFLOW_TEST_KEY], [REDACTED:HELIXFLOW_TEST_KEY] and \
-             [REDACTED:HELIXFLOW_TEST_KEY]; nothing else"
-        );
     }
 
     #[test]

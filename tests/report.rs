@@ -6,10 +6,11 @@ use std::io::BufWriter;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
+use helixflow::event::sink::{EventSink, Sinks};
 use helixflow::event::{
     AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RunStatus, Stamped,
 };
-use helixflow::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
+use helixflow::report::{Junit, Ndjson, Plain, Progress, Summary};
 use indicatif::{ProgressDrawTarget, TermLike};
 
 /// The run's start: 2025-03-01T10:00:00Z.
@@ -359,7 +360,7 @@ fn run_events() -> Vec<Stamped> {
 }
 
 /// Feeds every event and finishes, as the engine's caller does.
-fn feed(reporter: &mut dyn Reporter, events: &[Stamped]) {
+fn feed(reporter: &mut dyn EventSink, events: &[Stamped]) {
     for event in events {
         reporter
             .event(event)
@@ -787,7 +788,7 @@ struct Flaky {
     calls: Arc<Mutex<(usize, usize)>>,
 }
 
-impl Reporter for Flaky {
+impl EventSink for Flaky {
     fn event(&mut self, _: &Stamped) -> std::io::Result<()> {
         let mut calls = self.calls.lock().unwrap();
         calls.0 += 1;
@@ -812,7 +813,7 @@ fn reporters_skip_a_failing_reporter_and_keep_feeding_the_others() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let mut reporters = Reporters::new(vec![
+    let mut reporters = Sinks::new(vec![
         Box::new(Flaky {
             calls: Arc::clone(&calls),
         }),

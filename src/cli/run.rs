@@ -9,9 +9,10 @@ use super::input;
 use crate::agent::prompt::{render_argv, shell_quote};
 use crate::diagnostics::did_you_mean;
 use crate::engine::{RunOptions, attempt_prompt, execute};
+use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
-use crate::report::{Junit, Ndjson, Plain, Progress, Reporter, Reporters, Summary};
+use crate::report::{Junit, Ndjson, Plain, Progress, Summary};
 
 /// Arguments of `helixflow run`.
 #[derive(Debug, clap::Args)]
@@ -83,7 +84,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         }
         .max_parallel(&pipeline);
         // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
-        let redactor = crate::redact::Redactor::for_pipeline(&pipeline);
+        let redactor = pipeline.redactor();
         return super::emit(&redactor.redact(&plan(&pipeline, &args.only, jobs)));
     }
     let reporters = match reporters(args, &pipeline) {
@@ -195,7 +196,7 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
+fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Sinks, String> {
     // Checked before anything is written or run: a report that cannot be written is found out
     // now, not after the work is done.
     if let Some(path) = &args.junit {
@@ -208,7 +209,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
         }
         Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
     }
-    let mut list: Vec<Box<dyn Reporter>> = Vec::new();
+    let mut list: Vec<Box<dyn EventSink>> = Vec::new();
     let stderr = std::io::stderr();
     if !args.no_progress && stderr.is_terminal() {
         list.push(Box::new(Progress::new(pipeline.phases.len())));
@@ -231,7 +232,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Reporters, String> {
         list.push(Box::new(Junit::new(path.clone())));
     }
     list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
-    Ok(Reporters::new(list))
+    Ok(Sinks::new(list))
 }
 
 /// The dry-run plan: levels, then each phase with its command and the prompt its first attempt

@@ -12,7 +12,6 @@ use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::event::{GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
-use crate::redact::Redactor;
 use crate::verify::gates::{GateContext, checks_response, run_gates};
 use crate::verify::snapshot::{Snapshot, SnapshotOptions};
 
@@ -182,7 +181,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         env: &env,
         logs: &logs,
         cancel: &cancel,
-        redactor: std::sync::Arc::new(Redactor::for_pipeline(&pipeline)),
+        redactor: std::sync::Arc::new(pipeline.redactor()),
         grace: crate::engine::GRACE,
         exclude: std::slice::from_ref(&pipeline.state_dir),
         alongside: &[],

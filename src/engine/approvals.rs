@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::run::{Shared, millis};
+use super::context::{Shared, millis};
 use crate::event::{Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 

@@ -1,15 +1,18 @@
 //! One phase, attempt after attempt: render the prompt, start the agent or `run` step, verify the
 //! work, write the artifacts, and decide on a retry.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::approvals;
-use super::control::{self, LiveAttempt};
-use super::run::{Shared, millis};
+use super::context::{
+    AttemptWindow, LiveAttempt, PhaseRunning, Shared, gate_env, millis, phase_index,
+    phases_alongside, snapshot_options, split_bookkeeping, take_snapshot,
+};
+use super::control;
 use crate::agent::prompt::{PromptContext, render_argv, render_prompt};
 use crate::agent::prompt_file::PromptFile;
 use crate::agent::response;
@@ -23,7 +26,7 @@ use crate::process::{self, ChildSpec};
 use crate::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
-use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
+use crate::verify::snapshot::{Changes, Snapshot};
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 
 /// How a phase ended, for the scheduler.
@@ -976,31 +979,6 @@ fn worker_noun(phase: &Phase) -> &'static str {
     }
 }
 
-/// The environment gates, verifiers and `escalate` get on top of helixflow's: the pipeline's
-/// `env`, then the phase's.
-pub fn gate_env(pipeline: &crate::model::Pipeline, phase: &Phase) -> Vec<(OsString, OsString)> {
-    pipeline
-        .env
-        .iter()
-        .chain(&phase.env)
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect()
-}
-
-/// Moves the changes to files the phase's agent keeps for itself (its `bookkeeping` globs) out
-/// of `changes`, and returns them.
-pub(crate) fn split_bookkeeping(shared: &Shared, phase: &Phase, changes: &mut Changes) -> Changes {
-    let Worker::Agent(agent) = &phase.worker else {
-        return Changes::default();
-    };
-    let globs = &shared.pipeline.agents[&agent.value].bookkeeping;
-    if globs.is_empty() {
-        return Changes::default();
-    }
-    let set = crate::glob::set(globs);
-    changes.split_off(|path| set.is_match(path))
-}
-
 /// Whether an attempt's changes to the workspace are read: by `scope`, `protect` and `changes`,
 /// and by self and sub-agent verification. Only then are snapshots taken before and after it
 /// (and `changes.json` written): a walk of the workspace costs more than a short step.
@@ -1025,147 +1003,6 @@ fn lists_files(phase: &Phase) -> bool {
             .gates
             .iter()
             .any(|g| matches!(g.kind, GateKind::PathsExist { .. }))
-}
-
-/// Largest file whose contents a snapshot keeps for diffs and restores.
-const KEPT_CONTENTS: u64 = 1 << 20;
-
-/// How the engine snapshots the workspace for `phase`: never the state folder or helixflow's
-/// report files; its protected files even where ignored; contents kept on request; judged by
-/// `rules` when given.
-pub(crate) fn snapshot_options(
-    shared: &Shared,
-    phase: &Phase,
-    keep_contents: bool,
-    rules: Option<IgnoreRules>,
-) -> SnapshotOptions {
-    SnapshotOptions {
-        exclude: shared.excluded.clone(),
-        keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
-        // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
-        protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
-        only_protected: false,
-        rules,
-    }
-}
-
-/// Takes a snapshot, reusing file hashes from `previous` or else from the run's latest snapshot
-/// (any earlier snapshot serves: a hash is reused only for a file whose size, times and inode are
-/// unchanged), so only files that changed are read again.
-async fn take_snapshot(
-    shared: &Shared,
-    options: SnapshotOptions,
-    previous: Option<&Snapshot>,
-) -> std::io::Result<Snapshot> {
-    let workspace = shared.pipeline.workspace.clone();
-    let previous = match previous {
-        Some(previous) => Some(previous.clone()),
-        None => shared
-            .latest_snapshot
-            .lock()
-            .ok()
-            .and_then(|latest| latest.clone()),
-    };
-    let snapshot = tokio::task::spawn_blocking(move || {
-        Snapshot::take(&workspace, &options, previous.as_ref())
-    })
-    .await
-    .map_err(std::io::Error::other)??;
-    if let Ok(mut latest) = shared.latest_snapshot.lock() {
-        *latest = Some(snapshot.clone());
-    }
-    Ok(snapshot)
-}
-
-/// Which phases ran alongside each attempt under way. A change another phase made while an
-/// attempt ran is in that attempt's snapshots too; knowing who else ran lets the gates leave
-/// such a change to the phase whose `scope` or `outputs` claim it.
-#[derive(Debug, Default)]
-pub(crate) struct Alongside {
-    /// The phases running now.
-    running: BTreeSet<usize>,
-    /// For each phase with an attempt under way: every other phase running at any time since it
-    /// began.
-    attempts: HashMap<usize, BTreeSet<usize>>,
-}
-
-/// The phases that ran at some time during the attempt of phase `index` under way, in pipeline
-/// order.
-pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
-    let indices: Vec<usize> = shared
-        .alongside
-        .lock()
-        .ok()
-        .and_then(|alongside| alongside.attempts.get(&index).cloned())
-        .map(|set| set.into_iter().collect())
-        .unwrap_or_default();
-    indices
-        .into_iter()
-        .filter_map(|i| shared.pipeline.phases.get(i))
-        .collect()
-}
-
-/// The index of `phase` in the pipeline.
-fn phase_index(shared: &Shared, phase: &Phase) -> usize {
-    shared
-        .pipeline
-        .phases
-        .iter()
-        .position(|p| std::ptr::eq(p, phase))
-        .unwrap_or(usize::MAX)
-}
-
-/// Notes a phase as running for as long as it lives.
-struct PhaseRunning<'s> {
-    shared: &'s Shared,
-    index: usize,
-}
-
-impl<'s> PhaseRunning<'s> {
-    fn start(shared: &'s Shared, index: usize) -> PhaseRunning<'s> {
-        if let Ok(mut alongside) = shared.alongside.lock() {
-            for (&attempt_of, seen) in &mut alongside.attempts {
-                if attempt_of != index {
-                    seen.insert(index);
-                }
-            }
-            alongside.running.insert(index);
-        }
-        PhaseRunning { shared, index }
-    }
-}
-
-impl Drop for PhaseRunning<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut alongside) = self.shared.alongside.lock() {
-            alongside.running.remove(&self.index);
-        }
-    }
-}
-
-/// Notes the phases running alongside an attempt for as long as it lives.
-struct AttemptWindow<'s> {
-    shared: &'s Shared,
-    index: usize,
-}
-
-impl<'s> AttemptWindow<'s> {
-    fn open(shared: &'s Shared, index: usize) -> AttemptWindow<'s> {
-        if let Ok(mut alongside) = shared.alongside.lock() {
-            let mut seen = alongside.running.clone();
-            seen.remove(&index);
-            alongside.attempts.insert(index, seen);
-        }
-        AttemptWindow { shared, index }
-    }
-}
-
-impl Drop for AttemptWindow<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut alongside) = self.shared.alongside.lock() {
-            alongside.attempts.remove(&self.index);
-        }
-    }
 }
 
 /// Runs the phase's `escalate` command after its final failure.

@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use super::run::Shared;
+use super::context::{Receipt, Shared};
 use crate::event::{GateReport, GateStatus};
 use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_gates};
 use crate::verify::snapshot::Snapshot;
@@ -40,30 +40,6 @@ pub struct VerifyResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
-
-/// A passing or failing check made during an attempt.
-#[derive(Debug, Clone)]
-pub(crate) struct Receipt {
-    pub success: bool,
-    pub gates: Vec<GateReport>,
-    /// The workspace when the receipt was written: anything that differs later was changed
-    /// after verifying.
-    pub snapshot: Snapshot,
-}
-
-/// A running attempt, as the control socket sees it.
-#[derive(Debug)]
-pub(crate) struct LiveAttempt {
-    pub attempt: u32,
-    /// The workspace before the attempt; `None` when nothing the phase checks reads changes
-    /// (no scope, protect or changes gate, no self or sub-agent verification).
-    pub before: Option<Arc<Snapshot>>,
-    pub dir: PathBuf,
-    pub receipts: Mutex<Vec<Receipt>>,
-}
-
-/// Running attempts by phase name.
-pub(crate) type LiveAttempts = Mutex<BTreeMap<String, Arc<LiveAttempt>>>;
 
 /// The longest socket path `sun_path` holds (108 bytes with the closing NUL).
 const MAX_SOCKET_PATH: usize = 107;
@@ -145,7 +121,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         .before
         .as_ref()
         .and_then(|before| before.ignore_rules());
-    let options = super::attempt::snapshot_options(shared, phase, false, rules);
+    let options = super::context::snapshot_options(shared, phase, false, rules);
     let before = live.before.clone();
     let after = match tokio::task::spawn_blocking(move || {
         Snapshot::take(&workspace, &options, before.as_deref())
@@ -161,14 +137,14 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         .as_ref()
         .map(|before| before.diff(&after))
         .unwrap_or_default();
-    let bookkeeping = super::attempt::split_bookkeeping(shared, phase, &mut changes);
+    let bookkeeping = super::context::split_bookkeeping(shared, phase, &mut changes);
     let untracked = Snapshot::default();
     let alongside = shared
         .pipeline
         .phases
         .iter()
         .position(|p| p.name.value == phase.name.value)
-        .map(|index| super::attempt::phases_alongside(shared, index))
+        .map(|index| super::context::phases_alongside(shared, index))
         .unwrap_or_default();
     let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
     let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);

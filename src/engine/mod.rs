@@ -3,9 +3,11 @@
 
 pub mod approvals;
 mod attempt;
+mod context;
 pub mod control;
 pub mod run;
 
 pub(crate) use attempt::attempt_prompt;
-pub use attempt::gate_env;
-pub use run::{GRACE, RunOptions, RunOutcome, execute};
+pub use context::gate_env;
+pub use context::{GRACE, RunOptions};
+pub use run::{RunOutcome, execute};

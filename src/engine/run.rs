@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
-use super::control::{self, LiveAttempts};
+use super::context::{LiveAttempts, RunOptions, Shared, millis};
+use super::control;
 use crate::event::record::RunRecord;
+use crate::event::sink::Sinks;
 use crate::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::process::Cancel;
-use crate::redact::Redactor;
-use crate::report::Reporters;
 use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
 
 /// How often `run.json` is rewritten while a run goes on.
@@ -26,42 +26,6 @@ const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// At most this many queued events are journalled with one write.
 const MAX_BATCH: usize = 64;
-
-/// How long a child gets between TERM and KILL.
-pub const GRACE: Duration = Duration::from_secs(5);
-
-/// Options of one run.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Phases at once; overrides the pipeline's `max-parallel`.
-    pub jobs: Option<u32>,
-    /// Run only these phases (their other dependencies are taken as done).
-    pub only: Vec<String>,
-    /// Time between TERM and KILL.
-    pub grace: Duration,
-    /// helixflow's own report files (`--events FILE`, `--junit FILE`): like the state folder,
-    /// they are left out of workspace snapshots, so writing them is never taken for an agent's
-    /// change. Absolute, or relative to the workspace.
-    pub reports: Vec<PathBuf>,
-}
-
-impl RunOptions {
-    /// Phases at once: `jobs` when given, else the pipeline's `max-parallel`.
-    pub fn max_parallel(&self, pipeline: &Pipeline) -> u32 {
-        self.jobs.unwrap_or(pipeline.max_parallel).max(1)
-    }
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        Self {
-            jobs: None,
-            only: Vec::new(),
-            grace: GRACE,
-            reports: Vec::new(),
-        }
-    }
-}
 
 /// How a run ended.
 #[derive(Debug, Clone)]
@@ -74,94 +38,11 @@ pub struct RunOutcome {
     pub run: RunDir,
 }
 
-/// State shared by the scheduler and the phase tasks.
-pub(crate) struct Shared {
-    pub pipeline: Pipeline,
-    pub run: RunDir,
-    pub redactor: Arc<Redactor>,
-    pub cancel: Cancel,
-    pub options: RunOptions,
-    events: mpsc::Sender<Event>,
-    stopping: AtomicBool,
-    /// Retries left in the run's budget; `None` is unlimited.
-    retries_left: Option<AtomicU32>,
-    cancel_reason: Mutex<String>,
-    /// Attempts now running, for `helixflow verify` over the control socket.
-    pub live: LiveAttempts,
-    /// The control socket's path, when it could be opened.
-    pub socket: Option<PathBuf>,
-    /// What workspace snapshots and gate searches leave out: the state folder and helixflow's
-    /// own report files.
-    pub excluded: Vec<PathBuf>,
-    /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
-    pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
-    /// Which phases ran alongside each attempt under way.
-    pub alongside: Mutex<super::attempt::Alongside>,
-    /// Whether agents and steps are started from the blocking pool: when more may run at once
-    /// than there are cores (see `ChildSpec::spawn_in_pool`).
-    pub spawn_in_pool: bool,
-}
-
-impl Shared {
-    /// Sends an event to the journal and the reporters.
-    pub fn emit(&self, event: Event) {
-        // The dispatcher outlives every phase task; a send can only fail after it stopped.
-        let _ = self.events.send(event.redacted(&self.redactor));
-    }
-
-    /// Whether `on-failure "stop"` was triggered: no new phases, no more retries.
-    pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
-    }
-
-    /// Takes one retry from the run's budget; false when it is spent.
-    pub fn take_retry(&self) -> bool {
-        match &self.retries_left {
-            None => true,
-            Some(left) => left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok(),
-        }
-    }
-
-    /// Retries left in the run's budget now; `None` when it is unlimited.
-    pub fn retries_left(&self) -> Option<u32> {
-        self.retries_left
-            .as_ref()
-            .map(|left| left.load(Ordering::SeqCst))
-    }
-
-    /// Why running phases were cancelled.
-    pub fn cancel_reason(&self) -> String {
-        self.cancel_reason
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_default()
-    }
-
-    fn cancel_with(&self, reason: &str, status: &Mutex<Option<RunStatus>>, as_status: RunStatus) {
-        if let Ok(mut r) = self.cancel_reason.lock()
-            && r.is_empty()
-        {
-            *r = reason.to_owned();
-        }
-        if let Ok(mut s) = status.lock() {
-            s.get_or_insert(as_status);
-        }
-        self.cancel.soft.cancel();
-    }
-}
-
-/// Milliseconds of a duration, saturating.
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event.
 pub async fn execute(
     pipeline: Pipeline,
     options: RunOptions,
-    reporters: Reporters,
+    reporters: Sinks,
 ) -> std::io::Result<RunOutcome> {
     let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
     let run = RunDir::create(&runs_dir).map_err(|e| {
@@ -170,7 +51,7 @@ pub async fn execute(
             format!("cannot create a run folder in {}: {e}", runs_dir.display()),
         )
     })?;
-    let redactor = Arc::new(Redactor::for_pipeline(&pipeline));
+    let redactor = Arc::new(pipeline.redactor());
     let journal = Journal::open(&run)?;
     std::fs::write(
         run.path.join("pipeline.json"),
@@ -489,7 +370,7 @@ async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunSta
 fn dispatch(
     receiver: mpsc::Receiver<Event>,
     mut journal: Journal,
-    mut reporters: Reporters,
+    mut reporters: Sinks,
     run: RunDir,
     mut summary: Summary,
 ) -> std::io::Result<Option<i32>> {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 mod exit;
 pub(crate) mod record;
+pub mod sink;
 
 pub use exit::{ChildExit, how_it_ended, signal_name};
 

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::compile::TemplateDef;
 use super::decode::Body;
+use super::template::TemplateDef;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};
 use crate::glob::compile_glob;
 use crate::graph::PhaseGraph;

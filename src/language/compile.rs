@@ -11,7 +11,7 @@ use super::decode::{Body, Decoder, Origin};
 use super::loader::{Loader, normalize};
 use super::parse;
 use super::schema::Context;
-use super::template::Substitution;
+use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, did_you_mean, rules};
 use crate::model::{
@@ -22,21 +22,6 @@ use crate::model::{
 pub const DEFAULT_MAX_PARALLEL: u32 = 4;
 /// Default `retries`.
 pub const DEFAULT_RETRIES: u32 = 2;
-
-/// A template definition, kept as nodes until a phase uses it.
-#[derive(Debug, Clone)]
-pub struct TemplateDef {
-    /// Its name.
-    pub name: Spanned<String>,
-    /// The file it is defined in.
-    pub file: FileId,
-    /// Whether it comes from an imported file.
-    pub imported: bool,
-    /// Parameters: name, default, where declared.
-    pub params: Vec<(String, Option<String>, Span)>,
-    /// The `template` node itself.
-    pub node: KdlNode,
-}
 
 /// Everything one compilation produced.
 #[derive(Debug)]

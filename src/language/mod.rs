@@ -16,7 +16,8 @@ mod template;
 mod validate;
 
 pub use crate::glob::compile_glob;
-pub use compile::{Compilation, Options, TemplateDef, compile};
+pub use compile::{Compilation, Options, compile};
 pub use decode::escape_problem;
 pub use loader::{FsLoader, Loader};
 pub use state_location::{StateLocation, state_location};
+pub use template::TemplateDef;

@@ -1,8 +1,29 @@
 //! Template parameters: `{{ … }}` expressions that use only a template's parameters are evaluated
 //! when a phase uses the template; every other expression (`{{ feedback }}`, `{{ attempt }}`) is
-//! left for the prompt to render at run time.
+//! left for the prompt to render at run time. A template's definition is kept as nodes until a
+//! phase uses it.
 
 use std::collections::BTreeMap;
+
+use kdl::KdlNode;
+
+use crate::diagnostics::{FileId, Span};
+use crate::model::Spanned;
+
+/// A template definition, kept as nodes until a phase uses it.
+#[derive(Debug, Clone)]
+pub struct TemplateDef {
+    /// Its name.
+    pub name: Spanned<String>,
+    /// The file it is defined in.
+    pub file: FileId,
+    /// Whether it comes from an imported file.
+    pub imported: bool,
+    /// Parameters: name, default, where declared.
+    pub params: Vec<(String, Option<String>, Span)>,
+    /// The `template` node itself.
+    pub node: KdlNode,
+}
 
 /// The parameter values of one use of a template.
 #[derive(Debug, Default)]

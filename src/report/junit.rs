@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::event::{GateStatus, PhaseStatus, Stamped};
 
-use super::Reporter;
 use super::text::sanitize;
 use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
+use crate::event::sink::EventSink;
 
 /// The longest `message` attribute, in characters; the whole text is in the element's body.
 const MESSAGE_CHARS: usize = 200;
@@ -94,7 +94,7 @@ impl Junit {
     }
 }
 
-impl Reporter for Junit {
+impl EventSink for Junit {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
         self.run.apply(event);
         Ok(())

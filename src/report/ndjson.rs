@@ -4,13 +4,13 @@ use std::io::Write;
 
 use crate::event::Stamped;
 
-use super::Reporter;
+use crate::event::sink::EventSink;
 
 /// Writes one JSON object per line (the [`Stamped`] event as serialized), flushed after each line
 /// so a reader following the file sees every event as it happens.
 pub struct Ndjson<W: Write + Send> {
     out: W,
-    /// Whether `out` is a file the user named (see [`Reporter::required`]).
+    /// Whether `out` is a file the user named (see [`EventSink::required`]).
     file: bool,
 }
 
@@ -31,7 +31,7 @@ impl<W: Write + Send> Ndjson<W> {
     }
 }
 
-impl<W: Write + Send> Reporter for Ndjson<W> {
+impl<W: Write + Send> EventSink for Ndjson<W> {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
         // Serialized whole before writing, so a failure never leaves half a line behind.
         let mut line = serde_json::to_vec(event).map_err(std::io::Error::other)?;

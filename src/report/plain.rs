@@ -6,9 +6,9 @@ use std::io::Write;
 
 use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
 
-use super::Reporter;
 use super::text::{one_line, sanitize};
 use crate::event::record::{AttemptRecord, RunRecord};
+use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
 /// Indentation of a gate's details and of a message's continuation lines.
@@ -193,7 +193,7 @@ impl<W: Write + Send> Plain<W> {
     }
 }
 
-impl<W: Write + Send> Reporter for Plain<W> {
+impl<W: Write + Send> EventSink for Plain<W> {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
         // Folded in first, so an attempt's own end is part of what describes it.
         self.run.apply(event);

@@ -8,9 +8,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, P
 
 use crate::event::{Event, PhaseStatus, Stamped};
 
-use super::Reporter;
 use super::text::{one_line, sanitize};
 use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
+use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
 /// Phase names are padded to the longest one, up to this many characters, so columns line up.
@@ -266,7 +266,7 @@ impl Progress {
     }
 }
 
-impl Reporter for Progress {
+impl EventSink for Progress {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
         if self.finished {
             return Ok(());

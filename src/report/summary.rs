@@ -4,9 +4,9 @@ use std::io::Write;
 
 use crate::event::{Event, PhaseStatus, Stamped};
 
-use super::Reporter;
 use super::text::one_line;
 use crate::event::record::{PhaseRecord, RunRecord, Standing, failing_column};
+use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
 /// The column headings.
@@ -56,7 +56,7 @@ impl<W: Write + Send> Summary<W> {
     }
 }
 
-impl<W: Write + Send> Reporter for Summary<W> {
+impl<W: Write + Send> EventSink for Summary<W> {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
         self.run.apply(event);
         if matches!(event.event, Event::RunFinished { .. }) && !self.written {
