@@ -296,6 +296,80 @@ fn start_run(test: &Test) -> std::process::Child {
         .unwrap()
 }
 
+/// At a terminal, the question is asked there, and the progress bars (which redraw ten times a
+/// second, and a second phase keeps running) are taken off the screen until it is answered.
+#[test]
+fn the_approval_question_is_not_drawn_over_by_the_progress_bars() {
+    use std::io::Write as _;
+    let test = Test::new().pipeline(
+        r#"pipeline "p" {
+    timeout "2m"
+}
+phase "a" {
+    run "echo done > out.txt"
+    outputs {
+        file "out.txt"
+    }
+    gates {
+        approval prompt="Ship it?"
+    }
+}
+phase "slow" {
+    run "sleep 3"
+}
+"#,
+    );
+    let line = format!("'{}' run", env!("CARGO_BIN_EXE_helixflow"));
+    let Ok(mut child) = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(test.path())
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: util-linux `script` is not available");
+        return;
+    };
+    wait_for_request_or_question(test.path());
+    // The question waits for an answer while the bars would have redrawn many times.
+    std::thread::sleep(Duration::from_millis(1500));
+    child.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let screen = String::from_utf8_lossy(&output.stdout);
+    // Before the question, the bars' last frame was wiped (cursor up, erase each line), not left
+    // on the screen above it.
+    let summary = screen
+        .find("phase \"a\", attempt 1")
+        .unwrap_or_else(|| panic!("{screen:?}"));
+    let after_last_bar = screen[..summary].rsplit("attempt 1/3").next().unwrap();
+    assert!(after_last_bar.contains("\u{1b}[2K"), "{screen:?}");
+    // After the answer, the bars are drawn anew below it: no cursor moves up over the question
+    // and the answer to erase them.
+    let answered = screen
+        .find("Ship it? [y/N] y\r\n")
+        .unwrap_or_else(|| panic!("{screen:?}"));
+    let next = &screen[answered + "Ship it? [y/N] y\r\n".len()..];
+    let moves_up = regex::Regex::new(r"^\u{1b}\[\d+A").unwrap();
+    assert!(!moves_up.is_match(next), "{screen:?}");
+    assert!(output.status.success(), "{screen}");
+}
+
+/// Waits until the run has reached the approval gate (its phase `a` has passed every other gate).
+fn wait_for_request_or_question(workspace: &Path) {
+    let start = Instant::now();
+    while !workspace.join("out.txt").is_file() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "phase a never ran"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+}
+
 #[test]
 fn approval_from_a_second_process_lets_the_phase_pass() {
     let test = approval_pipeline();

@@ -2,6 +2,7 @@
 //! process exit code.
 
 mod approve;
+mod approver;
 mod compile;
 mod explain;
 mod fmt;

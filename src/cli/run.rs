@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::input;
 use crate::agent::prompt::{render_argv, shell_quote};
@@ -12,7 +13,7 @@ use crate::engine::{RunOptions, attempt_prompt, execute};
 use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
-use crate::report::{Junit, Ndjson, Plain, Progress, Summary};
+use crate::report::{Junit, Ndjson, Plain, Progress, ProgressPause, Summary};
 
 /// Arguments of `helixflow run`.
 #[derive(Debug, clap::Args)]
@@ -87,7 +88,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         let redactor = pipeline.redactor();
         return super::emit(&redactor.redact(&plan(&pipeline, &args.only, jobs)));
     }
-    let reporters = match reporters(args, &pipeline) {
+    let (reporters, progress) = match reporters(args, &pipeline) {
         Ok(reporters) => reporters,
         Err(message) => return input::fail(&message),
     };
@@ -106,6 +107,12 @@ pub(crate) fn run(args: &Args) -> i32 {
         only: args.only.clone(),
         grace,
         reports: report_files(args),
+        // A person at the terminal answers `approval` gates there; otherwise the run waits for
+        // `helixflow approve`.
+        approver: std::io::stdin().is_terminal().then(|| {
+            Arc::new(super::approver::TerminalApprover::new(progress))
+                as Arc<dyn crate::engine::approvals::Approver>
+        }),
     };
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that
@@ -196,7 +203,8 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Sinks, String> {
+/// The run's sinks, and the handle that pauses its progress bars when they are drawn.
+fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<ProgressPause>), String> {
     // Checked before anything is written or run: a report that cannot be written is found out
     // now, not after the work is done.
     if let Some(path) = &args.junit {
@@ -211,8 +219,11 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Sinks, String> {
     }
     let mut list: Vec<Box<dyn EventSink>> = Vec::new();
     let stderr = std::io::stderr();
+    let mut pause = None;
     if !args.no_progress && stderr.is_terminal() {
-        list.push(Box::new(Progress::new(pipeline.phases.len())));
+        let progress = Progress::new(pipeline.phases.len());
+        pause = Some(progress.pause_handle());
+        list.push(Box::new(progress));
     } else {
         // Buffered and flushed after each event: one `write` per event rather than one per piece.
         list.push(Box::new(Plain::new(BufWriter::new(std::io::stderr()))));
@@ -232,7 +243,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<Sinks, String> {
         list.push(Box::new(Junit::new(path.clone())));
     }
     list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
-    Ok(Sinks::new(list))
+    Ok((Sinks::new(list), pause))
 }
 
 /// The dry-run plan: levels, then each phase with its command and the prompt its first attempt

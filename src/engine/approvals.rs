@@ -2,49 +2,16 @@
 //! `helixflow approve` / `helixflow reject` from another shell. It is asked only once every other
 //! check of the attempt passed, so nobody reviews work that already failed.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 
 use super::context::{Shared, millis};
 use crate::event::{Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 
-/// Written by the engine into the attempt folder while it waits.
-pub const REQUEST_FILE: &str = "approval-request.json";
-/// Written by `helixflow approve` / `helixflow reject`.
-pub const DECISION_FILE: &str = "approval.json";
-
-/// What the engine asks.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ApprovalRequest {
-    /// The phase.
-    pub phase: String,
-    /// The attempt.
-    pub attempt: u32,
-    /// The gate's name.
-    pub gate: String,
-    /// The question.
-    pub prompt: String,
-}
-
-/// A person's answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ApprovalDecision {
-    /// Approved or rejected.
-    pub approved: bool,
-    /// Why it was rejected (becomes feedback for the next attempt).
-    #[serde(default)]
-    pub reason: String,
-    /// Who answered, from `$USER`.
-    #[serde(default)]
-    pub by: String,
-}
-
-/// Only one question at a time on the terminal.
-static TERMINAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub use super::approver::{
+    ApprovalDecision, ApprovalRequest, Approver, DECISION_FILE, REQUEST_FILE,
+};
 
 /// Decides every `approval` gate of the phase and puts the result in `reports` (replacing the
 /// placeholder the gate runner left, or adding it when external verification did not run).
@@ -96,11 +63,10 @@ async fn ask(
     question: &str,
     reports: &[GateReport],
 ) -> (GateStatus, Vec<String>) {
-    if std::io::stdin().is_terminal() {
-        let _turn = TERMINAL.lock().await;
+    if let Some(approver) = shared.options.approver.clone() {
         let summary = shared.redactor.redact(&summary(phase, attempt, reports));
         let question = shared.redactor.redact(question);
-        let answer = tokio::task::spawn_blocking(move || ask_terminal(&summary, &question)).await;
+        let answer = tokio::task::spawn_blocking(move || approver.ask(&summary, &question)).await;
         return match answer {
             Ok(Ok(decision)) => judged(&decision),
             Ok(Err(e)) => (
@@ -190,30 +156,4 @@ fn summary(phase: &Phase, attempt: u32, reports: &[GateReport]) -> String {
         );
     }
     text
-}
-
-fn ask_terminal(summary: &str, question: &str) -> std::io::Result<ApprovalDecision> {
-    let mut stderr = std::io::stderr().lock();
-    let stdin = std::io::stdin();
-    write!(stderr, "{summary}{question} [y/N] ")?;
-    stderr.flush()?;
-    let mut answer = String::new();
-    stdin.lock().read_line(&mut answer)?;
-    let by = std::env::var("USER").unwrap_or_default();
-    if matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
-        return Ok(ApprovalDecision {
-            approved: true,
-            reason: String::new(),
-            by,
-        });
-    }
-    write!(stderr, "Reason (becomes feedback for the next attempt): ")?;
-    stderr.flush()?;
-    let mut reason = String::new();
-    stdin.lock().read_line(&mut reason)?;
-    Ok(ApprovalDecision {
-        approved: false,
-        reason: reason.trim().to_owned(),
-        by,
-    })
 }

@@ -20,7 +20,7 @@ use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, Sn
 pub const GRACE: Duration = Duration::from_secs(5);
 
 /// Options of one run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Phases at once; overrides the pipeline's `max-parallel`.
     pub jobs: Option<u32>,
@@ -32,6 +32,20 @@ pub struct RunOptions {
     /// they are left out of workspace snapshots, so writing them is never taken for an agent's
     /// change. Absolute, or relative to the workspace.
     pub reports: Vec<PathBuf>,
+    /// Who answers `approval` gates on the spot; `None`: the run waits for `helixflow approve`.
+    pub approver: Option<Arc<dyn super::approver::Approver>>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("jobs", &self.jobs)
+            .field("only", &self.only)
+            .field("grace", &self.grace)
+            .field("reports", &self.reports)
+            .field("approver", &self.approver.is_some())
+            .finish()
+    }
 }
 
 impl RunOptions {
@@ -48,6 +62,7 @@ impl Default for RunOptions {
             only: Vec::new(),
             grace: GRACE,
             reports: Vec::new(),
+            approver: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! [`crate::event::Event`]s.
 
 pub mod approvals;
+mod approver;
 mod attempt;
 mod context;
 pub mod control;

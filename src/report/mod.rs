@@ -17,6 +17,6 @@ pub use crate::text::human_duration;
 pub use junit::Junit;
 pub use ndjson::Ndjson;
 pub use plain::Plain;
-pub use progress::Progress;
+pub use progress::{Progress, ProgressPause};
 pub use summary::Summary;
 pub(crate) use text::one_line;

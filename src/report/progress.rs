@@ -34,6 +34,25 @@ pub struct Progress {
     finished: bool,
 }
 
+/// Takes the progress bars of a run off standard error while someone is asked a question there:
+/// they would otherwise redraw over the question and the answer being typed. The bars keep their
+/// state meanwhile, and are drawn again afterwards.
+#[derive(Clone)]
+pub struct ProgressPause {
+    multi: MultiProgress,
+}
+
+impl ProgressPause {
+    /// Runs `ask` with the bars cleared and not drawn.
+    pub fn while_asking<R>(&self, ask: impl FnOnce() -> R) -> R {
+        let _ = self.multi.clear();
+        self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        let answer = ask();
+        self.multi.set_draw_target(ProgressDrawTarget::stderr());
+        answer
+    }
+}
+
 impl Progress {
     /// Progress for a run of `total_phases`, drawn to stderr (and not at all when stderr is not a
     /// terminal).
@@ -61,6 +80,14 @@ impl Progress {
             name_width: 0,
             run: RunRecord::default(),
             finished: false,
+        }
+    }
+
+    /// A handle that takes the bars off the terminal while a person is asked something, and puts
+    /// them back after (see [`ProgressPause`]).
+    pub fn pause_handle(&self) -> ProgressPause {
+        ProgressPause {
+            multi: self.multi.clone(),
         }
     }
 
