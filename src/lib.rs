@@ -22,6 +22,7 @@ pub mod model;
 pub mod report;
 pub mod store;
 pub mod verify;
+pub mod workspace;
 
 /// Exit codes shared by every command (see the README).
 pub mod exit {

@@ -14,7 +14,7 @@ use crate::engine::process::Cancel;
 use crate::model::{Output, Phase, Pipeline};
 use crate::store::redact::Redactor;
 use crate::verify::gates::{GateContext, checks_response, run_gates};
-use crate::verify::snapshot::{Snapshot, SnapshotOptions};
+use crate::workspace::{Snapshot, SnapshotOptions};
 
 /// Arguments of `helixflow verify`.
 #[derive(Debug, clap::Args)]

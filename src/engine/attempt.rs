@@ -22,8 +22,8 @@ use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
-use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
+use crate::workspace::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// How a phase ended, for the scheduler.
 #[derive(Debug, Clone)]

@@ -94,7 +94,7 @@ pub(crate) struct Shared {
     /// own report files.
     pub excluded: Vec<PathBuf>,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
-    pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
+    pub latest_snapshot: Mutex<Option<crate::workspace::Snapshot>>,
     /// Which phases ran alongside each attempt under way.
     pub alongside: Mutex<super::attempt::Alongside>,
     /// Whether agents and steps are started from the blocking pool: when more may run at once

@@ -40,8 +40,8 @@ use crate::language::{compile_glob, escape_problem};
 use crate::model::{Gate, GateKind, Output, Phase};
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
-use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::syntax::{self, Language, SyntaxError};
+use crate::workspace::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// Largest part of a file `matches` and the front-matter gates read.
 const READ_CAP: u64 = 16 * 1024 * 1024;

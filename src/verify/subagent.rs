@@ -48,7 +48,7 @@ use crate::model::{Agent, Millis, Phase};
 use crate::store::prompt_file::PromptFile;
 use crate::store::redact::Redactor;
 use crate::verify::feedback::signal_name;
-use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
+use crate::workspace::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// The verification prompt, as given to the verifier (redacted), in the attempt folder.
 pub const PROMPT_FILE: &str = "verifier-prompt.md";
