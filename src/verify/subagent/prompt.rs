@@ -12,8 +12,9 @@ use crate::workspace::Changes;
 const MAX_LISTED_PATHS: usize = 100;
 
 /// The built-in verification prompt: the phase's task, the expected outputs, the gate results so
-/// far, the files this attempt changed with `diff` (see [`diff_of_changes`]), the phase's
-/// `verifier-prompt`, and the verdict format.
+/// far, the files this attempt changed with `diff` (see
+/// [`diff_of_changes`](super::diff_of_changes)), the phase's `verifier-prompt`, and the verdict
+/// format.
 #[must_use]
 pub fn verification_prompt(c: &SubAgentCheck<'_>, diff: &str) -> String {
     let phase = c.phase;
