@@ -28,6 +28,7 @@ pub mod report;
 pub mod store;
 pub mod text;
 pub mod verify;
+pub mod workspace;
 
 /// Exit codes shared by every command (see the README).
 pub mod exit {

@@ -12,7 +12,7 @@ use helixflow::process::Cancel;
 use helixflow::redact::Redactor;
 use helixflow::verify::feedback::{self, AgentFailure};
 use helixflow::verify::gates::{self, GateContext};
-use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
+use helixflow::workspace::{Changes, Snapshot, SnapshotOptions};
 
 /// A temporary workspace with a snapshot taken "before the attempt".
 struct Workspace {

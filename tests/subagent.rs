@@ -12,10 +12,10 @@ use helixflow::language::{FsLoader, Options, compile};
 use helixflow::model::{Agent, Phase};
 use helixflow::process::Cancel;
 use helixflow::redact::Redactor;
-use helixflow::verify::snapshot::{Changes, Snapshot, SnapshotOptions};
 use helixflow::verify::subagent::{
     self, DIFF_LIMIT, FILE_DIFF_LIMIT, SubAgentCheck, SubAgentOutcome, Verdict, VerdictError,
 };
+use helixflow::workspace::{Changes, Snapshot, SnapshotOptions};
 
 /// The state dir, inside the workspace as in a real run.
 const STATE_DIR: &str = ".helixflow";

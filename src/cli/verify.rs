@@ -13,7 +13,7 @@ use crate::event::{GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
 use crate::verify::gates::{GateContext, checks_response, run_gates};
-use crate::verify::snapshot::{Snapshot, SnapshotOptions};
+use crate::workspace::{Snapshot, SnapshotOptions};
 
 /// Arguments of `helixflow verify`.
 #[derive(Debug, clap::Args)]

@@ -26,8 +26,8 @@ use crate::process::{self, ChildSpec};
 use crate::redact::Redactor;
 use crate::verify::feedback::{self, AgentFailure};
 use crate::verify::gates::{GateContext, run_gates};
-use crate::verify::snapshot::{Changes, Snapshot};
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
+use crate::workspace::{Changes, Snapshot};
 
 /// How a phase ended, for the scheduler.
 #[derive(Debug, Clone)]

@@ -14,7 +14,7 @@ use crate::model::{Phase, Pipeline, Worker};
 use crate::process::Cancel;
 use crate::redact::Redactor;
 use crate::store::run::RunDir;
-use crate::verify::snapshot::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
+use crate::workspace::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// How long a child gets between TERM and KILL.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -87,7 +87,7 @@ pub(crate) struct Shared {
     /// own report files.
     pub excluded: Vec<PathBuf>,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
-    pub latest_snapshot: Mutex<Option<crate::verify::snapshot::Snapshot>>,
+    pub latest_snapshot: Mutex<Option<crate::workspace::Snapshot>>,
     /// Which phases ran alongside each attempt under way.
     pub alongside: Mutex<Alongside>,
     /// Whether agents and steps are started from the blocking pool: when more may run at once

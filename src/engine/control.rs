@@ -15,7 +15,7 @@ use tokio::net::{UnixListener, UnixStream};
 use super::context::{Receipt, Shared};
 use crate::event::{GateReport, GateStatus};
 use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_gates};
-use crate::verify::snapshot::Snapshot;
+use crate::workspace::Snapshot;
 
 /// The environment variable that names the socket.
 pub const SOCKET_ENV: &str = "HELIXFLOW_VERIFY_SOCKET";

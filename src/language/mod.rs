@@ -15,7 +15,6 @@ mod state_location;
 mod template;
 mod validate;
 
-pub use crate::glob::compile_glob;
 pub use compile::{Compilation, Options, compile};
 pub use decode::escape_problem;
 pub use loader::{FsLoader, Loader};

@@ -41,8 +41,8 @@ use crate::language::escape_problem;
 use crate::model::{Gate, GateKind, Output, Phase};
 use crate::process::{self, Cancel, ChildSpec};
 use crate::redact::Redactor;
-use crate::verify::snapshot::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 use crate::verify::syntax::{self, Language, SyntaxError};
+use crate::workspace::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// Largest part of a file `matches` and the front-matter gates read.
 const READ_CAP: u64 = 16 * 1024 * 1024;

@@ -1,7 +1,6 @@
-//! Verification: the gates, tree-sitter syntax checks, workspace snapshots and feedback.
+//! Verification: the gates, tree-sitter syntax checks, sub-agent review and feedback.
 
 pub mod feedback;
 pub mod gates;
-pub mod snapshot;
 pub mod subagent;
 pub mod syntax;

@@ -2,7 +2,8 @@
 //! here, so that they cannot disagree.
 //!
 //! Ignore rules are matched with `ignore::gitignore` directly, with the sources and precedence the
-//! `ignore` crate's walker gives for the configuration in [`super::walk_with_ignore`]:
+//! `ignore` crate's walker gives for the configuration in `walk_with_ignore` (the reference walker
+//! of the walkers' tests, `walk/tests.rs`):
 //!
 //! - per folder, `.helixflowignore` and `.gitignore`, read when the folder has them, and
 //!   `.git/info/exclude` (of the common git folder, for a worktree) when it has a `.git`;
@@ -267,7 +268,7 @@ impl ProtectedPaths {
                 .split('/')
                 .filter(|part| !part.is_empty() && *part != ".")
                 .collect();
-            builder.add(crate::language::compile_glob(&parts.join("/"))?);
+            builder.add(crate::glob::compile_glob(&parts.join("/"))?);
             let (name, folders) = parts.split_last().unwrap_or((&"", &[]));
             let literal: Vec<&str> = folders
                 .iter()

@@ -2,7 +2,7 @@
 //! `getdents64` into a reused buffer; each file is stat'ed, and opened when it must be hashed, by
 //! its name within that folder, so the kernel resolves one path component instead of the whole
 //! path. The entry type from the listing decides what needs no `stat` (folders, FIFOs). What is
-//! left out, and what is recorded all the same, is judged by [`super::rules`].
+//! left out, and what is recorded all the same, is judged by [`crate::workspace::rules`].
 //!
 //! The walk runs on a few threads that share a stack of folders still to list.
 
@@ -14,8 +14,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use super::rules::Level;
-use super::{Exclude, HELIXFLOW_IGNORE, Place, Recorder, Shared, Stat, skippable, with_path};
+use super::{Exclude, Place, Recorder, Shared, Stat, skippable};
+use crate::workspace::rules::Level;
+use crate::workspace::snapshot::Kind;
+use crate::workspace::{HELIXFLOW_IGNORE, with_path};
 
 /// Walker threads at most: as many as the `ignore` crate's walker would start.
 const MAX_THREADS: usize = 12;
@@ -24,7 +26,7 @@ const MAX_THREADS: usize = 12;
 const LISTING_CHUNK: usize = 32 * 1024;
 
 /// Walks the workspace `shared.root`, leaving out `excludes`, into `shared`.
-pub(super) fn walk(excludes: &[Exclude], shared: &Shared<'_>) {
+pub(in crate::workspace) fn walk(excludes: Arc<[Exclude]>, shared: &Shared<'_>) {
     let root = shared.root;
     let root_bytes = root.as_os_str().as_bytes();
     let walk = Walk {
@@ -387,7 +389,7 @@ struct At<'p> {
 
 impl Place for At<'_> {
     fn stat(&mut self) -> io::Result<Stat> {
-        lstat_at(self.folder, self.name).map(|raw| Stat::of_raw(&raw))
+        lstat_at(self.folder, self.name).map(|raw| stat_of(&raw))
     }
 
     fn open(&mut self) -> io::Result<File> {
@@ -403,6 +405,27 @@ impl Place for At<'_> {
 
     fn path(&self) -> PathBuf {
         path_of(self.path).to_path_buf()
+    }
+}
+
+/// What `lstat` said, as `fstatat` gives it.
+#[allow(
+    clippy::useless_conversion,
+    reason = "the field types differ between 32- and 64-bit targets"
+)]
+fn stat_of(raw: &libc::stat) -> Stat {
+    let kind = match raw.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Some(Kind::File),
+        libc::S_IFLNK => Some(Kind::Symlink),
+        _ => None,
+    };
+    Stat {
+        kind,
+        size: u64::try_from(raw.st_size).unwrap_or(0),
+        mtime_ns: i128::from(raw.st_mtime) * 1_000_000_000 + i128::from(raw.st_mtime_nsec),
+        ctime_ns: i128::from(raw.st_ctime) * 1_000_000_000 + i128::from(raw.st_ctime_nsec),
+        inode: u64::from(raw.st_ino),
+        mode: u32::from(raw.st_mode),
     }
 }
 

@@ -1,0 +1,93 @@
+//! Workspace snapshots: every file of a workspace with its size, modification time, content hash
+//! and executable bit, taken before and after each attempt to judge `scope`, `protect` and the
+//! `changes` gate, and able to keep contents so that a verifier's changes can be undone byte-exact.
+//!
+//! What a snapshot sees, and why:
+//! - Files and symlinks below the workspace, walked in parallel: on Linux by the walker in
+//!   `walk/linux.rs`, elsewhere by the `ignore` crate's with its own filters off
+//!   (`walk/portable.rs`); both judge what is ignored with the same code (`rules.rs`).
+//!   `.gitignore` files are honoured even outside a git repository (with `.git/info/exclude`, the
+//!   global git excludes file, as `git status` does, and the ignore files of the folders above the
+//!   workspace), and so are `.helixflowignore` files (same syntax, higher precedence). `.ignore`
+//!   files are not read: they tell search tools what to skip, not what belongs to the project.
+//!   The rules read are kept with the snapshot; a later one can judge by them instead of the
+//!   ignore files on disk ([`SnapshotOptions::rules`]), so that an ignore file written or changed
+//!   in between hides nothing: the snapshot after an attempt judges by the one before it.
+//! - Protected files ([`SnapshotOptions::protected`]) are recorded even where ignored: an ignored
+//!   folder is entered only when a protected file can be in it, and then only for those.
+//! - Hidden files are included (`.env` or `.github/` changed outside `scope` must be seen), but `.git`
+//!   (a repository's folder, or the file a worktree or submodule has instead) and the excluded
+//!   folders (the state dir) are never entered or recorded, whether ignored or not.
+//! - Symlinks are not followed: a link is recorded as a file whose contents are its target path.
+//! - Folders are not entries (as in git), but are remembered so that [`Snapshot::restore`] removes
+//!   only the folders that were created after the snapshot.
+//! - FIFOs, sockets and devices are skipped: reading one could block forever.
+//! - A file that vanishes (or changes type) mid-walk is skipped, as if the walk had come a moment
+//!   later; so is a folder that cannot be listed.
+//! - An unreadable file (permission denied) is recorded with its size, modification time and the hash
+//!   of nothing, and is compared by size and modification time only: its contents are unknown, and
+//!   failing the whole snapshot for one such file would fail every attempt. It cannot be restored.
+//! - A name that is not UTF-8 is recorded lossily (U+FFFD); `restore` finds the real name on disk.
+//!
+//! The shortcut: a file reuses the previous snapshot's hash without being read when its size,
+//! modification time, inode change time and inode number are unchanged, and its inode last changed
+//! more than 2 seconds before the previous snapshot began. The margin is git's "racy
+//! clean" rule: timestamps are coarse, so a file stamped just before a snapshot may change again
+//! within the same tick after it was read. Since every write moves the change time, which cannot
+//! be set back, a same-size change whose modification time was put back is still seen; only a
+//! change made while the system clock was stepped back could slip through.
+
+use std::borrow::Cow;
+use std::io::{self, ErrorKind};
+use std::path::Path;
+
+mod restore;
+mod rules;
+mod snapshot;
+mod walk;
+
+// The few things that differ between systems (permission bits, inode numbers and change times,
+// symlinks, the clock files are stamped from), chosen once, here. helixflow runs on Unix only (its
+// process supervision works with process groups and signals), so there is one set; the only other
+// choice in this module is the walker's, in `walk/mod.rs`.
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as os;
+
+pub use rules::{IgnoreRules, ProtectedPaths};
+pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
+
+/// Ignore files with `.gitignore` syntax that only helixflow reads.
+const HELIXFLOW_IGNORE: &str = ".helixflowignore";
+
+/// A relative path as snapshots write it: forward slashes, lossy where not UTF-8.
+fn key_of(rel: &Path) -> Cow<'_, str> {
+    // `to_str` first: `to_string_lossy` takes a slower path even for valid UTF-8.
+    let text = match rel.to_str() {
+        Some(text) => Cow::Borrowed(text),
+        None => rel.to_string_lossy(),
+    };
+    if std::path::MAIN_SEPARATOR == '/' {
+        text
+    } else {
+        Cow::Owned(text.replace('\\', "/"))
+    }
+}
+
+/// Errors meaning the file or folder vanished, or changed type, since it was listed.
+fn changed_underfoot(err: &io::Error) -> bool {
+    // O_NOFOLLOW met a symlink where a file was listed.
+    os::met_symlink(err)
+        || matches!(
+            err.kind(),
+            ErrorKind::NotFound
+                | ErrorKind::NotADirectory
+                | ErrorKind::IsADirectory
+                | ErrorKind::WouldBlock
+        )
+}
+
+fn with_path(err: &io::Error, path: &Path) -> io::Error {
+    io::Error::new(err.kind(), format!("{}: {err}", path.display()))
+}

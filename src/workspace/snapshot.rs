@@ -1,0 +1,411 @@
+//! A snapshot of a workspace's files, and what differs between two: [`Snapshot`], [`Changes`],
+//! [`SnapshotOptions`]. What a snapshot sees, and the shortcut that spares reading unchanged
+//! files, are described in [the module documentation](super).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+
+use super::rules::Outer;
+use super::walk::{self, Exclude, Shared};
+use super::{IgnoreRules, ProtectedPaths, os, with_path};
+
+/// The state of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileState {
+    /// Size in bytes (for a symlink: the length of its target path).
+    pub size: u64,
+    /// Modification time in nanoseconds since the Unix epoch.
+    pub mtime_ns: i128,
+    /// BLAKE3 hash of the contents (for a symlink: of its target path; unreadable: of nothing).
+    pub hash: [u8; 32],
+    /// Whether any execute permission bit is set (never for a symlink).
+    pub executable: bool,
+}
+
+/// Files of a workspace by relative path (forward slashes), honouring .gitignore.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Sorted by path. The paths are shared with the snapshots taken after this one: a file that is
+    /// still there costs them no allocation.
+    pub(super) files: Vec<(Arc<str>, Entry)>,
+    /// Every folder walked (relative, forward slashes), so `restore` knows which ones are new.
+    pub(super) dirs: BTreeSet<String>,
+    /// Real relative paths of files whose names are not UTF-8 (their keys are lossy).
+    pub(super) raw_names: BTreeMap<String, PathBuf>,
+    /// When the walk began, on the clock file timestamps are taken from.
+    pub(super) started_ns: i128,
+    /// Files read and hashed by this walk rather than taken from the previous snapshot.
+    hashed: usize,
+    /// The ignore rules it was taken with; `None` for a snapshot not taken from disk.
+    rules: Option<IgnoreRules>,
+}
+
+/// What differs between two snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// Files that exist only afterwards.
+    pub created: Vec<String>,
+    /// Files whose contents, executable bit or kind (file or symlink) changed.
+    pub modified: Vec<String>,
+    /// Files that exist only before.
+    pub deleted: Vec<String>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.created.is_empty() && self.modified.is_empty() && self.deleted.is_empty()
+    }
+
+    /// Every changed path: created, then modified, then deleted.
+    pub fn all(&self) -> impl Iterator<Item = &str> {
+        self.created
+            .iter()
+            .chain(&self.modified)
+            .chain(&self.deleted)
+            .map(String::as_str)
+    }
+
+    /// How many paths changed.
+    pub fn len(&self) -> usize {
+        self.created.len() + self.modified.len() + self.deleted.len()
+    }
+
+    /// Moves the paths `matches` accepts out of these changes, into changes of their own.
+    pub fn split_off(&mut self, matches: impl Fn(&str) -> bool) -> Changes {
+        let split = |paths: &mut Vec<String>| {
+            let (taken, kept): (Vec<String>, Vec<String>) =
+                std::mem::take(paths).into_iter().partition(|p| matches(p));
+            *paths = kept;
+            taken
+        };
+        Changes {
+            created: split(&mut self.created),
+            modified: split(&mut self.modified),
+            deleted: split(&mut self.deleted),
+        }
+    }
+}
+
+/// How to take a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotOptions {
+    /// Relative folders never entered, ignored or not, e.g. the state dir `.helixflow`. Absolute
+    /// paths inside the workspace are accepted too; anything else excludes nothing.
+    pub exclude: Vec<PathBuf>,
+    /// Keep the bytes of files up to this size (inclusive), so that [`Snapshot::restore`] can
+    /// rewrite them; `None` keeps nothing.
+    pub keep_contents_under: Option<u64>,
+    /// Files recorded whether or not ignore rules leave them out: a phase's `protect` globs.
+    pub protected: Option<ProtectedPaths>,
+    /// Record the files `protected` matches and nothing else, walking only the folders that can
+    /// hold them.
+    pub only_protected: bool,
+    /// Judge what is ignored by these rules, an earlier snapshot's ([`Snapshot::ignore_rules`]),
+    /// rather than by the ignore files on disk now: an ignore file added or changed since then
+    /// hides nothing.
+    pub rules: Option<IgnoreRules>,
+}
+
+impl Snapshot {
+    /// Walks `workspace`. `previous`: reuse a file's hash when size and mtime are unchanged (the
+    /// shortcut; see [the module documentation](super) for the exact rule).
+    ///
+    /// # Errors
+    /// When `workspace` is not a readable folder, or on an I/O error other than a file vanishing
+    /// or being unreadable.
+    pub fn take(
+        workspace: &Path,
+        options: &SnapshotOptions,
+        previous: Option<&Snapshot>,
+    ) -> io::Result<Snapshot> {
+        Snapshot::take_with(workspace, options, previous, walk::walk)
+    }
+
+    /// [`Snapshot::take`] with the walker `walk`.
+    pub(super) fn take_with(
+        workspace: &Path,
+        options: &SnapshotOptions,
+        previous: Option<&Snapshot>,
+        walk: fn(Arc<[Exclude]>, &Shared<'_>),
+    ) -> io::Result<Snapshot> {
+        let started_ns = os::file_clock_now();
+        let meta = fs::metadata(workspace).map_err(|err| with_path(&err, workspace))?;
+        if !meta.is_dir() {
+            return Err(io::Error::new(
+                ErrorKind::NotADirectory,
+                format!("{}: the workspace is not a folder", workspace.display()),
+            ));
+        }
+        let excludes: Arc<[Exclude]> = options
+            .exclude
+            .iter()
+            .filter_map(|exclude| walk::relative_exclude(workspace, exclude))
+            .map(|path| Exclude {
+                depth: path.components().count(),
+                path,
+            })
+            .collect();
+
+        let outer = match (&options.rules, options.only_protected) {
+            (Some(rules), _) => Arc::clone(rules.outer()),
+            (None, true) => Arc::new(Outer::none()),
+            (None, false) => Arc::new(Outer::read(workspace)),
+        };
+        let shared = Shared {
+            root: workspace,
+            previous,
+            keep_contents_under: options.keep_contents_under,
+            outer: Arc::clone(&outer),
+            recorded_rules: options.rules.as_ref(),
+            protected: options.protected.as_ref(),
+            only_protected: options.only_protected,
+            parts: Mutex::new(Vec::new()),
+            failure: Mutex::new(None),
+        };
+        walk(excludes, &shared);
+
+        if let Some(err) = shared
+            .failure
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Err(err);
+        }
+        let parts = shared
+            .parts
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut snapshot = Snapshot {
+            started_ns,
+            ..Snapshot::default()
+        };
+        let total = parts.iter().map(|part| part.files.len()).sum();
+        let mut found = Vec::with_capacity(parts.len());
+        let mut folder_rules = HashMap::new();
+        for part in parts {
+            found.push(part.files);
+            snapshot.dirs.extend(part.dirs);
+            snapshot.raw_names.extend(part.raw_names);
+            snapshot.hashed += part.hashed;
+            folder_rules.extend(part.rules);
+        }
+        snapshot.rules = match &options.rules {
+            Some(rules) => Some(rules.clone()),
+            // Its rules are not all the workspace's: only those on the way to protected files.
+            None if options.only_protected => None,
+            None => Some(IgnoreRules::new(outer, folder_rules)),
+        };
+        let previous_files = previous.map_or(&[][..], |previous| previous.files.as_slice());
+        let mut files = in_path_order(found.into_iter().flatten(), total, previous_files);
+        // Two names that are not UTF-8 can read the same; keep one rather than confuse the diff.
+        files.dedup_by(|a, b| a.0 == b.0);
+        snapshot.files = files;
+        Ok(snapshot)
+    }
+
+    /// Every file, in path order.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &FileState)> {
+        self.files
+            .iter()
+            .map(|(path, entry)| (&**path, &entry.state))
+    }
+
+    /// The file at this relative path (forward slashes).
+    pub fn get(&self, path: &str) -> Option<&FileState> {
+        self.entry(path).map(|entry| &entry.state)
+    }
+
+    pub(super) fn entry(&self, path: &str) -> Option<&Entry> {
+        let index = self
+            .files
+            .binary_search_by(|(key, _)| (**key).cmp(path))
+            .ok()?;
+        Some(&self.files[index].1)
+    }
+
+    /// How many files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the snapshot holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// How many files this snapshot read and hashed; the others reused the previous snapshot's hash.
+    pub fn files_hashed(&self) -> usize {
+        self.hashed
+    }
+
+    /// The ignore rules this snapshot was taken with, for a later one to judge by
+    /// ([`SnapshotOptions::rules`]); `None` when it was not taken from disk, or holds only
+    /// protected files.
+    pub fn ignore_rules(&self) -> Option<IgnoreRules> {
+        self.rules.clone()
+    }
+
+    /// This snapshot with only the files `protected` matches: what a snapshot taken with
+    /// [`SnapshotOptions::only_protected`] would have held, to reuse hashes from.
+    pub fn only_protected(&self, protected: &ProtectedPaths) -> Snapshot {
+        let files: Vec<(Arc<str>, Entry)> = self
+            .files
+            .iter()
+            .filter(|(path, _)| protected.matches(&**path))
+            .cloned()
+            .collect();
+        let raw_names = self
+            .raw_names
+            .iter()
+            .filter(|(path, _)| protected.matches(path.as_str()))
+            .map(|(path, raw)| (path.clone(), raw.clone()))
+            .collect();
+        Snapshot {
+            files,
+            dirs: BTreeSet::new(),
+            raw_names,
+            started_ns: self.started_ns,
+            hashed: 0,
+            rules: None,
+        }
+    }
+
+    /// What changed from `self` (before) to `after`.
+    pub fn diff(&self, after: &Snapshot) -> Changes {
+        let mut changes = Changes::default();
+        let mut before_files = self.files.iter();
+        let mut after_files = after.files.iter();
+        let (mut before, mut later) = (before_files.next(), after_files.next());
+        loop {
+            match (before, later) {
+                (None, None) => break,
+                (Some((path, _)), None) => {
+                    changes.deleted.push(path.to_string());
+                    before = before_files.next();
+                }
+                (None, Some((path, _))) => {
+                    changes.created.push(path.to_string());
+                    later = after_files.next();
+                }
+                (Some((before_path, old)), Some((after_path, new))) => {
+                    match before_path.cmp(after_path) {
+                        Ordering::Less => {
+                            changes.deleted.push(before_path.to_string());
+                            before = before_files.next();
+                        }
+                        Ordering::Greater => {
+                            changes.created.push(after_path.to_string());
+                            later = after_files.next();
+                        }
+                        Ordering::Equal => {
+                            if old.differs_from(new) {
+                                changes.modified.push(before_path.to_string());
+                            }
+                            before = before_files.next();
+                            later = after_files.next();
+                        }
+                    }
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// A file as a snapshot keeps it: the public state and what the shortcut and `restore` need.
+#[derive(Clone)]
+pub(super) struct Entry {
+    pub(super) state: FileState,
+    pub(super) kind: Kind,
+    /// Inode change time: a write moves it and it cannot be set back, so the shortcut trusts it.
+    pub(super) ctime_ns: i128,
+    /// Inode number: a file replaced by another (an editor's atomic save) is read again.
+    pub(super) inode: u64,
+    /// Permission bits, restored with the contents.
+    pub(super) mode: u32,
+    /// False when the contents could not be read; the hash is then of nothing.
+    pub(super) readable: bool,
+    /// Kept bytes (for a symlink: its target), shared with later snapshots that reuse them.
+    pub(super) contents: Option<Arc<[u8]>>,
+    /// The path's index in the previous snapshot ([`NEW`] when it had none), so that the walk's
+    /// findings are put in path order without comparing paths.
+    pub(super) order: usize,
+}
+
+/// [`Entry::order`] of a path the previous snapshot did not have.
+pub(super) const NEW: usize = usize::MAX;
+
+/// The walk's findings in path order. The previous snapshot is in path order already: a file it
+/// had goes to its index there, and a new file right before the first path there that sorts after
+/// it, so only new files are compared by path (with one binary search each).
+fn in_path_order(
+    found: impl Iterator<Item = (Arc<str>, Entry)>,
+    total: usize,
+    previous: &[(Arc<str>, Entry)],
+) -> Vec<(Arc<str>, Entry)> {
+    let mut known: Vec<Option<(Arc<str>, Entry)>> = (0..previous.len()).map(|_| None).collect();
+    let mut new = Vec::new();
+    for (path, entry) in found {
+        match known.get_mut(entry.order) {
+            Some(slot) => *slot = Some((path, entry)),
+            None => {
+                let before = previous.partition_point(|(old, _)| *old < path);
+                new.push((before, path, entry));
+            }
+        }
+    }
+    new.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let mut new = new.into_iter().peekable();
+    let mut files = Vec::with_capacity(total);
+    for (index, slot) in known.into_iter().enumerate() {
+        while let Some((_, path, entry)) = new.next_if(|(before, ..)| *before <= index) {
+            files.push((path, entry));
+        }
+        files.extend(slot);
+    }
+    files.extend(new.map(|(_, path, entry)| (path, entry)));
+    files
+}
+
+impl Entry {
+    /// Whether the file changed between this entry (before) and `after`.
+    fn differs_from(&self, after: &Entry) -> bool {
+        if self.kind != after.kind || self.state.executable != after.state.executable {
+            return true;
+        }
+        if self.readable && after.readable {
+            self.state.hash != after.state.hash
+        } else {
+            self.state.size != after.state.size || self.state.mtime_ns != after.state.mtime_ns
+        }
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The contents can be megabytes; their length says enough.
+        f.debug_struct("Entry")
+            .field("state", &self.state)
+            .field("kind", &self.kind)
+            .field("ctime_ns", &self.ctime_ns)
+            .field("inode", &self.inode)
+            .field("mode", &format_args!("{:o}", self.mode))
+            .field("readable", &self.readable)
+            .field("kept_bytes", &self.contents.as_ref().map(|c| c.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a snapshot entry is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    File,
+    Symlink,
+}
