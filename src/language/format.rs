@@ -32,7 +32,7 @@
 
 use std::borrow::Cow;
 
-use super::lexer::{Token, TokenKind, tokenize};
+use super::kdl::lexer::{Token, TokenKind, tokenize};
 
 const INDENT: &str = "    ";
 
@@ -642,7 +642,7 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
         use super::{count, parse};
         use crate::diagnostics::FileId;
         use crate::language::format::format_source;
-        use crate::language::lexer::screen;
+        use crate::language::kdl::lexer::screen;
 
         const NAMES: &[&str] = &["a", "node", "x-y", "über", "\"quoted name\"", "#\"raw\"#"];
         const KEYS: &[&str] = &["k", "key-2", "\"q k\""];

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kdl::KdlDocument;
 
-use super::{fastkdl, lexer};
+use super::{fast, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
 /// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
@@ -76,7 +76,7 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         )]);
     }
     // Well-formed files, the common case, take the fast path; the kdl crate decides the rest.
-    let stopped = match fastkdl::parse(text, &tokens) {
+    let stopped = match fast::parse(text, &tokens) {
         Ok(document) => return Ok(document),
         Err(stopped) => stopped,
     };
