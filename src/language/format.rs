@@ -13,6 +13,8 @@
 //! - A slashdash attaches to what it comments out, whether a node, an entry or a block: `/-node`,
 //!   `/-"arg"`, `/-key=1`, `/-{`. Only a comment between the two keeps them apart.
 //! - A `\` line continuation is kept; the continued line is indented one level deeper than the node.
+//!   A continuation consumes one line break only, so when the line after it ends the node (it is
+//!   blank, or holds only `;`), a blank line follows the `\`: `a \`, blank line, `b` is two nodes.
 //! - Strings, raw strings and multi-line strings are copied byte for byte, line breaks included
 //!   (a multi-line string's value depends only on its own lines, so re-indenting its node keeps it);
 //!   only CRLF becomes LF, see below.
@@ -63,6 +65,9 @@ struct Formatter<'a> {
     newlines: usize,
     /// The current block already has a line, so a blank line before the next one is kept.
     block_has_lines: bool,
+    /// A node ended on the line after its `\` continuation, so the next line must follow a blank
+    /// line: right after the continuation's line break, it would continue that node.
+    blank_due: bool,
 }
 
 /// How the next token of the node being written attaches.
@@ -105,6 +110,7 @@ impl<'a> Formatter<'a> {
             line: Line::Closed,
             newlines: 0,
             block_has_lines: false,
+            blank_due: false,
         }
     }
 
@@ -264,6 +270,7 @@ impl<'a> Formatter<'a> {
     fn end_node(&mut self) {
         self.node = None;
         if self.line == Line::BreakDue {
+            self.blank_due = true;
             self.line = Line::Closed;
         }
     }
@@ -292,13 +299,17 @@ impl<'a> Formatter<'a> {
         self.new_line(true);
     }
 
+    /// Starts a line; `keep_blank` before a node or comment, not before a `}` (which a
+    /// continuation may precede directly).
     fn new_line(&mut self, keep_blank: bool) {
         if !self.out.is_empty() {
             self.out.push('\n');
-            if keep_blank && self.newlines >= 2 && self.block_has_lines {
+            let blank = self.blank_due || self.newlines >= 2 && self.block_has_lines;
+            if keep_blank && blank {
                 self.out.push('\n');
             }
         }
+        self.blank_due = false;
         self.indent(self.blocks.len());
         self.block_has_lines = true;
     }
@@ -595,6 +606,29 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
     }
 
     #[test]
+    fn a_continuation_into_a_line_that_ends_the_node_keeps_a_blank_line() {
+        // The continuation consumes one line break; the next one ends `a`.
+        let cases = [
+            ("a \\\n\nb", "a \\\n\nb\n"),
+            ("a \\ // why\n\n\n  b 1", "a \\ // why\n\nb 1\n"),
+            ("a \\\n;b", "a \\\n\nb\n"),
+            (
+                "a 1 \\\n  2 \\\n\n/* c */ b",
+                "a 1 \\\n    2 \\\n\n/* c */ b\n",
+            ),
+            ("\\\n\nnode", "\\\n\nnode\n"),
+            ("x {\n  a \\\n\n}", "x {\n    a \\\n}\n"),
+            ("a \\\n", "a \\\n"),
+        ];
+        for (src, expected) in cases {
+            let out = format_source(src);
+            assert_eq!(out, expected, "input:\n{src}");
+            assert_eq!(parse(&out), parse(src), "input:\n{src}\noutput:\n{out}");
+            assert_eq!(format_source(&out), out);
+        }
+    }
+
+    #[test]
     fn collapses_blank_lines() {
         let src = "\n\n\na\n\n\n\nb {\n\n\n  c\n\n\n  d\n\n\n}\n\n\n";
         assert_eq!(format_source(src), "a\n\nb {\n    c\n\n    d\n}\n");
@@ -686,6 +720,7 @@ phase "lexer" use="python-module" module="adr/lexer" { depends-on "parser" }
             "; // t\n",
             " // t\n",
             "\n\n\n",
+            " \\\n\n",
             "\n// own\n",
             "\n/* own */\n",
             "\r\n",

@@ -6,7 +6,8 @@
 //! forward pass, but it only answers for input it is certain about: anything malformed, or any
 //! construct it does not handle (such as `\` line continuations inside strings), makes it give up
 //! and return `None`. The caller then parses with the `kdl` crate, which stays the reference for
-//! what KDL means and the only source of syntax errors.
+//! what KDL means and the only source of syntax errors (through `super::compat`, which makes up for
+//! the one rule of the current specification the crate does not follow yet).
 //!
 //! The spans follow the `kdl` crate's conventions: a node runs from its type annotation or name to
 //! the start of its terminator (trailing spaces included); an entry from its key, type or value to
@@ -207,10 +208,8 @@ impl<'a> Parser<'a> {
                     node.set_children(self.children()?);
                     stage = Stage::Children;
                 }
+                // KDL v2 needs no space before a slashdash (kdl-org/kdl#499): `a "b"/-c`.
                 Some(TokenKind::Slashdash) => {
-                    if !spaced {
-                        return None;
-                    }
                     self.at += 1;
                     self.skip_ws()?;
                     if self.kind() == Some(TokenKind::OpenBrace) {
@@ -288,8 +287,9 @@ impl<'a> Parser<'a> {
         Some(identifier)
     }
 
-    /// What may follow a value: space, a line break, `;`, a comment, a brace, `)` or the end.
-    /// (The `kdl` crate also accepts `=` here, which only a property's key may be followed by.)
+    /// What may follow a value: space, a line break, `;`, a comment, a brace, `)`, a slashdash or
+    /// the end. (The `kdl` crate also accepts `=` here, which only a property's key may be
+    /// followed by, and it rejects the slashdash, which `compat` makes up for.)
     fn value_terminator(&self) -> Option<()> {
         match self.kind() {
             None
@@ -302,7 +302,8 @@ impl<'a> Parser<'a> {
                 | TokenKind::OpenBrace
                 | TokenKind::CloseBrace
                 | TokenKind::CloseParen
-                | TokenKind::Continuation,
+                | TokenKind::Continuation
+                | TokenKind::Slashdash,
             ) => Some(()),
             _ => None,
         }
