@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use helixflow::diagnostics::FileId;
-use helixflow::language::{self, Loader, Options, parse};
+use helixflow::language::kdl::parse;
+use helixflow::language::{self, Loader, Options};
 
 /// The generated files use no imports or prompt files, so nothing needs to exist; the bench
 /// measures the compiler, not the disk.

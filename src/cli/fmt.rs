@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use super::input;
 use crate::diagnostics::{FileId, Sources};
-use crate::language::{format::format_source, parse};
+use crate::language::format::format_source;
+use crate::language::kdl::parse;
 
 /// Arguments of `helixflow fmt`.
 #[derive(Debug, clap::Args)]

@@ -8,8 +8,8 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::check;
 use super::decode::{Body, Decoder, Origin};
+use super::kdl::parse;
 use super::loader::{Loader, normalize};
-use super::parse;
 use super::schema::Context;
 use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};

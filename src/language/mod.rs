@@ -3,11 +3,9 @@
 mod check;
 mod compile;
 mod decode;
-mod fastkdl;
 pub mod format;
-pub mod lexer;
+pub mod kdl;
 pub mod loader;
-pub mod parse;
 pub mod placeholders;
 mod prompt;
 pub mod schema;

@@ -3,7 +3,7 @@
 
 use kdl::KdlDocument;
 
-use super::lexer::{self, TokenKind};
+use super::kdl::lexer::{self, TokenKind};
 
 /// The `workspace` and `state-dir` settings of a file's `pipeline` node, as far as they can be
 /// read.

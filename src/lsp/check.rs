@@ -12,9 +12,9 @@ use lsp_types::{
 
 use super::documents::Overlay;
 use super::position::LineIndex;
-use super::syntax;
 use super::uri;
 use crate::diagnostics::{Diagnostic, FileId, Severity, Sources, Span, rules};
+use crate::language::kdl::tolerant;
 use crate::language::{self, Options};
 
 /// How long the KDL parser may take on one file of a check. Shorter than `lint`'s: an editor
@@ -155,7 +155,7 @@ pub(crate) fn over_budget(budget: Duration) -> Finding {
 
 /// Whether the text defines agents or templates and no pipeline: a library for `import`.
 fn is_library(text: &str) -> bool {
-    let tree = syntax::parse(text);
+    let tree = tolerant::parse(text);
     let has = |name: &str| tree.nodes.iter().any(|n| n.name() == name);
     !has("pipeline") && (has("agent") || has("template"))
 }

@@ -12,9 +12,10 @@ use lsp_types::{
 use super::docs;
 use super::documents::{Document, Documents, Overlay};
 use super::hover::quote;
+use super::locate;
 use super::position::LineIndex;
-use super::syntax::{self, Entry, Node, Word};
 use super::workspace::{Symbol, Workspace};
+use crate::language::kdl::tolerant::{Entry, Node, Word};
 use crate::language::schema::{self, Context, NodeSchema, ValueType};
 
 /// The completions at `position` in `document`.
@@ -27,7 +28,7 @@ pub(crate) fn complete(
     let index = LineIndex::new(&document.text);
     let offset = index.offset(position);
     let tree = document.tree();
-    let found = syntax::enclosing(&tree, offset);
+    let found = locate::enclosing(&tree, offset);
     let mut completer = Completer {
         index: &index,
         document,
@@ -163,7 +164,7 @@ impl Completer<'_> {
     /// Inside a node's head, after its name.
     fn entry(&mut self, at: &Site<'_>, offset: usize) {
         let node = at.node;
-        let Some(schema) = syntax::schema_of(at.context, node) else {
+        let Some(schema) = locate::schema_of(at.context, node) else {
             return;
         };
         let within = |word: &Word| word.span.start <= offset && offset <= word.span.end;

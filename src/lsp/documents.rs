@@ -11,8 +11,8 @@ use std::sync::Arc;
 use lsp_types::{TextDocumentContentChangeEvent, Uri};
 
 use super::position::LineIndex;
-use super::syntax::{self, Tree};
 use super::uri;
+use crate::language::kdl::tolerant::{self, Tree};
 use crate::language::{FsLoader, Loader};
 
 /// One open document.
@@ -45,7 +45,10 @@ impl Document {
 
     /// The tolerant view of the current text.
     pub(crate) fn tree(&self) -> Rc<Tree> {
-        Rc::clone(self.tree.get_or_init(|| Rc::new(syntax::parse(&self.text))))
+        Rc::clone(
+            self.tree
+                .get_or_init(|| Rc::new(tolerant::parse(&self.text))),
+        )
     }
 
     /// Applies the editor's changes, in order (a change without a range replaces everything).

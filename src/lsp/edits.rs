@@ -12,7 +12,7 @@ use super::check::Finding;
 use super::position::LineIndex;
 use crate::diagnostics::FileId;
 use crate::language::format::format_source;
-use crate::language::parse;
+use crate::language::kdl::parse;
 
 /// How long the parse before formatting may take.
 const PARSE_BUDGET: Duration = Duration::from_secs(2);

@@ -7,9 +7,10 @@ use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position};
 
 use super::docs;
 use super::documents::{Document, Documents, Overlay};
+use super::locate::{self, Hit, Part};
 use super::position::LineIndex;
-use super::syntax::{self, Entry, Hit, Node, Part};
 use super::workspace::{self, Found, Symbol, Workspace};
+use crate::language::kdl::tolerant::{Entry, Node};
 use crate::language::schema::{Context, NodeSchema, ValueType};
 
 /// The hover at `position` in `document`.
@@ -22,9 +23,9 @@ pub(crate) fn hover(
     let index = LineIndex::new(&document.text);
     let offset = index.offset(position);
     let tree = document.tree();
-    let hit = syntax::hit(&tree, offset)?;
+    let hit = locate::hit(&tree, offset)?;
     let markdown = match &hit.part {
-        Part::Name => syntax::schema_of(hit.context, hit.node).map(docs::node),
+        Part::Name => locate::schema_of(hit.context, hit.node).map(docs::node),
         Part::Key(entry) => property(&hit, entry, document, documents, overlay),
         Part::Value { entry, index } => {
             value(&hit, entry, *index, offset, document, documents, overlay)
@@ -46,7 +47,7 @@ fn property(
     documents: &Documents,
     overlay: &Overlay,
 ) -> Option<String> {
-    let schema = syntax::schema_of(hit.context, hit.node)?;
+    let schema = locate::schema_of(hit.context, hit.node)?;
     let key = entry.key_text()?;
     if let Some(prop) = schema.prop(key) {
         return Some(docs::prop(schema, prop));
@@ -70,7 +71,7 @@ fn value(
     documents: &Documents,
     overlay: &Overlay,
 ) -> Option<String> {
-    let schema = syntax::schema_of(hit.context, hit.node)?;
+    let schema = locate::schema_of(hit.context, hit.node)?;
     let (ty, fallback) = match (index, entry.key_text()) {
         (Some(index), _) => {
             let arg = schema.arg(index)?;

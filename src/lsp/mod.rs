@@ -21,10 +21,10 @@ mod docs;
 mod documents;
 mod edits;
 mod hover;
+mod locate;
 mod position;
 mod server;
 mod symbols;
-mod syntax;
 mod uri;
 mod workspace;
 

@@ -4,7 +4,7 @@
 use lsp_types::{DocumentSymbol, SymbolKind};
 
 use super::position::LineIndex;
-use super::syntax::{Node, Tree};
+use crate::language::kdl::tolerant::{Node, Tree};
 
 /// The outline of a document.
 pub(crate) fn document_symbols(text: &str, tree: &Tree) -> Vec<DocumentSymbol> {
@@ -107,12 +107,12 @@ fn symbol(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lsp::syntax;
+    use crate::language::kdl::tolerant;
 
     #[test]
     fn outlines_phases_with_their_gates() {
         let text = "pipeline \"p\"\nphase \"a\" {\n  gates {\n    syntax\n    command \"pytest\" name=\"tests\"\n  }\n}\nphase \"\" use=\"t\"\n";
-        let symbols = document_symbols(text, &syntax::parse(text));
+        let symbols = document_symbols(text, &tolerant::parse(text));
         let names: Vec<_> = symbols.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["p", "a", "phase"]);
         let gates = symbols[1].children.as_ref().unwrap();

@@ -14,8 +14,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::documents::{Documents, Overlay};
-use super::syntax::{self, Node, Tree, Word};
+use super::locate;
 use crate::language::Loader;
+use crate::language::kdl::tolerant::{self, Node, Tree, Word};
 use crate::language::loader::normalize;
 use crate::language::schema::Context;
 
@@ -123,7 +124,7 @@ pub(crate) fn occurrences(tree: &Tree) -> Vec<Occurrence> {
             }
             _ => {}
         }
-        let context = syntax::child_context(Some(Context::TopLevel), node);
+        let context = locate::child_context(Some(Context::TopLevel), node);
         references(node.child_nodes(), context, &mut add);
     }
     found
@@ -155,7 +156,7 @@ fn references(nodes: &[Node], context: Option<Context>, add: &mut impl FnMut(Sym
         }
         references(
             node.child_nodes(),
-            syntax::child_context(context, node),
+            locate::child_context(context, node),
             add,
         );
     }
@@ -229,7 +230,7 @@ impl Workspace {
             Some(document) => (Arc::clone(&document.text), document.tree()),
             None => match overlay.read(path) {
                 Ok(text) => {
-                    let tree = Rc::new(syntax::parse(&text));
+                    let tree = Rc::new(tolerant::parse(&text));
                     (Arc::from(text), tree)
                 }
                 Err(_) => return,
@@ -324,7 +325,7 @@ defaults { agent "claude" }
 phase "base" { verifier "claude" }
 phase "lexer" use="mod" module="x" { depends-on "base" "lexer" }
 "#;
-        let tree = syntax::parse(src);
+        let tree = tolerant::parse(src);
         let found: Vec<String> = occurrences(&tree)
             .iter()
             .map(|o| {

@@ -41,7 +41,7 @@ use tree_sitter::{Node, Parser, Tree};
 
 use crate::diagnostics::FileId;
 use crate::diagnostics::rules;
-use crate::language::parse as kdl_parse;
+use crate::language::kdl::parse as kdl_parse;
 
 /// The most errors reported for one file: past the first few, most are consequences of them.
 pub const MAX_ERRORS: usize = 20;

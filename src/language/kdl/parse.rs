@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kdl::KdlDocument;
 
-use super::{fastkdl, lexer};
+use super::{compat, fast, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
 /// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
@@ -76,7 +76,7 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         )]);
     }
     // Well-formed files, the common case, take the fast path; the kdl crate decides the rest.
-    let stopped = match fastkdl::parse(text, &tokens) {
+    let stopped = match fast::parse(text, &tokens) {
         Ok(document) => return Ok(document),
         Err(stopped) => stopped,
     };
@@ -100,7 +100,9 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         ]);
     }
     let (sender, receiver) = mpsc::channel();
-    let owned = text.to_owned();
+    // The crate reads the text as the current specification does (see `compat`).
+    let mut spaced = compat::Spaced::new(text, &tokens);
+    let owned = std::mem::take(&mut spaced.text);
     // A parse that overruns is abandoned: the thread finishes (or the process exits) on its own.
     // The stack is generous because the parser recurses per nested block (lazily committed).
     let spawned = std::thread::Builder::new()
@@ -115,7 +117,10 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
             format!("cannot start the parser: {e}"),
         )]);
     }
-    match receiver.recv_timeout(budget) {
+    match receiver
+        .recv_timeout(budget)
+        .map(|result| spaced.restore(result))
+    {
         Ok(Ok(document)) => Ok(document),
         Ok(Err(error)) => Err(syntax_diagnostics(&error, file, text, &tokens)),
         Err(_) => Err(vec![Diagnostic::new(
