@@ -2,7 +2,7 @@
 //! engine. Serialized by `helixflow compile`; `schema/pipeline.schema.json` is generated from it.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -433,6 +433,105 @@ pub struct PhaseSpans {
     pub verify: Option<Span>,
     /// Each `scope` glob, in order.
     pub scope: Vec<Span>,
+}
+
+// ------------------------------------------------------------------------------------------
+// The languages of the `syntax` gate: plain data, read by lint and by the gate.
+
+/// Every file extension the syntax gate parses, and its language; lint's warning about `syntax`
+/// gates that check nothing reads the same table.
+pub const EXTENSIONS: &[(&str, Language)] = &[
+    ("py", Language::Python),
+    ("pyi", Language::Python),
+    ("rs", Language::Rust),
+    ("js", Language::JavaScript),
+    ("mjs", Language::JavaScript),
+    ("cjs", Language::JavaScript),
+    ("jsx", Language::JavaScript),
+    ("ts", Language::TypeScript),
+    ("mts", Language::TypeScript),
+    ("cts", Language::TypeScript),
+    ("tsx", Language::Tsx),
+    ("json", Language::Json),
+    ("yaml", Language::Yaml),
+    ("yml", Language::Yaml),
+    ("toml", Language::Toml),
+    ("sh", Language::Bash),
+    ("bash", Language::Bash),
+    ("go", Language::Go),
+    ("kdl", Language::Kdl),
+];
+
+/// A language the syntax gate can parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    /// `.py`, `.pyi` (Python 3).
+    Python,
+    /// `.rs`
+    Rust,
+    /// `.js`, `.mjs`, `.cjs`, `.jsx` (JSX included).
+    JavaScript,
+    /// `.ts`, `.mts`, `.cts`
+    TypeScript,
+    /// `.tsx`
+    Tsx,
+    /// `.json` (comments tolerated, as in `tsconfig.json`).
+    Json,
+    /// `.yaml`, `.yml`
+    Yaml,
+    /// `.toml`
+    Toml,
+    /// `.sh`, `.bash`
+    Bash,
+    /// `.go`
+    Go,
+    /// `.kdl` (v2, or v1).
+    Kdl,
+}
+
+impl Language {
+    /// The language of a file, by its extension (case-sensitive, as on the file systems agents use).
+    pub fn for_path(path: &Path) -> Option<Language> {
+        let extension = path.extension()?.to_str()?;
+        EXTENSIONS
+            .iter()
+            .find(|(e, _)| *e == extension)
+            .map(|&(_, language)| language)
+    }
+
+    /// The language's usual name, e.g. `TypeScript`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "Python",
+            Language::Rust => "Rust",
+            Language::JavaScript => "JavaScript",
+            Language::TypeScript => "TypeScript",
+            Language::Tsx => "TSX",
+            Language::Json => "JSON",
+            Language::Yaml => "YAML",
+            Language::Toml => "TOML",
+            Language::Bash => "Bash",
+            Language::Go => "Go",
+            Language::Kdl => "KDL",
+        }
+    }
+
+    /// Every language, in a fixed order.
+    pub fn all() -> &'static [Language] {
+        &[
+            Language::Python,
+            Language::Rust,
+            Language::JavaScript,
+            Language::TypeScript,
+            Language::Tsx,
+            Language::Json,
+            Language::Yaml,
+            Language::Toml,
+            Language::Bash,
+            Language::Go,
+            Language::Kdl,
+        ]
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::model::{GateKind, Output, Pipeline, VerifyMode, Worker};
 
 /// File extensions the `syntax` gate can parse.
 fn syntax_extensions() -> impl Iterator<Item = &'static str> {
-    crate::verify::syntax::EXTENSIONS.iter().map(|&(e, _)| e)
+    crate::model::EXTENSIONS.iter().map(|&(e, _)| e)
 }
 
 /// Runs every pipeline-wide check.

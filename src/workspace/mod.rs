@@ -44,6 +44,7 @@ use std::path::Path;
 mod restore;
 mod rules;
 mod snapshot;
+mod take;
 mod walk;
 
 // The few things that differ between systems (permission bits, inode numbers and change times,

@@ -42,6 +42,7 @@ use std::sync::LazyLock;
 use tree_sitter::{Node, Parser, Tree};
 
 use self::position::{position, syntax_error_at};
+pub use crate::model::{EXTENSIONS, Language};
 
 mod bash;
 mod go;
@@ -60,57 +61,6 @@ pub const MAX_ERRORS: usize = 20;
 /// How many characters of the offending token a message quotes.
 const SNIPPET_CHARS: usize = 24;
 
-/// Every file extension the syntax gate parses, and its language; lint's warning about `syntax`
-/// gates that check nothing reads the same table.
-pub const EXTENSIONS: &[(&str, Language)] = &[
-    ("py", Language::Python),
-    ("pyi", Language::Python),
-    ("rs", Language::Rust),
-    ("js", Language::JavaScript),
-    ("mjs", Language::JavaScript),
-    ("cjs", Language::JavaScript),
-    ("jsx", Language::JavaScript),
-    ("ts", Language::TypeScript),
-    ("mts", Language::TypeScript),
-    ("cts", Language::TypeScript),
-    ("tsx", Language::Tsx),
-    ("json", Language::Json),
-    ("yaml", Language::Yaml),
-    ("yml", Language::Yaml),
-    ("toml", Language::Toml),
-    ("sh", Language::Bash),
-    ("bash", Language::Bash),
-    ("go", Language::Go),
-    ("kdl", Language::Kdl),
-];
-
-/// A language the syntax gate can parse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Language {
-    /// `.py`, `.pyi` (Python 3).
-    Python,
-    /// `.rs`
-    Rust,
-    /// `.js`, `.mjs`, `.cjs`, `.jsx` (JSX included).
-    JavaScript,
-    /// `.ts`, `.mts`, `.cts`
-    TypeScript,
-    /// `.tsx`
-    Tsx,
-    /// `.json` (comments tolerated, as in `tsconfig.json`).
-    Json,
-    /// `.yaml`, `.yml`
-    Yaml,
-    /// `.toml`
-    Toml,
-    /// `.sh`, `.bash`
-    Bash,
-    /// `.go`
-    Go,
-    /// `.kdl` (v2, or v1).
-    Kdl,
-}
-
 const ALL_LANGUAGES: [Language; 11] = [
     Language::Python,
     Language::Rust,
@@ -125,38 +75,8 @@ const ALL_LANGUAGES: [Language; 11] = [
     Language::Kdl,
 ];
 
+/// What the syntax gate does with each language.
 impl Language {
-    /// The language of a file, by its extension (case-sensitive, as on the file systems agents use).
-    pub fn for_path(path: &Path) -> Option<Language> {
-        let extension = path.extension()?.to_str()?;
-        EXTENSIONS
-            .iter()
-            .find(|(e, _)| *e == extension)
-            .map(|&(_, language)| language)
-    }
-
-    /// The language's usual name, e.g. `TypeScript`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Language::Python => "Python",
-            Language::Rust => "Rust",
-            Language::JavaScript => "JavaScript",
-            Language::TypeScript => "TypeScript",
-            Language::Tsx => "TSX",
-            Language::Json => "JSON",
-            Language::Yaml => "YAML",
-            Language::Toml => "TOML",
-            Language::Bash => "Bash",
-            Language::Go => "Go",
-            Language::Kdl => "KDL",
-        }
-    }
-
-    /// Every language, in a fixed order.
-    pub fn all() -> &'static [Language] {
-        &ALL_LANGUAGES
-    }
-
     fn index(self) -> usize {
         self as usize
     }
