@@ -8,7 +8,7 @@ pub use crate::language::placeholders::{
     COMMAND_PLACEHOLDERS, PROMPT_VARIABLES, Placeholder, RESUME_PLACEHOLDERS, placeholders,
     prompt_environment,
 };
-use crate::model::{Gate, GateKind, Output, Phase};
+use crate::model::{Output, Phase};
 
 /// The prompt variables of one attempt.
 #[derive(Debug, Clone)]
@@ -35,27 +35,6 @@ pub fn describe_output(output: &Output) -> String {
         ),
         Output::From { doc, key } => format!("every path listed under `{key}` in {doc}"),
     }
-}
-
-/// How a gate is described to the agent: `name (kind): what it checks`.
-pub fn describe_gate(gate: &Gate) -> String {
-    let what = match &gate.kind {
-        GateKind::Syntax { globs } if globs.is_empty() => "the outputs parse".to_owned(),
-        GateKind::Syntax { globs } => format!("files matching {} parse", globs.join(", ")),
-        GateKind::Command { run, .. } => format!("`{run}` exits 0"),
-        GateKind::Matches { target, pattern } => format!("{target} matches `{pattern}`"),
-        GateKind::Absent { target, pattern } => format!("`{pattern}` appears nowhere in {target}"),
-        GateKind::FrontMatter { path, keys } => {
-            format!("{path} has front matter with {}", keys.join(", "))
-        }
-        GateKind::Sections { path, headings } => {
-            format!("{path} has the sections {}", headings.join(", "))
-        }
-        GateKind::PathsExist { doc, key } => format!("every path under `{key}` in {doc} exists"),
-        GateKind::Changes { min } => format!("at least {min} file(s) changed"),
-        GateKind::Approval { .. } => "a person approves the work".to_owned(),
-    };
-    format!("{}: {what}", gate.name)
 }
 
 /// Shell-style quoting, for showing a command to a person or an agent; nothing helixflow runs

@@ -10,6 +10,7 @@ use super::input;
 use crate::agent::prompt::{render_argv, shell_quote};
 use crate::diagnostics::did_you_mean;
 use crate::engine::{RunOptions, attempt_prompt, execute};
+use crate::event::CheckKind;
 use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
@@ -343,7 +344,7 @@ fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
                 }
             }
         }
-        let gates: Vec<String> = std::iter::once("outputs".to_owned())
+        let gates: Vec<String> = std::iter::once(CheckKind::Outputs.as_str().to_owned())
             .filter(|_| !phase.outputs.is_empty())
             .chain(phase.gates.iter().map(|g| g.name.clone()))
             .collect();

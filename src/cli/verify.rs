@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use super::input;
 use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
-use crate::event::{GateReport, GateStatus};
+use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
-use crate::verify::gates::{GateContext, checks_response, run_gates};
+use crate::verify::gates::{GateContext, checks_response, info as gate_info, run_gates};
 use crate::workspace::{Snapshot, SnapshotOptions};
 
 /// Arguments of `helixflow verify`.
@@ -188,13 +188,9 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     };
     let mut gates = runtime.block_on(run_gates(&context, &mut |_| {}));
     for report in &mut gates {
-        let unjudged = match report.kind.as_str() {
-            "scope" | "protect" | "changes" => {
-                Some("judged only inside a run, against the attempt's starting point")
-            }
-            "approval" => Some("decided by a person during a run"),
-            _ => None,
-        };
+        let unjudged = report
+            .check_kind()
+            .and_then(|kind| gate_info(kind).outside_a_run);
         let on_response = checks_response(&phase, &report.name);
         if let Some(why) =
             unjudged.or(on_response.then_some("the response exists only inside a run"))
@@ -242,25 +238,13 @@ fn pick_phase<'p>(pipeline: &'p Pipeline, wanted: Option<&str>) -> Result<&'p Ph
     }
 }
 
-/// What to do about a failed gate of each kind.
-fn how_to_fix(kind: &str) -> &'static str {
-    match kind {
-        "outputs" => {
-            "create every expected file at exactly the path shown (a near miss means the file is in the wrong folder)"
-        }
-        "scope" => "undo the changes outside the phase's scope, or move them into it",
-        "protect" => "restore the protected files exactly as they were",
-        "syntax" => "fix each error at the file, line and column shown",
-        "command" => "run the command yourself, read its output, and fix what it reports",
-        "matches" => "make the target contain what the pattern requires",
-        "absent" => "remove every match listed",
-        "front-matter" => "add the missing keys to the document's front matter",
-        "sections" => "add the missing headings",
-        "paths-exist" => "create every listed path, or correct the list",
-        "changes" => "do the work: the attempt has to change files",
-        "approval" => "address the reviewer's reason",
-        _ => "fix what the details say",
-    }
+/// What to do about a failed gate of its kind.
+fn how_to_fix(report: &GateReport) -> &'static str {
+    report
+        .check_kind()
+        .map_or("fix what the details say", |kind| {
+            gate_info(kind).how_to_fix
+        })
 }
 
 fn human(phase: &Phase, response: &VerifyResponse) -> String {
@@ -279,7 +263,7 @@ fn human(phase: &Phase, response: &VerifyResponse) -> String {
             }
         }
         if gate.status == GateStatus::Failed {
-            let _ = writeln!(out, "  how to fix: {}", how_to_fix(&gate.kind));
+            let _ = writeln!(out, "  how to fix: {}", how_to_fix(gate));
         }
     }
     let failed = response
@@ -308,7 +292,7 @@ fn json(phase: &Phase, response: &VerifyResponse) -> String {
     let syntax_errors: Vec<&String> = response
         .gates
         .iter()
-        .filter(|g| g.kind == "syntax" && g.status == GateStatus::Failed)
+        .filter(|g| g.is(CheckKind::Syntax) && g.status == GateStatus::Failed)
         .flat_map(|g| &g.details)
         .collect();
     let value = serde_json::json!({
@@ -326,7 +310,7 @@ fn json(phase: &Phase, response: &VerifyResponse) -> String {
 fn missing_outputs(phase: &Phase, gates: &[GateReport]) -> Vec<String> {
     let Some(outputs) = gates
         .iter()
-        .find(|g| g.kind == "outputs" && g.status == GateStatus::Failed)
+        .find(|g| g.is(CheckKind::Outputs) && g.status == GateStatus::Failed)
     else {
         return Vec::new();
     };

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::context::{Shared, millis};
-use crate::event::{Event, GateReport, GateStatus};
+use crate::event::{CheckKind, Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 
 pub use super::approver::{
@@ -35,7 +35,7 @@ pub(crate) async fn decide(
             ask(shared, phase, attempt, dir, &gate.name, &question, reports).await;
         let report = GateReport {
             name: gate.name.clone(),
-            kind: "approval".into(),
+            kind: CheckKind::Approval.as_str().into(),
             status,
             duration_ms: millis(started.elapsed()),
             details,
@@ -43,7 +43,7 @@ pub(crate) async fn decide(
         emit(&report);
         match reports
             .iter_mut()
-            .find(|r| r.kind == "approval" && r.name == gate.name)
+            .find(|r| r.is(CheckKind::Approval) && r.name == gate.name)
         {
             Some(slot) => *slot = report,
             None => reports.push(report),
@@ -150,7 +150,7 @@ fn summary(phase: &Phase, attempt: u32, reports: &[GateReport]) -> String {
         text.push_str(&format!(": {description}"));
     }
     text.push('\n');
-    for report in reports.iter().filter(|r| r.kind != "approval") {
+    for report in reports.iter().filter(|r| !r.is(CheckKind::Approval)) {
         text.push_str(
             &format!("  {:?} {} ({})\n", report.status, report.name, report.kind).to_lowercase(),
         );

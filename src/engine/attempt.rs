@@ -513,7 +513,7 @@ async fn one_attempt(
             };
             let mut on_report = |report: &GateReport| {
                 // Approval gates are decided below, once everything else passed.
-                if report.kind != "approval" {
+                if !report.is(crate::event::CheckKind::Approval) {
                     emit(report);
                 }
             };
@@ -714,10 +714,7 @@ fn verify_instructions(phase: &Phase) -> String {
     if !phase.gates.is_empty() {
         text.push_str("\nGates:\n");
         for gate in &phase.gates {
-            text.push_str(&format!(
-                "- {}\n",
-                crate::agent::prompt::describe_gate(gate)
-            ));
+            text.push_str(&format!("- {}\n", crate::verify::gates::describe(gate)));
         }
     }
     text

@@ -3,10 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
+mod check;
 mod exit;
 pub(crate) mod record;
 pub mod sink;
 
+pub use check::CheckKind;
 pub use exit::{ChildExit, how_it_ended, signal_name};
 
 use crate::redact::Redactor;
@@ -38,7 +40,8 @@ pub enum GateStatus {
 pub struct GateReport {
     /// The gate's name (default: its kind); the implicit first gate is `outputs`.
     pub name: String,
-    /// The gate's kind, e.g. `syntax`, `command`, `outputs`, `scope`.
+    /// The gate's kind, e.g. `syntax`, `command`, `outputs`, `scope`: the name of a
+    /// [`CheckKind`] (see [`GateReport::check_kind`]).
     pub kind: String,
     /// Passed, failed or skipped.
     pub status: GateStatus,
@@ -48,6 +51,21 @@ pub struct GateReport {
     /// line and a caret, the tail of a command's output, …). A passing gate may carry a note (a
     /// fix that repaired it, nothing to check).
     pub details: Vec<String>,
+}
+
+impl GateReport {
+    /// The report's kind, typed; None for a name no kind has (a report written by another
+    /// version of helixflow).
+    #[must_use]
+    pub fn check_kind(&self) -> Option<CheckKind> {
+        CheckKind::from_name(&self.kind)
+    }
+
+    /// Whether the report comes from a gate of this kind.
+    #[must_use]
+    pub fn is(&self, kind: CheckKind) -> bool {
+        self.kind == kind.as_str()
+    }
 }
 
 /// How an attempt ended.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::event::{GateReport, GateStatus, TimeoutKind, how_it_ended};
 use crate::model::{Phase, Worker};
+use crate::verify::gates;
 
 /// Most lines of the agent's standard error quoted.
 const STDERR_LINES: usize = 40;
@@ -298,8 +299,8 @@ fn agent_section(out: &mut String, noun: &str, failure: &AgentFailure) {
 
 fn gate_section(out: &mut String, report: &GateReport) {
     let _ = writeln!(out, "## Gate {} failed\n", gate_label(report));
-    if let Some(intro) = intro(&report.kind) {
-        let _ = writeln!(out, "{intro}\n");
+    if let Some(kind) = report.check_kind() {
+        let _ = writeln!(out, "{}\n", gates::info(kind).intro);
     }
     if report.details.is_empty() {
         out.push_str("- (the gate gave no details)\n");
@@ -317,31 +318,6 @@ fn gate_label(report: &GateReport) -> String {
     } else {
         format!("`{}` (`{}`)", report.name, report.kind)
     }
-}
-
-/// One sentence per gate kind saying what its details mean and what to do about them.
-fn intro(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "outputs" => "These expected files are missing; create them at exactly these paths:",
-        "scope" => {
-            "These files were changed outside the phase's scope; undo those changes and keep your \
-             work inside the scope:"
-        }
-        "protect" => {
-            "Protected files must stay byte-identical to how they were before the attempt; restore \
-             them:"
-        }
-        "syntax" => "These files do not parse:",
-        "command" => "The command failed:",
-        "matches" => "A required pattern was not found:",
-        "absent" => "A forbidden pattern was found; remove every occurrence:",
-        "front-matter" => "The document's YAML front matter is incomplete:",
-        "sections" => "The document is missing required headings:",
-        "paths-exist" => "Paths listed in the document do not exist:",
-        "changes" => "The attempt did not change enough files:",
-        "approval" => "The work was not approved:",
-        _ => return None,
-    })
 }
 
 /// The last `max` lines of `text`, without trailing blank lines.
