@@ -168,24 +168,18 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     std::fs::create_dir_all(&logs)
         .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
     let env: Vec<(OsString, OsString)> = crate::engine::gate_env(&pipeline, &phase);
-    let changes = now.diff(&now);
     let cancel = Cancel::default();
-    let context = GateContext {
-        workspace: &pipeline.workspace,
-        phase: &phase,
-        response: None,
-        before: &now,
-        after: &now,
-        changes: &changes,
-        bookkeeping: &changes,
-        env: &env,
-        logs: &logs,
-        cancel: &cancel,
-        redactor: std::sync::Arc::new(pipeline.redactor()),
-        grace: crate::engine::GRACE,
-        exclude: std::slice::from_ref(&pipeline.state_dir),
-        alongside: &[],
-    };
+    let context = GateContext::new(
+        &pipeline.workspace,
+        std::slice::from_ref(&pipeline.state_dir),
+        &phase,
+        &now,
+        &env,
+        &logs,
+        &cancel,
+        crate::engine::GRACE,
+        std::sync::Arc::new(pipeline.redactor()),
+    );
     let mut gates = runtime.block_on(run_gates(&context, &mut |_| {}));
     for report in &mut gates {
         let unjudged = report

@@ -152,22 +152,23 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return refusal(format!("cannot write {}: {e}", logs.display()));
     }
-    let context = GateContext {
-        workspace: &shared.pipeline.workspace,
+    let context = GateContext::new(
+        &shared.pipeline.workspace,
+        &shared.excluded,
         phase,
-        response: None,
-        before: live.before.as_deref().unwrap_or(&untracked),
-        after: &after,
-        changes: &changes,
-        bookkeeping: &bookkeeping,
-        env: &env,
-        logs: &logs,
-        cancel: &shared.cancel,
-        redactor: shared.redactor.clone(),
-        grace: shared.options.grace,
-        exclude: &shared.excluded,
-        alongside: &alongside,
-    };
+        &after,
+        &env,
+        &logs,
+        &shared.cancel,
+        shared.options.grace,
+        shared.redactor.clone(),
+    )
+    .changed(
+        live.before.as_deref().unwrap_or(&untracked),
+        &changes,
+        &bookkeeping,
+    )
+    .alongside(&alongside);
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
     let mut paths = resolve_outputs(&shared.pipeline.workspace, phase, &shared.excluded);

@@ -1,0 +1,182 @@
+//! The end of an attempt: its gate reports (`gates.json`), the feedback a failed attempt leaves
+//! for the next one, and the attempt's end in the journal. Also what a phase does after its final
+//! failure (`escalate`).
+
+use std::time::Instant;
+
+use super::{Attempt, AttemptResult};
+use crate::engine::context::{Shared, gate_env, millis};
+use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
+use crate::model::Phase;
+use crate::process::{self, ChildSpec};
+use crate::verify::feedback::{self, AgentFailure};
+
+/// Concludes an attempt that ran: writes its gate reports, and passes it, or fails it with the
+/// feedback for the next attempt.
+pub(super) fn conclude(
+    a: &Attempt<'_>,
+    agent_failure: Option<&AgentFailure>,
+    reports: &[GateReport],
+) -> std::io::Result<AttemptResult> {
+    let (shared, phase, attempt, max_attempts) = (a.shared, a.phase, a.number, a.max_attempts);
+    std::fs::write(
+        a.dir.join("gates.json"),
+        shared.redactor.to_json_pretty(&reports)?,
+    )?;
+    if shared.cancel.soft.is_cancelled() {
+        return Ok(cancelled(a));
+    }
+
+    let failed_gates: Vec<String> = reports
+        .iter()
+        .filter(|r| r.status == GateStatus::Failed)
+        .map(|r| r.name.clone())
+        .collect();
+    if agent_failure.is_none() && failed_gates.is_empty() {
+        return Ok(finish(
+            shared,
+            phase,
+            attempt,
+            a.started,
+            AttemptOutcome::Passed,
+            None,
+            Vec::new(),
+            None,
+        ));
+    }
+    // The attempts the phase can still reach: its own retries, but no more than the run's
+    // `retry-budget` has left. Phases running at once share the budget, and the count is what is
+    // left when this feedback is written: a phase that retries first may still spend it, so an
+    // attempt can turn out to be the last without the warning, but an attempt that gets the
+    // warning is never followed by another.
+    let reachable = match shared.retries_left() {
+        Some(left) => max_attempts.min(attempt.saturating_add(left)),
+        None => max_attempts,
+    };
+    let text = feedback::render(phase, attempt, reachable, agent_failure, reports);
+    let text = shared.redactor.redact(&text);
+    std::fs::write(a.dir.join("feedback.md"), &text)?;
+    Ok(finish(
+        shared,
+        phase,
+        attempt,
+        a.started,
+        AttemptOutcome::Failed,
+        Some(text),
+        failed_gates,
+        agent_failure.and_then(AgentFailure::error),
+    ))
+}
+
+/// Ends an attempt the run's cancellation stopped.
+pub(super) fn cancelled(a: &Attempt<'_>) -> AttemptResult {
+    finish(
+        a.shared,
+        a.phase,
+        a.number,
+        a.started,
+        AttemptOutcome::Cancelled,
+        None,
+        Vec::new(),
+        None,
+    )
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site per outcome; a struct would only rename the arguments"
+)]
+/// Ends an attempt in the journal with its outcome.
+fn finish(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    started: Instant,
+    outcome: AttemptOutcome,
+    feedback: Option<String>,
+    failed_gates: Vec<String>,
+    error: Option<String>,
+) -> AttemptResult {
+    shared.emit(Event::AttemptFinished {
+        phase: phase.name.value.clone(),
+        attempt,
+        outcome,
+        duration_ms: millis(started.elapsed()),
+        failed_gates,
+        feedback: feedback.clone(),
+        error,
+    });
+    AttemptResult {
+        outcome,
+        feedback,
+        fatal: None,
+    }
+}
+
+/// Ends an attempt that could not run, or could not be judged, in the journal with the reason,
+/// and leaves the same account in its folder (no gate ran).
+pub(super) fn could_not_run(
+    shared: &Shared,
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    started: Instant,
+    reason: &str,
+) {
+    if let Ok(dir) = shared.run.attempt_dir(&phase.name.value, attempt) {
+        let _ = std::fs::write(dir.join("gates.json"), "[]");
+        let text = format!("# Attempt {attempt} of {max_attempts} could not run\n\n{reason}\n");
+        let _ = std::fs::write(dir.join("feedback.md"), shared.redactor.redact(&text));
+    }
+    shared.emit(Event::AttemptFinished {
+        phase: phase.name.value.clone(),
+        attempt,
+        outcome: AttemptOutcome::Failed,
+        duration_ms: millis(started.elapsed()),
+        failed_gates: Vec::new(),
+        feedback: None,
+        error: Some(reason.to_owned()),
+    });
+}
+
+/// Ends an attempt that cannot run: retrying would fail the same way.
+pub(super) fn fatal(message: String) -> AttemptResult {
+    AttemptResult {
+        outcome: AttemptOutcome::Failed,
+        feedback: None,
+        fatal: Some(message),
+    }
+}
+
+/// Runs the phase's `escalate` command after its final failure.
+pub(super) async fn escalate(shared: &Shared, phase: &Phase) {
+    let Some(command) = &phase.escalate else {
+        return;
+    };
+    let Ok(dir) = std::fs::create_dir_all(shared.run.phase_dir(&phase.name.value))
+        .map(|()| shared.run.phase_dir(&phase.name.value))
+    else {
+        return;
+    };
+    let mut spec = ChildSpec::shell(
+        command,
+        &shared.pipeline.workspace,
+        dir.join("escalate.stdout"),
+        dir.join("escalate.stderr"),
+    );
+    spec.env = gate_env(&shared.pipeline, phase);
+    spec.env
+        .push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
+    spec.env
+        .push(("HELIXFLOW_PHASE".into(), phase.name.value.clone().into()));
+    spec.grace = shared.options.grace;
+    spec.redactor = shared.redactor.clone();
+    let code = process::run(spec, &shared.cancel)
+        .await
+        .ok()
+        .and_then(|exit| exit.code);
+    shared.emit(Event::Escalated {
+        phase: phase.name.value.clone(),
+        code,
+    });
+}

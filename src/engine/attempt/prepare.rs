@@ -1,0 +1,309 @@
+//! Before the worker starts: the snapshot of the workspace, the prompt, the session a retry
+//! continues, and the child to start (the agent or the `run` step) with its environment.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::conclude::fatal;
+use super::verify::verify_instructions;
+use super::{Attempt, AttemptResult, tracks_changes};
+use crate::agent::prompt::{PromptContext, render_argv, render_prompt};
+use crate::agent::prompt_file::PromptFile;
+use crate::engine::context::{snapshot_options, take_snapshot};
+use crate::engine::control;
+use crate::model::{Agent, Phase, VerifyMode, Worker};
+use crate::process::ChildSpec;
+use crate::process::watchdog;
+use crate::verify::feedback;
+use crate::workspace::Snapshot;
+
+/// The agent session a phase's retries continue: the one its worker started in this run, never a
+/// verifier's, a sibling phase's, or one from an earlier run.
+#[derive(Debug, Default)]
+pub(super) struct Session {
+    /// The id helixflow gave the conversation (`{{ session_id }}` in `command`), when one started.
+    given: Option<String>,
+    /// The id the agent's output reported (`session-id`), once it did.
+    pub(super) reported: Option<String>,
+}
+
+impl Session {
+    /// The session a retry of `agent` continues: the reported id when the agent declares how to
+    /// read one, else the id given to the command that started it. `None` when there is no
+    /// session to continue (attempt 1 never reached the agent's model), and the retry starts
+    /// over with `command` and the full prompt.
+    fn to_resume(&self, agent: &Agent) -> Option<&str> {
+        if agent.session_id.is_some() {
+            self.reported.as_deref()
+        } else {
+            self.given.as_deref()
+        }
+    }
+}
+
+/// Linux refuses a single argument of `MAX_ARG_STRLEN` (32 pages, 128 KiB) bytes or more,
+/// counting its terminating NUL.
+const ARGUMENT_LIMIT: usize = 128 * 1024;
+
+/// What an attempt's agent was started with, as the journal keeps it (`invocation.json`).
+#[derive(Debug, serde::Serialize)]
+struct Invocation<'a> {
+    /// The argv, placeholders replaced.
+    argv: &'a [String],
+    /// Whether this was the agent's `resume`, continuing its session.
+    resume: bool,
+    /// `{{ session_id }}` of this invocation.
+    session_id: &'a str,
+    /// Whether a text went to standard input (`stdin.txt`).
+    stdin: bool,
+}
+
+/// The worker an attempt starts, ready to run.
+pub(super) struct Prepared {
+    /// The child: the agent or the `run` step, with its environment.
+    pub(super) spec: ChildSpec,
+    /// What the phase was asked to do, for a verifier.
+    pub(super) task: String,
+    /// The agent's prompt file. Kept until the attempt is over: a private copy is removed when it
+    /// is dropped, and by the watchdog should helixflow be killed first.
+    pub(super) prompt_file: Option<(PromptFile, Option<watchdog::CrashCleanup>)>,
+}
+
+/// The workspace before the attempt, when the phase reads its changes.
+pub(super) async fn snapshot_before(a: &Attempt<'_>) -> std::io::Result<Option<Arc<Snapshot>>> {
+    // The diff shown to a verifier needs the files' earlier contents.
+    let keep_contents = a.phase.verify.contains(&VerifyMode::SubAgent);
+    let tracked = tracks_changes(a.phase);
+    let before = if tracked {
+        a.step("snapshot");
+        let options = snapshot_options(a.shared, a.phase, keep_contents, None);
+        Some(Arc::new(take_snapshot(a.shared, options, None).await?))
+    } else {
+        None
+    };
+    Ok(before)
+}
+
+/// The child the attempt starts, with its environment; `Err` when the attempt cannot run (a
+/// prompt that does not render, an argument too long).
+pub(super) fn worker(
+    a: &Attempt<'_>,
+    previous: Option<&(String, PathBuf)>,
+    session: &mut Session,
+) -> std::io::Result<Result<Prepared, AttemptResult>> {
+    let (feedback_text, feedback_file) =
+        previous.map_or(("", None), |(text, file)| (text.as_str(), Some(file)));
+    let mut prepared = match &a.phase.worker {
+        Worker::Run(command) => {
+            let mut spec = ChildSpec::shell(
+                command,
+                &a.shared.pipeline.workspace,
+                a.dir.join("stdout.log"),
+                a.dir.join("stderr.log"),
+            );
+            spec.timeout = a.phase.timeout.map(|t| t.duration());
+            Prepared {
+                spec,
+                task: format!("Run the command `{command}`."),
+                prompt_file: None,
+            }
+        }
+        Worker::Agent(agent_name) => {
+            let agent = &a.shared.pipeline.agents[&agent_name.value];
+            match agent_child(a, agent, feedback_text, feedback_file, session)? {
+                Ok(prepared) => prepared,
+                Err(ended) => return Ok(Err(ended)),
+            }
+        }
+    };
+    set_environment(a, &mut prepared.spec, feedback_file);
+    prepared.spec.grace = a.shared.options.grace;
+    prepared.spec.redactor = a.shared.redactor.clone();
+    prepared.spec.spawn_in_pool = a.shared.spawn_in_pool;
+    Ok(Ok(prepared))
+}
+
+/// The agent's child: the prompt rendered and written, the session started or continued, the
+/// argv, standard input and the journal's record of them (`invocation.json`, `stdin.txt`,
+/// `feedback-given.md`). Its environment holds the agent's `env` only.
+fn agent_child(
+    a: &Attempt<'_>,
+    agent: &Agent,
+    feedback_text: &str,
+    feedback_file: Option<&PathBuf>,
+    session: &mut Session,
+) -> std::io::Result<Result<Prepared, AttemptResult>> {
+    let (shared, phase, attempt, dir) = (a.shared, a.phase, a.number, &a.dir);
+    let name = &phase.name.value;
+    let prompt = match attempt_prompt(phase, attempt, a.max_attempts, feedback_text) {
+        Ok(prompt) => prompt,
+        Err(e) => return Ok(Err(fatal(format!("the prompt does not render: {e:#}")))),
+    };
+    // A retry continues the worker's own session when there is one; otherwise it starts
+    // a new one with the full prompt, which carries the feedback.
+    let resume = match (&agent.resume, session.to_resume(agent)) {
+        (Some(argv), Some(id)) if attempt > 1 => Some((argv, id.to_owned())),
+        _ => None,
+    };
+    let session_id = match &resume {
+        Some((_, id)) => id.clone(),
+        None => {
+            let id = uuid::Uuid::new_v4().to_string();
+            *session = Session {
+                given: Some(id.clone()),
+                reported: None,
+            };
+            id
+        }
+    };
+    let argv_template = resume.as_ref().map_or(&agent.command, |(argv, _)| *argv);
+    let reads_file = argv_template.iter().any(|arg| arg.contains("prompt_file"));
+    let file = PromptFile::write(
+        &dir.join("prompt.md"),
+        &prompt,
+        &shared.redactor,
+        reads_file,
+    )?;
+    let mut values = BTreeMap::from([
+        ("prompt", prompt.clone()),
+        ("prompt_file", file.path().display().to_string()),
+        ("phase", name.clone()),
+        ("attempt", attempt.to_string()),
+        ("workspace", shared.pipeline.workspace.display().to_string()),
+        ("session_id", session_id.clone()),
+    ]);
+    // What a resumed agent is told: the feedback, cut to a size that fits one argument.
+    let given_feedback = resume.as_ref().map(|_| {
+        feedback::for_agent(
+            feedback_text,
+            feedback_file.map_or(Path::new("feedback.md"), PathBuf::as_path),
+        )
+    });
+    // `resume` may also name the previous attempt's feedback; in `command` those
+    // placeholders are not replaced (lint reports them).
+    if let Some(given) = &given_feedback {
+        std::fs::write(dir.join("feedback-given.md"), shared.redactor.redact(given))?;
+        values.insert("feedback", given.clone());
+        values.insert(
+            "feedback_file",
+            feedback_file
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+        );
+    }
+    let argv = render_argv(argv_template, &values);
+    // Standard input carries the message of this invocation: the prompt that starts a
+    // session, or the feedback that continues one.
+    let stdin = agent
+        .stdin
+        .then(|| given_feedback.clone().unwrap_or_else(|| prompt.clone()));
+    std::fs::write(
+        dir.join("invocation.json"),
+        shared.redactor.to_json_pretty(&Invocation {
+            argv: &argv,
+            resume: resume.is_some(),
+            session_id: &session_id,
+            stdin: stdin.is_some(),
+        })?,
+    )?;
+    if let Some(text) = &stdin {
+        std::fs::write(dir.join("stdin.txt"), shared.redactor.redact(text))?;
+    }
+    if let Some((at, arg)) = argv
+        .iter()
+        .enumerate()
+        .find(|(_, arg)| arg.len() >= ARGUMENT_LIMIT)
+    {
+        return Ok(Err(fatal(format!(
+            "argument {at} of the agent's {} is {} bytes, more than the 128 KiB the \
+             operating system allows in one argument: give the agent the prompt on \
+             standard input (`stdin #true`) or as a file (`{{{{ prompt_file }}}}`) instead \
+             of in its argv",
+            if resume.is_some() {
+                "`resume`"
+            } else {
+                "`command`"
+            },
+            arg.len()
+        ))));
+    }
+    // Kept until the attempt is over: a private copy is removed when it is dropped, and by
+    // the watchdog should helixflow be killed first.
+    let cleanup = watchdog::cleanup_on_crash(&file);
+    let prompt_file = Some((file, cleanup));
+    let mut spec = ChildSpec::argv(
+        &argv,
+        &shared.pipeline.workspace,
+        dir.join("stdout.log"),
+        dir.join("stderr.log"),
+    )?;
+    spec.stdin = stdin.map(String::into_bytes);
+    let task = prompt;
+    spec.timeout = phase.timeout.or(agent.timeout).map(|t| t.duration());
+    spec.idle_timeout = agent.idle_timeout.map(|t| t.duration());
+    spec.env.extend(
+        agent
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    Ok(Ok(Prepared {
+        spec,
+        task,
+        prompt_file,
+    }))
+}
+
+/// The child's environment: the pipeline's `env`, then the agent's (already in `spec`), then the
+/// phase's, then helixflow's own.
+fn set_environment(a: &Attempt<'_>, spec: &mut ChildSpec, feedback_file: Option<&PathBuf>) {
+    let shared = a.shared;
+    let mut env: Vec<(OsString, OsString)> = shared
+        .pipeline
+        .env
+        .iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    env.append(&mut spec.env);
+    env.extend(
+        a.phase
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    env.push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
+    env.push(("HELIXFLOW_PHASE".into(), a.phase.name.value.clone().into()));
+    env.push(("HELIXFLOW_ATTEMPT".into(), a.number.to_string().into()));
+    if let Some(file) = feedback_file {
+        env.push(("HELIXFLOW_FEEDBACK_FILE".into(), file.clone().into()));
+    }
+    if let Some(socket) = &shared.socket {
+        env.push((control::SOCKET_ENV.into(), socket.clone().into()));
+    }
+    spec.env = env;
+}
+
+/// The prompt an attempt gives its agent: the phase's template rendered with the attempt's
+/// variables, with the verify instructions in `self` mode. `run --dry-run` shows this same text.
+pub(crate) fn attempt_prompt(
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    feedback: &str,
+) -> Result<String, minijinja::Error> {
+    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
+        verify_instructions(phase)
+    } else {
+        String::new()
+    };
+    let context = PromptContext {
+        phase,
+        attempt,
+        max_attempts,
+        feedback,
+        verify_instructions: &instructions,
+    };
+    render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
+}
