@@ -5,8 +5,7 @@ use std::path::Path;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::prompt::string_text_span;
-use super::{Decoder, Origin, boolean};
+use super::{Decoder, Origin, boolean, string_text_span};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 use crate::language::template::Substitution;
 use crate::language::validate::{name_span, positional};

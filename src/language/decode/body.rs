@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::prompt::PromptDecl;
-use super::{Decoder, Origin, boolean, int};
+use super::{Decoder, Origin, PromptDecl, boolean, int};
 use crate::language::validate::{name_span, positional};
 use crate::model::{Gate, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
 

@@ -3,8 +3,7 @@
 //!
 //! This file holds the [`Decoder`] and the checks that values of every kind share; the files beside
 //! it decode by what they read: `agent.rs` (an `agent` node), `body.rs` (the body of a phase, a
-//! template or `defaults`), `outputs.rs`, `gates.rs` and `prompt.rs` (a prompt, and where its text
-//! lies in the source).
+//! template or `defaults`), `outputs.rs`, `gates.rs` and `prompt.rs`.
 
 mod agent;
 mod body;
@@ -24,7 +23,44 @@ use crate::glob::compile_glob;
 use crate::model::{Millis, Spanned};
 
 pub(crate) use body::Body;
-pub(crate) use prompt::{PromptDecl, text_span};
+pub(crate) use prompt::PromptDecl;
+
+/// The span of `range` of `text`, which lies at `at` in a source file: at least one character, on
+/// character boundaries.
+pub(crate) fn text_span(
+    text: &str,
+    at: Option<Span>,
+    range: std::ops::Range<usize>,
+) -> Option<Span> {
+    let at = at?;
+    if range.start > text.len() || range.end > text.len() || !text.is_char_boundary(range.start) {
+        return None;
+    }
+    let mut end = range.end.max(range.start + 1).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    Some(Span::new(
+        at.file,
+        at.offset + range.start,
+        end - range.start,
+    ))
+}
+
+/// Where the text of a string entry lies in its file, when it is the source as written: a quoted
+/// (or raw) single-line string whose text has no escapes.
+pub(crate) fn string_text_span(entry: &KdlEntry, text: &str, span: Span) -> Option<Span> {
+    let r = repr(entry)?;
+    let hashes = r.len() - r.trim_start_matches('#').len();
+    let body = &r[hashes..];
+    (body.starts_with('"') && !body.starts_with("\"\"\"") && body.get(1..=text.len()) == Some(text))
+        .then(|| Span::new(span.file, span.offset + hashes + 1, text.len()))
+}
+
+/// The text of an entry's value as written (for raw and escaped strings alike).
+fn repr(entry: &KdlEntry) -> Option<&str> {
+    entry.format().map(|f| f.value_repr.as_str())
+}
 
 /// Decodes nodes of one file at a time; shared state for one compilation.
 pub(crate) struct Decoder<'c> {

@@ -1,11 +1,11 @@
-//! Prompts: `prompt "…"` and `prompt file="…"` (also `verifier-prompt`), their template syntax,
-//! and where a string's text lies in its source file, so that places inside it can be reported.
+//! Prompts: `prompt "…"` and `prompt file="…"` (also `verifier-prompt`), and their template
+//! syntax.
 
 use std::path::{Path, PathBuf};
 
-use kdl::{KdlEntry, KdlNode};
+use kdl::KdlNode;
 
-use super::{Decoder, Origin};
+use super::{Decoder, Origin, string_text_span, text_span};
 use crate::diagnostics::{Diagnostic, Span, rules};
 use crate::language::loader::normalize;
 use crate::language::template;
@@ -20,43 +20,6 @@ pub(crate) struct PromptDecl {
     /// Where the template text itself lies, byte for byte, in a source file: the prompt file, or
     /// the inside of a quoted string without escapes. Places inside the template map onto it.
     pub text: Option<Span>,
-}
-
-/// The span of `range` of `text`, which lies at `at` in a source file: at least one character, on
-/// character boundaries.
-pub(crate) fn text_span(
-    text: &str,
-    at: Option<Span>,
-    range: std::ops::Range<usize>,
-) -> Option<Span> {
-    let at = at?;
-    if range.start > text.len() || range.end > text.len() || !text.is_char_boundary(range.start) {
-        return None;
-    }
-    let mut end = range.end.max(range.start + 1).min(text.len());
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    Some(Span::new(
-        at.file,
-        at.offset + range.start,
-        end - range.start,
-    ))
-}
-
-/// Where the text of a string entry lies in its file, when it is the source as written: a quoted
-/// (or raw) single-line string whose text has no escapes.
-pub(crate) fn string_text_span(entry: &KdlEntry, text: &str, span: Span) -> Option<Span> {
-    let r = repr(entry)?;
-    let hashes = r.len() - r.trim_start_matches('#').len();
-    let body = &r[hashes..];
-    (body.starts_with('"') && !body.starts_with("\"\"\"") && body.get(1..=text.len()) == Some(text))
-        .then(|| Span::new(span.file, span.offset + hashes + 1, text.len()))
-}
-
-/// The text of an entry's value as written (for raw and escaped strings alike).
-fn repr(entry: &KdlEntry) -> Option<&str> {
-    entry.format().map(|f| f.value_repr.as_str())
 }
 
 impl Decoder<'_> {
