@@ -1,0 +1,176 @@
+//! An `agent NAME { … }` node: its command lines, response format, evidence and session id.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kdl::{KdlDocument, KdlNode};
+
+use super::{Decoder, Origin, boolean, string_text_span};
+use crate::diagnostics::{Diagnostic, FileId, Span, rules};
+use crate::language::template::Substitution;
+use crate::language::validate::{name_span, positional};
+use crate::model::{Agent, ResponseFormat, SessionCapture, Spanned};
+
+impl Decoder<'_> {
+    /// Decodes an `agent NAME { … }` node.
+    pub(crate) fn agent(&mut self, node: &KdlNode, file: FileId, path: &Path) -> Option<Agent> {
+        let subst = Substitution::none();
+        let origin = Origin {
+            file,
+            subst: &subst,
+        };
+        let name = origin.arg(node, 0)?;
+        let mut agent = Agent {
+            name: name.clone(),
+            file: path.to_owned(),
+            command: Vec::new(),
+            resume: None,
+            stdin: false,
+            response: ResponseFormat::Text,
+            evidence: None,
+            evidence_tools: None,
+            session_id: None,
+            bookkeeping: Vec::new(),
+            timeout: None,
+            idle_timeout: None,
+            env: BTreeMap::new(),
+        };
+        let mut evidence_tools = None;
+        for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
+            match child.name().value() {
+                kind @ ("command" | "resume") => {
+                    let args: Vec<(Spanned<String>, Option<Span>)> = positional(child)
+                        .filter_map(|entry| {
+                            let text = origin.string(entry)?;
+                            let span = origin.span(entry);
+                            let at = string_text_span(entry, &text, span);
+                            Some((Spanned::new(text, span), at))
+                        })
+                        .collect();
+                    self.check_argv(&args, kind == "resume");
+                    let argv = args.into_iter().map(|(a, _)| a.value).collect();
+                    if kind == "command" {
+                        agent.command = argv;
+                    } else {
+                        agent.resume = Some(argv);
+                    }
+                }
+                "stdin" => agent.stdin = boolean(child).unwrap_or(false),
+                "response" => {
+                    agent.response = match origin.arg(child, 0).as_ref().map(|a| a.value.as_str()) {
+                        Some("json") => ResponseFormat::Json,
+                        Some("claude-stream-json") => ResponseFormat::ClaudeStreamJson,
+                        Some("codex-json") => ResponseFormat::CodexJson,
+                        _ => ResponseFormat::Text,
+                    };
+                }
+                "evidence" => {
+                    if let Some(pattern) = origin.arg(child, 0) {
+                        self.empty(
+                            &pattern,
+                            "an empty `evidence` pattern matches any transcript: it proves nothing",
+                            "Write a pattern the agent's transcript must contain, e.g. `evidence \"tool_use\"`.",
+                        );
+                        self.regex(&pattern);
+                        agent.evidence = Some(pattern.value);
+                    }
+                }
+                "evidence-tools" => {
+                    let names = origin.args(child);
+                    for name in &names {
+                        self.empty(
+                            name,
+                            "an empty tool name matches no tool call",
+                            "Write a tool's name as the agent reports it, e.g. `evidence-tools \"Write\" \"Edit\"`, or no name for any tool.",
+                        );
+                    }
+                    agent.evidence_tools = Some(names.into_iter().map(|n| n.value).collect());
+                    evidence_tools = Some(child);
+                }
+                "session-id" => agent.session_id = self.session_capture(child, origin),
+                "bookkeeping" => {
+                    for glob in origin.args(child) {
+                        self.glob(&glob);
+                        agent.bookkeeping.push(glob.value);
+                    }
+                }
+                "timeout" => agent.timeout = origin.arg(child, 0).and_then(|d| self.duration(&d)),
+                "idle-timeout" => {
+                    agent.idle_timeout = origin.arg(child, 0).and_then(|d| self.duration(&d))
+                }
+                "env" => {
+                    if let (Some(k), Some(v)) = (origin.arg(child, 0), origin.arg(child, 1)) {
+                        agent.env.insert(k.value, v.value);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(node) = evidence_tools.filter(|_| !agent.response.shows_tool_calls()) {
+            self.report(
+                Diagnostic::new(
+                    &rules::EVIDENCE_TOOLS_FORMAT,
+                    name_span(file, node),
+                    format!(
+                        "agent \"{}\" asks for `evidence-tools`, but its output is not an event stream helixflow can read tool calls from",
+                        name.value
+                    ),
+                )
+                .label("needs `response \"claude-stream-json\"` or `\"codex-json\"`"),
+            );
+        }
+        if agent.command.is_empty() {
+            self.report(
+                Diagnostic::new(
+                    &rules::AGENT_WITHOUT_COMMAND,
+                    name.span,
+                    format!("agent \"{}\" has no `command`", name.value),
+                )
+                .label("no command"),
+            );
+        }
+        Some(agent)
+    }
+
+    /// Decodes `session-id json=KEY` or `session-id regex=RE`: exactly one of the two.
+    fn session_capture(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<SessionCapture> {
+        let json = origin.prop(node, "json");
+        let regex = origin.prop(node, "regex");
+        match (json, regex) {
+            (Some(key), None) => {
+                self.empty(
+                    &key,
+                    "an empty JSON key names no field",
+                    "Write the field that holds the session id, e.g. `session-id json=\"session_id\"`.",
+                );
+                Some(SessionCapture::Json(key.value))
+            }
+            (None, Some(pattern)) => {
+                self.empty(
+                    &pattern,
+                    "an empty pattern captures no session id",
+                    "Write a pattern whose first group is the id, e.g. `session-id regex=\"session: (\\S+)\"`.",
+                );
+                self.regex(&pattern);
+                Some(SessionCapture::Regex(pattern.value))
+            }
+            (json, regex) => {
+                let both = json.is_some();
+                let span = regex.map_or_else(|| name_span(origin.file, node), |r| r.span);
+                self.report(
+                    Diagnostic::new(
+                        &rules::SESSION_ID_SOURCE,
+                        span,
+                        if both {
+                            "`session-id` takes `json=` or `regex=`, not both"
+                        } else {
+                            "`session-id` says where the id is: `json=` or `regex=`"
+                        },
+                    )
+                    .label(if both { "one too many" } else { "no source" }),
+                );
+                None
+            }
+        }
+    }
+}

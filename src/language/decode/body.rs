@@ -1,0 +1,215 @@
+//! The body of a phase, a template or `defaults`: decoded child by child, then merged.
+
+use std::collections::BTreeMap;
+
+use kdl::{KdlDocument, KdlNode};
+
+use super::{Decoder, Origin, PromptDecl, boolean, int};
+use crate::language::validate::{name_span, positional};
+use crate::model::{Gate, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
+
+/// A phase body as written in a phase, a template or `defaults`, before they are merged.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Body {
+    pub description: Option<String>,
+    pub agent: Option<Spanned<String>>,
+    pub run: Option<Spanned<String>>,
+    pub prompt: Option<PromptDecl>,
+    pub vars: BTreeMap<String, String>,
+    pub depends_on: Vec<Spanned<String>>,
+    pub outputs: Vec<Spanned<Output>>,
+    pub scope: Vec<Spanned<String>>,
+    pub protect: Vec<Spanned<String>>,
+    pub gates: Vec<Gate>,
+    pub fail_fast: Option<bool>,
+    pub verify: Option<Spanned<Vec<VerifyMode>>>,
+    pub verifier: Option<Spanned<String>>,
+    pub verifier_prompt: Option<Spanned<Prompt>>,
+    pub retries: Option<u32>,
+    pub backoff: Option<Millis>,
+    pub timeout: Option<Millis>,
+    pub on_failure: Option<OnFailure>,
+    pub escalate: Option<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Body {
+    /// `self` (a template's body) with `own` (the phase's) on top: lists are added, single values
+    /// of `own` win.
+    pub(crate) fn overlay(mut self, own: Body) -> Body {
+        macro_rules! single {
+            ($($field:ident),*) => { $( if own.$field.is_some() { self.$field = own.$field; } )* };
+        }
+        single!(
+            description,
+            agent,
+            run,
+            prompt,
+            fail_fast,
+            verify,
+            verifier,
+            verifier_prompt,
+            retries,
+            backoff,
+            timeout,
+            on_failure,
+            escalate
+        );
+        self.depends_on.extend(own.depends_on);
+        self.outputs.extend(own.outputs);
+        self.scope.extend(own.scope);
+        self.protect.extend(own.protect);
+        self.gates.extend(own.gates);
+        self.vars.extend(own.vars);
+        self.env.extend(own.env);
+        self
+    }
+
+    /// Fills what the phase does not set from `defaults`.
+    pub(crate) fn fill_from(mut self, defaults: &Body) -> Body {
+        macro_rules! single {
+            ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = defaults.$field.clone(); } )* };
+        }
+        // A `run` step has no agent: the default agent applies to agent phases only.
+        if self.run.is_none() && self.agent.is_none() {
+            self.agent = defaults.agent.clone();
+        }
+        single!(
+            prompt,
+            fail_fast,
+            verify,
+            verifier,
+            verifier_prompt,
+            retries,
+            backoff,
+            timeout,
+            on_failure,
+            escalate
+        );
+        macro_rules! list {
+            ($($field:ident),*) => { $( if self.$field.is_empty() { self.$field = defaults.$field.clone(); } )* };
+        }
+        list!(scope, protect, gates);
+        for (map, default) in [
+            (&mut self.vars, &defaults.vars),
+            (&mut self.env, &defaults.env),
+        ] {
+            for (k, v) in default {
+                map.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        self
+    }
+}
+
+impl Decoder<'_> {
+    /// Decodes the children of a phase, template or `defaults` block.
+    pub(crate) fn body(&mut self, children: Option<&KdlDocument>, origin: Origin<'_>) -> Body {
+        let mut body = Body::default();
+        for child in children.map(KdlDocument::nodes).unwrap_or_default() {
+            self.body_child(child, origin, &mut body);
+        }
+        body
+    }
+
+    fn body_child(&mut self, child: &KdlNode, origin: Origin<'_>, body: &mut Body) {
+        let first = || origin.arg(child, 0);
+        match child.name().value() {
+            "description" => body.description = first().map(|d| d.value),
+            "agent" => body.agent = first(),
+            "run" => {
+                body.run = first();
+                if let Some(run) = &body.run {
+                    self.empty(
+                        run,
+                        "an empty `run` command does nothing and exits 0: the phase always passes",
+                        "Write the shell command the step runs, e.g. `run \"cargo fmt\"`.",
+                    );
+                }
+            }
+            "prompt" => body.prompt = self.prompt(child, origin),
+            "verifier-prompt" => {
+                body.verifier_prompt = self.prompt(child, origin).map(|p| p.prompt);
+            }
+            "vars" => {
+                for var in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    if let Some(value) = origin.arg(var, 0) {
+                        body.vars.insert(var.name().value().to_owned(), value.value);
+                    }
+                }
+            }
+            "depends-on" => body.depends_on.extend(origin.args(child)),
+            "outputs" => {
+                for output in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    if let Some(decoded) = self.output(output, origin) {
+                        body.outputs.push(decoded);
+                    }
+                }
+            }
+            "scope" | "protect" => {
+                let globs = origin.args(child);
+                for glob in &globs {
+                    self.glob(glob);
+                }
+                if child.name().value() == "scope" {
+                    body.scope.extend(globs);
+                } else {
+                    body.protect.extend(globs);
+                }
+            }
+            "gates" => {
+                for gate in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    if let Some(decoded) = self.gate(gate, origin) {
+                        body.gates.push(decoded);
+                    }
+                }
+            }
+            "fail-fast" => body.fail_fast = boolean(child),
+            "verify" => {
+                let mut modes = Vec::new();
+                for mode in origin.args(child) {
+                    match mode.value.as_str() {
+                        "self" => modes.push(VerifyMode::SelfCheck),
+                        "external" => modes.push(VerifyMode::External),
+                        "sub-agent" => modes.push(VerifyMode::SubAgent),
+                        "both" => modes.extend([VerifyMode::SelfCheck, VerifyMode::External]),
+                        _ => {}
+                    }
+                }
+                modes.sort();
+                modes.dedup();
+                if !modes.is_empty() {
+                    body.verify = Some(Spanned::new(modes, name_span(origin.file, child)));
+                }
+            }
+            "verifier" => body.verifier = first(),
+            "retries" => body.retries = int(positional(child).next()),
+            "backoff" => body.backoff = first().and_then(|d| self.duration(&d)),
+            "timeout" => body.timeout = first().and_then(|d| self.duration(&d)),
+            "on-failure" => {
+                body.on_failure = match first().as_ref().map(|v| v.value.as_str()) {
+                    Some("stop") => Some(OnFailure::Stop),
+                    Some("continue") => Some(OnFailure::Continue),
+                    _ => None,
+                };
+            }
+            "escalate" => {
+                let escalate = first();
+                if let Some(escalate) = &escalate {
+                    self.empty(
+                        escalate,
+                        "an empty `escalate` command tells no one that the phase failed",
+                        "Write the shell command that notifies a person, or remove `escalate`.",
+                    );
+                }
+                body.escalate = escalate.map(|e| e.value);
+            }
+            "env" => {
+                if let (Some(k), Some(v)) = (origin.arg(child, 0), origin.arg(child, 1)) {
+                    body.env.insert(k.value, v.value);
+                }
+            }
+            _ => {}
+        }
+    }
+}
