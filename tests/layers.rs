@@ -175,8 +175,12 @@ fn cycles(src: &Path) -> Vec<Vec<String>> {
         };
         let text = std::fs::read_to_string(&file).unwrap();
         let mut targets: Vec<Vec<String>> = crate_paths(&text);
-        // `super::x` in `module/sub.rs` is `crate::module::x`.
-        if sub.is_some() {
+        // `super::x` in `module/sub.rs` (or `module/sub/mod.rs`) is `crate::module::x`; deeper
+        // down, `super` is still inside the sub-module.
+        let depth = file.strip_prefix(src).unwrap().components().count();
+        let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
+        let super_is_module = depth == 2 || (depth == 3 && is_mod);
+        if sub.is_some() && super_is_module {
             for line in product_code(&text).lines() {
                 let code = line.split("//").next().unwrap_or_default();
                 let mut rest = code;
@@ -291,4 +295,10 @@ fn a_back_edge_and_a_circle_are_caught() {
         cycles(dir.path()),
         [vec!["engine::attempt".to_owned(), "engine::run".to_owned()]]
     );
+    // Deeper down, `super` stays inside the sub-module: `language/decode/agent.rs` naming
+    // `super::prompt` means `language::decode::prompt`, not the sibling `language::prompt`.
+    write("language/decode/mod.rs", "mod agent;\nmod prompt;\n");
+    write("language/decode/agent.rs", "use super::prompt::read;\n");
+    write("language/prompt.rs", "use super::decode::Body;\n");
+    assert_eq!(cycles(dir.path()).len(), 1, "{:?}", cycles(dir.path()));
 }
