@@ -5,9 +5,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::input;
-use crate::event::record::failing_column;
-use crate::report::one_line;
+use crate::event::{AttemptOutcome, Event};
+use crate::report::replay;
+use crate::store::journal;
 use crate::store::run::{RunDir, list_runs};
+use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow runs`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +50,7 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
         "run", "status", "started"
     );
     for run in &runs {
-        match run.read_summary() {
+        match RunSummary::read(run) {
             Ok(summary) => {
                 let passed = summary
                     .phases
@@ -97,7 +99,7 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
                 // `show PHASE` was perhaps meant as the latest run's phase.
                 let latest_has_phase = runs
                     .last()
-                    .and_then(|latest| latest.read_summary().ok())
+                    .and_then(|latest| RunSummary::read(latest).ok())
                     .is_some_and(|s| s.phases.iter().any(|p| p.name == id));
                 if args.phase.is_none() && latest_has_phase {
                     let _ = write!(
@@ -117,7 +119,7 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
 }
 
 fn show_run(run: &RunDir) -> i32 {
-    let summary = match run.read_summary() {
+    let summary = match RunSummary::read(run) {
         Ok(summary) => summary,
         Err(e) => return input::fail(&format!("cannot read the run's summary: {e}")),
     };
@@ -140,51 +142,22 @@ fn show_run(run: &RunDir) -> i32 {
             .unwrap_or_default()
     );
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<24} {:<10} {:>8} {:>10}  failing gates / reason",
-        "phase", "status", "attempts", "duration"
-    );
-    for phase in &summary.phases {
-        // A phase a crashed run left running never finished.
-        let phase_status = match phase.status.as_str() {
-            "running" if status == "crashed" => "unfinished",
-            other => other,
-        };
-        // As the table at the end of the run shows it.
-        let why = match phase_status {
-            "passed" | "pending" => String::new(),
-            "skipped" | "cancelled" => phase
-                .reason
-                .as_ref()
-                .map(|r| format!("({r})"))
-                .unwrap_or_default(),
-            _ => failing_column(
-                &phase.failed_gates,
-                phase.error.as_deref(),
-                phase.reason.as_deref(),
-            ),
-        };
-        let why = one_line(&why);
-        let _ = writeln!(
-            out,
-            "{:<24} {:<10} {:>8} {:>9.1}s  {why}",
-            phase.name,
-            phase_status,
-            phase.attempts,
-            phase.duration_ms as f64 / 1000.0
-        );
+    // The table the run wrote at its end, from the journal: a run still going shows its phases
+    // as running or pending, one that was killed as unfinished or not started.
+    match replay::summary_table(run, status == "running") {
+        Ok(table) => out.push_str(&table),
+        Err(e) => return input::fail(&format!("cannot read the run's journal: {e}")),
     }
     let _ = writeln!(
         out,
         "\njournal: {}",
-        run.path.join("events.jsonl").display()
+        run.path.join(journal::FILE_NAME).display()
     );
     super::emit(&out)
 }
 
 fn show_phase(run: &RunDir, phase: &str) -> i32 {
-    let summary = run.read_summary().ok();
+    let summary = RunSummary::read(run).ok();
     let recorded = summary
         .as_ref()
         .and_then(|s| s.phases.iter().find(|p| p.name == phase));
@@ -245,7 +218,7 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
     for (n, path) in attempts {
         let _ = writeln!(out, "── attempt {n} ({})", path.display());
         let end = ends.get(&n);
-        let outcome = end.and_then(|e| e["outcome"].as_str());
+        let outcome = end.map(|(outcome, _)| *outcome);
         if let Ok(gates) = std::fs::read_to_string(path.join("gates.json"))
             && let Ok(serde_json::Value::Array(reports)) =
                 serde_json::from_str::<serde_json::Value>(&gates)
@@ -262,30 +235,27 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
         }
         let feedback = std::fs::read_to_string(path.join("feedback.md")).ok();
         match (outcome, feedback) {
-            (Some("failed") | None, Some(feedback)) => {
+            (Some(AttemptOutcome::Failed) | None, Some(feedback)) => {
                 let _ = writeln!(out, "   feedback:");
                 for line in feedback.lines() {
                     let _ = writeln!(out, "   | {line}");
                 }
             }
-            (Some("failed"), None) => {
+            (Some(AttemptOutcome::Failed), None) => {
                 let why = end
-                    .and_then(|e| e["error"].as_str())
+                    .and_then(|(_, error)| error.as_deref())
                     .unwrap_or("no feedback was written");
                 let _ = writeln!(out, "   failed: {why}");
             }
-            (Some("passed"), _) => {
+            (Some(AttemptOutcome::Passed), _) => {
                 let _ = writeln!(out, "   passed");
             }
-            (Some("cancelled"), _) => {
+            (Some(AttemptOutcome::Cancelled), _) => {
                 let _ = writeln!(
                     out,
                     "   cancelled: {}",
                     reason.as_deref().unwrap_or("the run was stopped")
                 );
-            }
-            (Some(other), _) => {
-                let _ = writeln!(out, "   {other}");
             }
             (None, None) if running => {
                 let _ = writeln!(out, "   running: this attempt has not finished yet");
@@ -298,20 +268,23 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
     super::emit(&out)
 }
 
-/// The `attempt-finished` events of `phase` in the run's journal, by attempt number. An attempt
-/// without one has not finished.
-fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, serde_json::Value> {
-    let Ok(text) = std::fs::read_to_string(run.path.join("events.jsonl")) else {
+/// How each attempt of `phase` ended, by attempt number: the outcome and error of its
+/// `attempt-finished` event in the run's journal. An attempt without one has not finished.
+fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, (AttemptOutcome, Option<String>)> {
+    let Ok(events) = journal::read(run) else {
         return HashMap::new();
     };
-    text.lines()
-        // Only the lines that can be one are parsed.
-        .filter(|line| line.contains("\"attempt-finished\""))
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|event| event["event"] == "attempt-finished" && event["phase"] == phase)
-        .filter_map(|event| {
-            let attempt = u32::try_from(event["attempt"].as_u64()?).ok()?;
-            Some((attempt, event))
+    events
+        .into_iter()
+        .filter_map(|stamped| match stamped.event {
+            Event::AttemptFinished {
+                phase: of,
+                attempt,
+                outcome,
+                error,
+                ..
+            } if of == phase => Some((attempt, (outcome, error))),
+            _ => None,
         })
         .collect()
 }

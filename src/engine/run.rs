@@ -1,28 +1,27 @@
 //! A whole run: the scheduler over the DAG, cancellation, the run-wide timeout and retry budget,
-//! and the dispatcher that journals every event and hands it to the reporters.
+//! and the dispatcher that stamps every event and hands it to the run's sinks: the journal,
+//! `run.json`, then the reporters.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
 use super::context::{LiveAttempts, RunOptions, Shared, millis};
 use super::control;
-use crate::event::record::RunRecord;
-use crate::event::sink::Sinks;
-use crate::event::{AttemptOutcome, Event, PhaseStatus, RunStatus, Stamped};
+use crate::event::sink::{EventSink, Sinks};
+use crate::event::{Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::process::Cancel;
-use crate::store::run::{Journal, PhaseSummary, RunDir, RunSummary};
-
-/// How often `run.json` is rewritten while a run goes on.
-const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
+use crate::store::journal::Journal;
+use crate::store::run::RunDir;
+use crate::store::run_json::RunJson;
 
 /// At most this many queued events are journalled with one write.
 const MAX_BATCH: usize = 64;
@@ -38,7 +37,8 @@ pub struct RunOutcome {
     pub run: RunDir,
 }
 
-/// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event.
+/// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event,
+/// after the run's journal and `run.json`.
 pub async fn execute(
     pipeline: Pipeline,
     options: RunOptions,
@@ -53,6 +53,8 @@ pub async fn execute(
     })?;
     let redactor = Arc::new(pipeline.redactor());
     let journal = Journal::open(&run)?;
+    // Events are stamped with the time since the journal was opened.
+    let opened = Instant::now();
     std::fs::write(
         run.path.join("pipeline.json"),
         redactor.to_json_pretty(&pipeline)?,
@@ -63,35 +65,21 @@ pub async fn execute(
             options.only.is_empty() || options.only.contains(&pipeline.phases[i].name.value)
         })
         .collect();
-    let summary = RunSummary {
-        run_id: run.run_id.clone(),
-        pipeline: pipeline.name.clone(),
-        file: pipeline.file.clone(),
-        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        finished: None,
-        status: "running".into(),
-        exit_code: None,
-        pid: std::process::id(),
-        phases: selected
+    let run_json = RunJson::start(
+        &run,
+        &pipeline.name,
+        &pipeline.file,
+        selected
             .iter()
-            .map(|&i| PhaseSummary {
-                name: pipeline.phases[i].name.value.clone(),
-                status: "pending".into(),
-                attempts: 0,
-                duration_ms: 0,
-                failed_gates: Vec::new(),
-                error: None,
-                reason: None,
-            })
-            .collect(),
-    };
-    run.write_summary(&summary)?;
+            .map(|&i| pipeline.phases[i].name.value.clone()),
+    )?;
+    let sinks = reporters.with_first(vec![
+        Box::new(journal) as Box<dyn EventSink>,
+        Box::new(run_json),
+    ]);
 
     let (sender, receiver) = mpsc::channel();
-    let dispatcher = std::thread::spawn({
-        let run = run.clone();
-        move || dispatch(receiver, journal, reporters, run, Summary::new(summary))
-    });
+    let dispatcher = std::thread::spawn(move || dispatch(receiver, sinks, opened));
 
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
     let max_parallel = options.max_parallel(&pipeline) as usize;
@@ -365,176 +353,59 @@ async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunSta
     }
 }
 
-/// Journals every event, keeps `run.json` current, and feeds the reporters. Returns the exit code
-/// `run.json` ends with: the run's, unless a report the user asked for could not be written.
+/// Stamps every event and hands it to the sinks: events that queued up meanwhile go together, so
+/// that the journal writes them at once. Returns the exit code the run ends with: its own, unless
+/// a report the user asked for could not be written; or the first error of the journal or
+/// `run.json`.
 fn dispatch(
     receiver: mpsc::Receiver<Event>,
-    mut journal: Journal,
-    mut reporters: Sinks,
-    run: RunDir,
-    mut summary: Summary,
+    mut sinks: Sinks,
+    started: Instant,
 ) -> std::io::Result<Option<i32>> {
-    let mut first_error = None;
-    let mut last_written = Instant::now();
-    let mut dirty = false;
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    'events: loop {
-        // A change waits at most until a second has passed since the last write, even when no
-        // further event comes: `helixflow show` during a long attempt sees the run as it is.
-        let next = if dirty {
-            receiver.recv_timeout(SUMMARY_INTERVAL.saturating_sub(last_written.elapsed()))
-        } else {
-            receiver.recv().map_err(|_| RecvTimeoutError::Disconnected)
+    loop {
+        // A sink may want to be called again even when no further event comes (`run.json`
+        // catches up within a second, so that `helixflow show` sees the run as it is).
+        let next = match sinks.next_tick() {
+            Some(at) => receiver.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         let event = match next {
             Ok(event) => event,
             Err(RecvTimeoutError::Timeout) => {
-                last_written = Instant::now();
-                dirty = false;
-                if let Err(e) = run.write_summary(&summary.summary) {
-                    first_error.get_or_insert(e);
-                }
+                sinks.tick();
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        // Events that queued up meanwhile go to the journal in the same write.
-        batch.push(event);
+        batch.push(stamp(event, started));
         while batch.len() < MAX_BATCH
             && let Ok(event) = receiver.try_recv()
         {
-            batch.push(event);
+            batch.push(stamp(event, started));
         }
-        let (stamped, written) = journal.record(batch.drain(..));
-        if let Err(e) = written {
-            first_error.get_or_insert(e);
-        }
-        for stamped in stamped {
-            // Rewriting run.json for every finished phase made large runs quadratic; it is
-            // rewritten at most once a second while running, and always at the end.
-            let finished = matches!(stamped.event, Event::RunFinished { .. });
-            dirty |= summary.apply(&stamped);
-            if dirty && (finished || last_written.elapsed() >= SUMMARY_INTERVAL) {
-                last_written = Instant::now();
-                dirty = false;
-                if let Err(e) = run.write_summary(&summary.summary) {
-                    first_error.get_or_insert(e);
-                }
-            }
-            reporters.event(&stamped);
-            if finished {
-                // The last event: the run does not wait for every sender to be dropped.
-                break 'events;
-            }
-        }
-    }
-    reporters.finish();
-    // The work is done, but a report CI reads is missing: helixflow itself failed.
-    if reporters.failed_required() > 0 && summary.summary.exit_code == Some(crate::exit::SUCCESS) {
-        summary.summary.exit_code = Some(crate::exit::INTERNAL);
-        if let Err(e) = run.write_summary(&summary.summary) {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(summary.summary.exit_code), Err)
-}
-
-/// `run.json` as the events tell it.
-struct Summary {
-    summary: RunSummary,
-    /// Phase name to its place in `summary.phases`.
-    index: HashMap<String, usize>,
-    /// The run as the reporters see it, for what failed in an attempt.
-    record: RunRecord,
-}
-
-impl Summary {
-    fn new(summary: RunSummary) -> Self {
-        let index = summary
-            .phases
+        // `RunFinished` is the last event: the run does not wait for every sender to be dropped.
+        let finished = batch
             .iter()
-            .enumerate()
-            .map(|(i, p)| (p.name.clone(), i))
-            .collect();
-        Self {
-            summary,
-            index,
-            record: RunRecord::default(),
+            .position(|stamped| matches!(stamped.event, Event::RunFinished { .. }));
+        if let Some(at) = finished {
+            batch.truncate(at + 1);
+        }
+        sinks.batch(&batch);
+        batch.clear();
+        if finished.is_some() {
+            break;
         }
     }
-
-    /// Applies an event; true when `run.json` should be rewritten.
-    fn apply(&mut self, stamped: &Stamped) -> bool {
-        self.record.apply(stamped);
-        let Self {
-            summary,
-            index,
-            record,
-        } = self;
-        let phases = &mut summary.phases;
-        let at = |phase: &str| index.get(phase).copied();
-        match &stamped.event {
-            Event::AttemptStarted { phase, attempt, .. } => {
-                if let Some(i) = at(phase) {
-                    let p = &mut phases[i];
-                    p.status = "running".into();
-                    p.attempts = *attempt;
-                }
-                true
-            }
-            Event::AttemptFinished { phase, outcome, .. } => {
-                let attempt = record
-                    .phase(phase)
-                    .and_then(|record| record.attempt.as_ref());
-                if let (Some(i), Some(attempt)) = (at(phase), attempt) {
-                    let p = &mut phases[i];
-                    if *outcome == AttemptOutcome::Cancelled {
-                        // Stopped, not failed: the phase's reason says why.
-                        p.failed_gates.clear();
-                        p.error = None;
-                    } else {
-                        // As the table at the end of a run shows it: the agent or run command first.
-                        p.failed_gates = attempt.failures();
-                        p.error = attempt.error().map(str::to_owned);
-                    }
-                }
-                true
-            }
-            Event::PhaseFinished {
-                phase,
-                status,
-                attempts,
-                duration_ms,
-                reason,
-            } => {
-                if let Some(i) = at(phase) {
-                    let p = &mut phases[i];
-                    p.status = label(status);
-                    p.attempts = *attempts;
-                    p.duration_ms = *duration_ms;
-                    p.reason.clone_from(reason);
-                }
-                true
-            }
-            Event::RunFinished {
-                status, exit_code, ..
-            } => {
-                summary.status = label(status);
-                summary.exit_code = Some(*exit_code);
-                summary.finished = Some(
-                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-                );
-                true
-            }
-            _ => false,
-        }
-    }
+    sinks.finish();
+    sinks.take_error().map_or(Ok(sinks.exit_code()), Err)
 }
 
-/// A status as its JSON string (`passed`, `timed-out`, …).
-fn label(status: &impl serde::Serialize) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+/// Stamps an event with the current time and the time since `started`.
+fn stamp(event: Event, started: Instant) -> Stamped {
+    Stamped {
+        time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        event,
+    }
 }

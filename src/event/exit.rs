@@ -2,12 +2,12 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::TimeoutKind;
 
 /// How the agent or `run` step of an attempt exited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChildExit {
     /// The exit code, when it exited normally.
     #[serde(skip_serializing_if = "Option::is_none")]

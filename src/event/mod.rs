@@ -14,7 +14,7 @@ pub use exit::{ChildExit, how_it_ended, signal_name};
 use crate::redact::Redactor;
 
 /// How a timed-out child was stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TimeoutKind {
     /// The wall-clock `timeout`.
@@ -69,7 +69,7 @@ impl GateReport {
 }
 
 /// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttemptOutcome {
     /// Every gate passed.
@@ -81,7 +81,7 @@ pub enum AttemptOutcome {
 }
 
 /// How a phase ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PhaseStatus {
     /// An attempt passed.
@@ -95,7 +95,7 @@ pub enum PhaseStatus {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     /// Every phase passed.
@@ -112,7 +112,7 @@ pub enum RunStatus {
 pub const RUN_STEP: &str = "run";
 
 /// One thing that happened in a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
     /// The run began.
@@ -346,7 +346,7 @@ impl Event {
 }
 
 /// An event with the time it happened, as written to the journal and `--events`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stamped {
     /// RFC 3339 time, UTC.
     pub time: String,

@@ -9,6 +9,7 @@ mod junit;
 mod ndjson;
 mod plain;
 mod progress;
+pub mod replay;
 mod summary;
 mod text;
 
@@ -19,4 +20,3 @@ pub use ndjson::Ndjson;
 pub use plain::Plain;
 pub use progress::{Progress, ProgressPause};
 pub use summary::Summary;
-pub(crate) use text::one_line;

@@ -19,6 +19,8 @@ pub struct Summary<W: Write + Send> {
     out: W,
     run: RunRecord,
     written: bool,
+    /// Whether the run is still going (see [`Summary::still_running`]).
+    running: bool,
 }
 
 impl<W: Write + Send> Summary<W> {
@@ -28,7 +30,17 @@ impl<W: Write + Send> Summary<W> {
             out,
             run: RunRecord::default(),
             written: false,
+            running: false,
         }
+    }
+
+    /// For the table of a run that is still going (`helixflow show` replays its journal): a
+    /// phase that has not ended is `running` or `pending`, as `run.json` says, rather than
+    /// `unfinished` or `not started`.
+    #[must_use]
+    pub fn still_running(mut self) -> Self {
+        self.running = true;
+        self
     }
 
     /// The writer back.
@@ -38,7 +50,12 @@ impl<W: Write + Send> Summary<W> {
 
     fn write_table(&mut self) -> std::io::Result<()> {
         self.written = true;
-        let rows: Vec<[String; 5]> = self.run.phases.iter().map(|p| row(p, &self.run)).collect();
+        let rows: Vec<[String; 5]> = self
+            .run
+            .phases
+            .iter()
+            .map(|p| row(p, &self.run, self.running))
+            .collect();
         if !rows.is_empty() {
             let mut widths = HEADINGS.map(|h| h.chars().count());
             for row in &rows {
@@ -51,7 +68,7 @@ impl<W: Write + Send> Summary<W> {
                 write_row(&mut self.out, row, &widths)?;
             }
         }
-        writeln!(self.out, "{}", totals(&self.run))?;
+        writeln!(self.out, "{}", totals(&self.run, self.running))?;
         self.out.flush()
     }
 }
@@ -78,7 +95,7 @@ impl<W: Write + Send> EventSink for Summary<W> {
 }
 
 /// One phase's cells.
-fn row(phase: &PhaseRecord, run: &RunRecord) -> [String; 5] {
+fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; 5] {
     let attempts = match (phase.attempts(), phase.max_attempts) {
         (0, _) => "0".to_owned(),
         (made, Some(max)) => format!("{made}/{max}"),
@@ -89,7 +106,7 @@ fn row(phase: &PhaseRecord, run: &RunRecord) -> [String; 5] {
         .map_or_else(|| "-".to_owned(), human_duration);
     [
         one_line(&phase.name),
-        phase.standing().label().to_owned(),
+        label(phase.standing(), running).to_owned(),
         attempts,
         duration,
         one_line(&failing(phase)),
@@ -116,8 +133,19 @@ fn failing(phase: &PhaseRecord) -> String {
     }
 }
 
-/// `3 passed, 1 failed, 1 skipped in 42.1s`, with the rarer states added only when they occur.
-fn totals(run: &RunRecord) -> String {
+/// Where a phase stands, in a word: a phase that has not ended in a run that goes on is running
+/// (an attempt started) or pending.
+fn label(standing: Standing, running: bool) -> &'static str {
+    match standing {
+        Standing::Unfinished if running => "running",
+        Standing::NotStarted if running => "pending",
+        standing => standing.label(),
+    }
+}
+
+/// `3 passed, 1 failed, 1 skipped in 42.1s`, with the rarer states added only when they occur
+/// (`… so far` for a run that is still going).
+fn totals(run: &RunRecord, running: bool) -> String {
     let tally = |standing: Standing| {
         run.phases
             .iter()
@@ -136,8 +164,12 @@ fn totals(run: &RunRecord) -> String {
     ] {
         let n = tally(rare);
         if n > 0 {
-            parts.push(format!("{n} {}", rare.label()));
+            parts.push(format!("{n} {}", label(rare, running)));
         }
+    }
+    if running {
+        // Its length is not known yet: the latest event may be long ago.
+        return format!("{} so far", parts.join(", "));
     }
     format!(
         "{} in {}",
@@ -162,4 +194,59 @@ fn write_row(
         line.extend(std::iter::repeat_n(' ', pad));
     }
     writeln!(out, "{}", line.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(running: bool) -> String {
+        let summary = Summary::new(Vec::new());
+        let mut summary = if running {
+            summary.still_running()
+        } else {
+            summary
+        };
+        let events = [
+            Event::RunStarted {
+                run_id: "r".to_owned(),
+                pipeline: "p".to_owned(),
+                phases: vec!["a".to_owned(), "b".to_owned()],
+                max_parallel: 1,
+            },
+            Event::AttemptStarted {
+                phase: "a".to_owned(),
+                attempt: 1,
+                max_attempts: 2,
+            },
+        ];
+        for (elapsed_ms, event) in (0..).zip(events) {
+            let stamped = Stamped {
+                time: String::new(),
+                elapsed_ms,
+                event,
+            };
+            summary.event(&stamped).unwrap();
+        }
+        summary.finish().unwrap();
+        String::from_utf8(summary.into_inner()).unwrap()
+    }
+
+    #[test]
+    fn a_run_without_its_end_is_unfinished_or_still_running() {
+        assert_eq!(
+            table(false),
+            "phase  status       attempts  duration  failing gates\n\
+             a      unfinished   1/2       0ms\n\
+             b      not started  0         -\n\
+             0 passed, 0 failed, 0 skipped, 1 unfinished, 1 not started in 1ms\n"
+        );
+        assert_eq!(
+            table(true),
+            "phase  status   attempts  duration  failing gates\n\
+             a      running  1/2       0ms\n\
+             b      pending  0         -\n\
+             0 passed, 0 failed, 0 skipped, 1 running, 1 pending so far\n"
+        );
+    }
 }

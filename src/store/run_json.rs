@@ -1,0 +1,358 @@
+//! `run.json`, the summary of a run: what `helixflow runs` and `helixflow show` read, kept current
+//! by a sink of the run's events.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::run::RunDir;
+use crate::event::record::RunRecord;
+use crate::event::sink::EventSink;
+use crate::event::{AttemptOutcome, Event, Stamped};
+
+/// The file's name in a run's folder.
+pub const FILE_NAME: &str = "run.json";
+
+/// How often `run.json` is rewritten while a run goes on.
+const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The summary of a run, `run.json`: written when the run starts and rewritten when it ends.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunSummary {
+    /// The run's id.
+    pub run_id: String,
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The pipeline file.
+    pub file: PathBuf,
+    /// RFC 3339 start time.
+    pub started: String,
+    /// RFC 3339 end time, once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+    /// `running`, `passed`, `failed`, `cancelled` or `timed-out`.
+    pub status: String,
+    /// The process exit code, once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The helixflow process running it (to tell a crashed run from a running one).
+    pub pid: u32,
+    /// Per phase, in file order.
+    pub phases: Vec<PhaseSummary>,
+}
+
+impl RunSummary {
+    /// Reads the `run.json` of a run.
+    pub fn read(run: &RunDir) -> io::Result<Self> {
+        let text = fs::read_to_string(run.path.join(FILE_NAME))?;
+        serde_json::from_str(&text).map_err(io::Error::other)
+    }
+
+    /// The run's status as it stands: `crashed` when `run.json` says `running` but the helixflow
+    /// process that ran it is gone (killed outright, or the machine stopped), else as recorded.
+    /// `helixflow runs` and `helixflow show` both tell a run's status by this.
+    pub fn current_status(&self) -> &str {
+        if self.status == "running" && !process_exists(self.pid) {
+            "crashed"
+        } else {
+            &self.status
+        }
+    }
+}
+
+/// Whether a process still exists.
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    // Another user's process exists too; it only may not be signalled.
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// One phase's line in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub struct PhaseSummary {
+    /// The phase.
+    pub name: String,
+    /// `pending`, `running`, `passed`, `failed`, `skipped` or `cancelled`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// What failed in the last attempt: `agent` (or `run`, for a `run` step) when the child did,
+    /// then the gates that failed.
+    #[serde(default)]
+    pub failed_gates: Vec<String>,
+    /// Why the last attempt's agent or `run` step failed, when how it exited does not say: it
+    /// could not start, its response could not be read, or its transcript lacks the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why it failed or was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
+/// change, and at once when the run ends.
+pub struct RunJson {
+    path: PathBuf,
+    summary: RunSummary,
+    /// Phase name to its place in `summary.phases`.
+    index: HashMap<String, usize>,
+    /// The run as the reporters see it, for what failed in an attempt.
+    record: RunRecord,
+    /// When the file was last written.
+    written: Instant,
+    /// Whether the summary changed since.
+    dirty: bool,
+}
+
+impl RunJson {
+    /// Writes the `run.json` of a run that starts now, of `pipeline` in `file`, with `phases`
+    /// (the selected ones, in file order) pending.
+    pub fn start(
+        run: &RunDir,
+        pipeline: &str,
+        file: &Path,
+        phases: impl IntoIterator<Item = String>,
+    ) -> io::Result<Self> {
+        let summary = RunSummary {
+            run_id: run.run_id.clone(),
+            pipeline: pipeline.to_owned(),
+            file: file.to_owned(),
+            started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            finished: None,
+            status: "running".into(),
+            exit_code: None,
+            pid: std::process::id(),
+            phases: phases
+                .into_iter()
+                .map(|name| PhaseSummary {
+                    name,
+                    status: "pending".into(),
+                    attempts: 0,
+                    duration_ms: 0,
+                    failed_gates: Vec::new(),
+                    error: None,
+                    reason: None,
+                })
+                .collect(),
+        };
+        let index = summary
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), i))
+            .collect();
+        let mut run_json = Self {
+            path: run.path.join(FILE_NAME),
+            summary,
+            index,
+            record: RunRecord::default(),
+            written: Instant::now(),
+            dirty: false,
+        };
+        run_json.write()?;
+        Ok(run_json)
+    }
+
+    /// Replaces `run.json` through a rename, so that helixflow killed at any moment leaves the old
+    /// or the new one, never half of one. Not synced to the disk, like the journal: a sync costs
+    /// milliseconds per write here, and what it guards against (the machine losing power) the
+    /// journal is not guarded against either.
+    fn write(&mut self) -> io::Result<()> {
+        self.written = Instant::now();
+        self.dirty = false;
+        let tmp = self.path.with_extension("tmp");
+        fs::write(
+            &tmp,
+            serde_json::to_string_pretty(&self.summary)?.as_bytes(),
+        )?;
+        fs::rename(&tmp, &self.path)
+    }
+
+    /// Applies an event; true when `run.json` should be rewritten.
+    fn apply(&mut self, stamped: &Stamped) -> bool {
+        self.record.apply(stamped);
+        let Self {
+            summary,
+            index,
+            record,
+            ..
+        } = self;
+        let phases = &mut summary.phases;
+        let at = |phase: &str| index.get(phase).copied();
+        match &stamped.event {
+            Event::AttemptStarted { phase, attempt, .. } => {
+                if let Some(i) = at(phase) {
+                    let p = &mut phases[i];
+                    p.status = "running".into();
+                    p.attempts = *attempt;
+                }
+                true
+            }
+            Event::AttemptFinished { phase, outcome, .. } => {
+                let attempt = record
+                    .phase(phase)
+                    .and_then(|record| record.attempt.as_ref());
+                if let (Some(i), Some(attempt)) = (at(phase), attempt) {
+                    let p = &mut phases[i];
+                    if *outcome == AttemptOutcome::Cancelled {
+                        // Stopped, not failed: the phase's reason says why.
+                        p.failed_gates.clear();
+                        p.error = None;
+                    } else {
+                        // As the table at the end of a run shows it: the agent or run command first.
+                        p.failed_gates = attempt.failures();
+                        p.error = attempt.error().map(str::to_owned);
+                    }
+                }
+                true
+            }
+            Event::PhaseFinished {
+                phase,
+                status,
+                attempts,
+                duration_ms,
+                reason,
+            } => {
+                if let Some(i) = at(phase) {
+                    let p = &mut phases[i];
+                    p.status = label(status);
+                    p.attempts = *attempts;
+                    p.duration_ms = *duration_ms;
+                    p.reason.clone_from(reason);
+                }
+                true
+            }
+            Event::RunFinished {
+                status, exit_code, ..
+            } => {
+                summary.status = label(status);
+                summary.exit_code = Some(*exit_code);
+                summary.finished = Some(
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                );
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl EventSink for RunJson {
+    fn event(&mut self, stamped: &Stamped) -> io::Result<()> {
+        // Rewriting run.json for every finished phase made large runs quadratic; it is rewritten
+        // at most once a second while running, and always at the end.
+        let finished = matches!(stamped.event, Event::RunFinished { .. });
+        self.dirty |= self.apply(stamped);
+        if self.dirty && (finished || self.written.elapsed() >= SUMMARY_INTERVAL) {
+            self.write()?;
+        }
+        Ok(())
+    }
+
+    /// A change waits at most until a second has passed since the last write, even when no
+    /// further event comes: `helixflow show` during a long attempt sees the run as it is.
+    fn next_tick(&self) -> Option<Instant> {
+        self.dirty.then(|| self.written + SUMMARY_INTERVAL)
+    }
+
+    fn tick(&mut self) -> io::Result<()> {
+        self.write()
+    }
+
+    fn exit_code_changed(&mut self, exit_code: i32) -> io::Result<()> {
+        self.summary.exit_code = Some(exit_code);
+        self.write()
+    }
+
+    fn name(&self) -> String {
+        FILE_NAME.to_owned()
+    }
+
+    fn records_the_run(&self) -> bool {
+        true
+    }
+}
+
+/// A status as its JSON string (`passed`, `timed-out`, …).
+fn label(status: &impl serde::Serialize) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{PhaseStatus, RunStatus};
+
+    fn stamped(event: Event) -> Stamped {
+        Stamped {
+            time: "2026-01-01T00:00:00.000Z".to_owned(),
+            elapsed_ms: 0,
+            event,
+        }
+    }
+
+    #[test]
+    fn a_change_is_written_within_a_second_and_the_end_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path()).unwrap();
+        let mut run_json = RunJson::start(&run, "p", Path::new("p.kdl"), ["a".to_owned()]).unwrap();
+        let read = || RunSummary::read(&run).unwrap();
+        assert_eq!(read().phases[0].status, "pending");
+        assert_eq!(run_json.next_tick(), None);
+        run_json
+            .event(&stamped(Event::AttemptStarted {
+                phase: "a".to_owned(),
+                attempt: 1,
+                max_attempts: 1,
+            }))
+            .unwrap();
+        // Just written at the start: the change waits for its tick, at most a second away.
+        assert_eq!(read().phases[0].status, "pending");
+        let tick = run_json.next_tick().expect("a change waits for a tick");
+        assert!(tick <= Instant::now() + SUMMARY_INTERVAL);
+        run_json.tick().unwrap();
+        assert_eq!(read().phases[0].status, "running");
+        assert_eq!(run_json.next_tick(), None);
+        run_json
+            .event(&stamped(Event::PhaseFinished {
+                phase: "a".to_owned(),
+                status: PhaseStatus::Passed,
+                attempts: 1,
+                duration_ms: 3,
+                reason: None,
+            }))
+            .unwrap();
+        run_json
+            .event(&stamped(Event::RunFinished {
+                status: RunStatus::Passed,
+                duration_ms: 4,
+                exit_code: 0,
+            }))
+            .unwrap();
+        let ended = read();
+        assert_eq!(
+            (ended.status.as_str(), ended.exit_code),
+            ("passed", Some(0))
+        );
+        assert_eq!(ended.phases[0].status, "passed");
+        run_json.exit_code_changed(3).unwrap();
+        assert_eq!(read().exit_code, Some(3));
+    }
+}
