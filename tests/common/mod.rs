@@ -1,9 +1,6 @@
 //! A fluent builder for running the real `helixflow` binary on files in a temporary folder.
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different part of the builder"
-)]
+pub mod lsp_wire;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -14,7 +14,7 @@ interface Cases {
   not_pipelines: string[];
 }
 
-// The cases the Neovim setup is tested with as well (tests/editors.rs).
+// The cases the Neovim setup is tested with as well (tests/cli/editors.rs).
 const cases: Cases = JSON.parse(
   fs.readFileSync(path.join(repository, "editors", "test-cases", "pipeline-node.json"), "utf8"),
 );

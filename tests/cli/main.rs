@@ -1,0 +1,19 @@
+//! Integration tests that drive the real `helixflow` binary: one test binary, one module per
+//! subcommand or theme. `cargo test --test cli run::` runs one module; the library is linked
+//! once for all of them (each test binary that links it is 130–175 MB in a debug build).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod editors;
+mod examples;
+mod fmt;
+mod graph;
+mod lint;
+mod lint_fixtures;
+mod lsp;
+mod misc;
+mod prompts;
+mod run;
+mod scope_protect;
+mod verify_modes;
