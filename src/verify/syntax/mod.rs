@@ -61,20 +61,6 @@ pub const MAX_ERRORS: usize = 20;
 /// How many characters of the offending token a message quotes.
 const SNIPPET_CHARS: usize = 24;
 
-const ALL_LANGUAGES: [Language; 11] = [
-    Language::Python,
-    Language::Rust,
-    Language::JavaScript,
-    Language::TypeScript,
-    Language::Tsx,
-    Language::Json,
-    Language::Yaml,
-    Language::Toml,
-    Language::Bash,
-    Language::Go,
-    Language::Kdl,
-];
-
 /// What the syntax gate does with each language.
 impl Language {
     fn index(self) -> usize {
@@ -280,7 +266,7 @@ thread_local! {
     /// One parser per language and thread: the syntax gate checks many files, and a parser keeps
     /// its allocations between parses.
     static PARSERS: RefCell<Vec<Option<Parser>>> =
-        RefCell::new(ALL_LANGUAGES.iter().map(|_| None).collect());
+        RefCell::new(Language::all().iter().map(|_| None).collect());
 }
 
 fn parse(language: Language, text: &[u8]) -> Result<Tree, String> {
@@ -309,7 +295,7 @@ type ExtraCheck = fn(Node, &[u8]) -> Option<Finding>;
 /// Per language, by kind id, whether [`LanguageRules::extra_kinds`] names the kind: every node of
 /// a file passes the test, and comparing ids is much cheaper than comparing kind names.
 static EXTRA_KIND_IDS: LazyLock<Vec<Vec<bool>>> = LazyLock::new(|| {
-    ALL_LANGUAGES
+    Language::all()
         .iter()
         .map(|&language| {
             let kinds = language.rules().extra_kinds();
