@@ -320,7 +320,6 @@ fn gate_label(report: &GateReport) -> String {
     }
 }
 
-/// The last `max` lines of `text`, without trailing blank lines.
 /// At most `max` lines of `text`: all of them, or the first quarter and the rest from its end
 /// around a line saying how many were left out; and whether it is all of them. A CLI's first
 /// line is often the real error, and its last lines what it did at the end.
