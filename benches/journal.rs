@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use helixflow::store::run::RunDir;
+use helixflow::RunDir;
 
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; everything else that starts with `--` is not ours either.

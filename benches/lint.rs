@@ -1,4 +1,4 @@
-//! In-process cost of `helixflow::language::compile` on generated pipelines of growing size.
+//! In-process cost of `helixflow::compile` on generated pipelines of growing size.
 //!
 //! The pipelines come from `bench/gen_pipeline.py`, so this benchmark and `bench/lint.sh` (which
 //! times the whole `helixflow lint` process) measure the same files. For each size it prints the
@@ -14,9 +14,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use helixflow::diagnostics::FileId;
-use helixflow::language::kdl::parse;
-use helixflow::language::{self, Loader, Options};
+use helixflow::FileId;
+use helixflow::kdl::parse;
+use helixflow::{Loader, Options};
 
 /// The generated files use no imports or prompt files, so nothing needs to exist; the bench
 /// measures the compiler, not the disk.
@@ -101,7 +101,7 @@ fn main() {
         let text = common::generate(style, phases);
         let path = PathBuf::from(format!("{label}.kdl"));
 
-        let compilation = language::compile(&path, &text, &NoFiles, options);
+        let compilation = helixflow::compile(&path, &text, &NoFiles, options);
         // A benchmark of a file with findings would measure the error paths, not the compiler.
         assert!(
             compilation.diagnostics.is_empty() && compilation.pipeline.is_some(),
@@ -115,7 +115,7 @@ fn main() {
         drop(compilation);
 
         let compile = measure(|| {
-            std::hint::black_box(language::compile(&path, &text, &NoFiles, options));
+            std::hint::black_box(helixflow::compile(&path, &text, &NoFiles, options));
         });
         let parse = measure(|| {
             let parsed = parse::parse(&text, FileId(0), PARSE_BUDGET);

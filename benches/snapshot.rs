@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use helixflow::workspace::{Snapshot, SnapshotOptions};
+use helixflow::{Snapshot, SnapshotOptions};
 
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; everything else that starts with `--` is not ours either.

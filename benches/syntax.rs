@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use helixflow::verify::syntax::check_file;
+use helixflow::syntax::check_file;
 
 /// What one thread found: bytes read, and the first error of every invalid file by list index.
 struct Share {

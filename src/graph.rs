@@ -12,13 +12,13 @@ use crate::model::Pipeline;
 /// Phases as nodes (weight: index into `Pipeline::phases`), dependencies as edges from the
 /// dependency to the dependent (weight: index into the dependent's `depends_on`).
 #[derive(Debug, Clone)]
-pub struct PhaseGraph {
+pub(crate) struct PhaseGraph {
     graph: DiGraph<usize, usize>,
 }
 
 /// One edge of a dependency cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CycleEdge {
+pub(crate) struct CycleEdge {
     /// The phase depended on.
     pub from: usize,
     /// The phase that depends on it.
@@ -29,7 +29,7 @@ pub struct CycleEdge {
 
 impl PhaseGraph {
     /// Builds the graph; unknown dependency names are left out (lint reports them).
-    pub fn new(pipeline: &Pipeline) -> Self {
+    pub(crate) fn new(pipeline: &Pipeline) -> Self {
         let mut graph = DiGraph::with_capacity(pipeline.phases.len(), pipeline.phases.len());
         let mut by_name: HashMap<&str, NodeIndex> = HashMap::with_capacity(pipeline.phases.len());
         for (index, phase) in pipeline.phases.iter().enumerate() {
@@ -46,13 +46,8 @@ impl PhaseGraph {
         Self { graph }
     }
 
-    /// The underlying graph.
-    pub fn graph(&self) -> &DiGraph<usize, usize> {
-        &self.graph
-    }
-
     /// One shortest cycle through each strongly connected component that has one.
-    pub fn cycles(&self) -> Vec<Vec<CycleEdge>> {
+    pub(crate) fn cycles(&self) -> Vec<Vec<CycleEdge>> {
         let mut cycles = Vec::new();
         for component in petgraph::algo::tarjan_scc(&self.graph) {
             let start = *component.iter().min().expect("components are not empty");
@@ -106,7 +101,7 @@ impl PhaseGraph {
 
     /// Phases grouped by level: level 0 has no dependencies, level n depends on level n-1 at most.
     /// `None` when the graph has a cycle.
-    pub fn levels(&self) -> Option<Vec<Vec<usize>>> {
+    pub(crate) fn levels(&self) -> Option<Vec<Vec<usize>>> {
         let order = petgraph::algo::toposort(&self.graph, None).ok()?;
         let mut level = vec![0usize; self.graph.node_count()];
         for &node in &order {
@@ -125,7 +120,7 @@ impl PhaseGraph {
 
     /// For each phase, the set of phases it transitively depends on, as bit sets over `subset`
     /// (indices into the phases); `None` when the graph has a cycle.
-    pub fn ancestors_within(&self, subset: &[usize]) -> Option<Vec<Vec<u64>>> {
+    pub(crate) fn ancestors_within(&self, subset: &[usize]) -> Option<Vec<Vec<u64>>> {
         let order = petgraph::algo::toposort(&self.graph, None).ok()?;
         let words = subset.len().div_ceil(64);
         let mut position = vec![usize::MAX; self.graph.node_count()];
@@ -161,7 +156,7 @@ impl PhaseGraph {
 
 /// Output formats of `helixflow graph`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GraphFormat {
+pub(crate) enum GraphFormat {
     /// Graphviz dot.
     Dot,
     /// A Mermaid flowchart.
@@ -193,7 +188,7 @@ struct JsonEdge<'p> {
 }
 
 /// Renders the DAG of an acyclic pipeline.
-pub fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphFormat) -> String {
+pub(crate) fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphFormat) -> String {
     let name = |i: usize| pipeline.phases[i].name.value.as_str();
     let edges: Vec<(usize, usize)> = graph
         .graph

@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(helixflow::cli::main());
+    std::process::exit(helixflow::main());
 }

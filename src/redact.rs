@@ -82,7 +82,10 @@ impl Redactor {
     /// `value` serialized as pretty JSON, with secrets redacted inside its strings (not its keys,
     /// numbers or punctuation), so that the result is always valid JSON and a secret that JSON
     /// escapes (a quote, a backslash, a newline) is caught too.
-    pub fn to_json_pretty<T: Serialize + ?Sized>(&self, value: &T) -> serde_json::Result<String> {
+    pub(crate) fn to_json_pretty<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+    ) -> serde_json::Result<String> {
         if self.is_empty() {
             return serde_json::to_string_pretty(value);
         }
@@ -92,7 +95,7 @@ impl Redactor {
     }
 
     /// Redacts every string value inside `value`, in place.
-    pub fn redact_json(&self, value: &mut serde_json::Value) {
+    pub(crate) fn redact_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         match value {
             Value::String(text) => {
@@ -106,12 +109,12 @@ impl Redactor {
     }
 
     /// Whether there is nothing to redact.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.secrets.list.is_empty()
     }
 
     /// `text` with every secret replaced by its marker.
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         if self.is_empty() {
             return text.to_owned();
         }
@@ -125,7 +128,7 @@ impl Redactor {
 
     /// `bytes` with every secret replaced by its marker; other bytes (valid UTF-8 or not) are kept
     /// as they are.
-    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
         if self.is_empty() {
             return bytes.to_vec();
         }
@@ -137,7 +140,7 @@ impl Redactor {
 
     /// A streaming redactor for one output stream: chunks in, redacted bytes out; secrets split
     /// across chunk boundaries are still caught.
-    pub fn stream(&self) -> RedactStream {
+    pub(crate) fn stream(&self) -> RedactStream {
         RedactStream {
             secrets: Arc::clone(&self.secrets),
             pending: Vec::new(),
@@ -148,7 +151,7 @@ impl Redactor {
 
 /// Redacts one stream of bytes given in chunks; see [`Redactor::stream`].
 #[derive(Debug)]
-pub struct RedactStream {
+pub(crate) struct RedactStream {
     secrets: Arc<Secrets>,
     /// Bytes received but not yet decided on: the tail that could still be the start of a secret.
     pending: Vec<u8>,
@@ -161,7 +164,7 @@ impl RedactStream {
     /// Takes the next chunk and returns the redacted bytes that can be decided now. Up to (longest
     /// secret − 1) bytes are held back until more input or [`RedactStream::finish`] shows whether
     /// they begin a secret.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
         if self.secrets.list.is_empty() {
             return chunk.to_vec();
         }
@@ -191,7 +194,7 @@ impl RedactStream {
     }
 
     /// Ends the stream: returns the bytes still held back, redacted.
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
         let out = self.scan(self.pending.len());
         self.mask_end = 0;
         out

@@ -1,7 +1,7 @@
 //! Wording helpers shared by every layer: durations, counts and lists as people read them.
 
 /// A duration for people: `850ms`, `12.3s`, `4m 05s`, `1h 02m`.
-pub fn human_duration(ms: u64) -> String {
+pub(crate) fn human_duration(ms: u64) -> String {
     if ms < 1000 {
         return format!("{ms}ms");
     }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// A pipeline of `phases` phases from `bench/gen_pipeline.py` in `style` (`mixed` or `templated`).
-pub fn generate(style: &str, phases: usize) -> String {
+pub(crate) fn generate(style: &str, phases: usize) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_pipeline.py");
     let output = Command::new("python3")
         .arg(&script)

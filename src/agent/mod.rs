@@ -1,7 +1,7 @@
 //! The agent protocol: what an agent is given (the rendered prompt, argv placeholders, the prompt
 //! file) and what is read back from it (the response, its session id, its tool calls).
 
-pub mod prompt;
-pub mod prompt_file;
-pub mod response;
+pub(crate) mod prompt;
+pub(crate) mod prompt_file;
+pub(crate) mod response;
 pub(crate) mod transcript;

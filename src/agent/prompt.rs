@@ -4,15 +4,12 @@ use std::collections::BTreeMap;
 
 use minijinja::Value;
 
-pub use crate::language::placeholders::{
-    COMMAND_PLACEHOLDERS, PROMPT_VARIABLES, Placeholder, RESUME_PLACEHOLDERS, placeholders,
-    prompt_environment,
-};
+pub(crate) use crate::language::placeholders::{placeholders, prompt_environment};
 use crate::model::{Output, Phase};
 
 /// The prompt variables of one attempt.
 #[derive(Debug, Clone)]
-pub struct PromptContext<'a> {
+pub(crate) struct PromptContext<'a> {
     /// The phase.
     pub phase: &'a Phase,
     /// Counting from 1.
@@ -26,7 +23,7 @@ pub struct PromptContext<'a> {
 }
 
 /// How an output is described to the agent.
-pub fn describe_output(output: &Output) -> String {
+pub(crate) fn describe_output(output: &Output) -> String {
     match output {
         Output::File { path } => path.clone(),
         Output::Glob { pattern, min } => format!(
@@ -39,7 +36,7 @@ pub fn describe_output(output: &Output) -> String {
 
 /// Shell-style quoting, for showing a command to a person or an agent; nothing helixflow runs
 /// goes through it.
-pub fn shell_quote(arg: &str) -> String {
+pub(crate) fn shell_quote(arg: &str) -> String {
     if !arg.is_empty()
         && arg
             .chars()
@@ -53,7 +50,7 @@ pub fn shell_quote(arg: &str) -> String {
 
 /// Renders the phase's prompt. When the template does not use `feedback` and there is feedback,
 /// it is appended, so that a retry always sees what failed.
-pub fn render_prompt(
+pub(crate) fn render_prompt(
     template: &str,
     context: &PromptContext<'_>,
 ) -> Result<String, minijinja::Error> {
@@ -115,7 +112,7 @@ pub fn render_prompt(
 /// Replaces the placeholders named in `values` inside single argv entries; everything else,
 /// other `{{ … }}` included, is kept byte for byte. The values are inserted as they are: they are
 /// never re-parsed, and the argv never goes through a shell.
-pub fn render_argv(argv: &[String], values: &BTreeMap<&str, String>) -> Vec<String> {
+pub(crate) fn render_argv(argv: &[String], values: &BTreeMap<&str, String>) -> Vec<String> {
     argv.iter()
         .map(|arg| {
             let mut out = String::with_capacity(arg.len());

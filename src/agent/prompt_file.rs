@@ -13,7 +13,7 @@ use crate::redact::Redactor;
 
 /// Where the agent finds its prompt; keep it alive until the agent has exited.
 #[derive(Debug)]
-pub enum PromptFile {
+pub(crate) enum PromptFile {
     /// The journal's copy: the prompt holds no secret.
     Journal(PathBuf),
     /// A private copy of a prompt that holds a secret, removed when dropped.
@@ -23,7 +23,7 @@ pub enum PromptFile {
 impl PromptFile {
     /// Writes the journal's copy of `prompt` to `journal_copy` (redacted) and, when `needed` and
     /// redaction changed it, the agent's private copy.
-    pub fn write(
+    pub(crate) fn write(
         journal_copy: &Path,
         prompt: &str,
         redactor: &Redactor,
@@ -45,7 +45,7 @@ impl PromptFile {
     }
 
     /// The path to give the agent.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Self::Journal(path) => path,
             Self::Private(file) => file.path(),
@@ -54,7 +54,7 @@ impl PromptFile {
 
     /// The private copy's path, when there is one: whoever supervises the agent removes it should
     /// helixflow be killed first (see `process::watchdog::cleanup_on_crash`).
-    pub fn private_path(&self) -> Option<&Path> {
+    pub(crate) fn private_path(&self) -> Option<&Path> {
         match self {
             Self::Journal(_) => None,
             Self::Private(file) => Some(file.path()),

@@ -16,7 +16,7 @@ use crate::model::ResponseFormat;
 pub const TEXT_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// The largest `json` document, and the longest line of a `claude-stream-json` log, that is read.
-pub const JSON_LIMIT: u64 = 64 * 1024 * 1024;
+pub(crate) const JSON_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// The size of the windows a transcript is searched in by [`transcript_matches`].
 const WINDOW: usize = 8 * 1024 * 1024;
@@ -24,7 +24,7 @@ const WINDOW: usize = 8 * 1024 * 1024;
 /// How much consecutive windows of a transcript overlap: an `evidence` match up to this long is
 /// always found, wherever it lies; a longer one only when it does not cross from one window into
 /// the next.
-pub const EVIDENCE_MATCH_LIMIT: usize = 1024 * 1024;
+pub(crate) const EVIDENCE_MATCH_LIMIT: usize = 1024 * 1024;
 
 /// Bytes of real text kept on each side of a window's search, so that `^`, `$` and `\b` at its
 /// edges see their true neighbours (a UTF-8 character is at most 4 bytes).
@@ -112,7 +112,7 @@ pub fn extract(format: ResponseFormat, stdout_log: &Path) -> Result<Response, Re
 /// The error an agent reported in its output, per its `response` format, when it did: from the
 /// response on standard output, or (for `json`, as Gemini CLI writes its API errors) a JSON
 /// document with an `error` on standard error.
-pub fn reported_error(
+pub(crate) fn reported_error(
     format: ResponseFormat,
     stdout_log: &Path,
     stderr_log: &Path,

@@ -34,7 +34,7 @@ use clap::{Parser, Subcommand};
 #[command(
     after_help = "Lint output formats: human (default), json, github, sarif (`helixflow lint --format`).\nExit codes: 0 success, 1 failure (lint: errors found), 2 invalid pipeline or bad usage, 3 internal error, 130 interrupted.\nRun `helixflow explain --list` for every diagnostic code."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }

@@ -23,7 +23,7 @@ pub(crate) struct Args {
 }
 
 /// The generated files: name and content.
-pub fn generated() -> Vec<(&'static str, String)> {
+pub(super) fn generated() -> Vec<(&'static str, String)> {
     vec![
         (
             "pipeline.schema.json",

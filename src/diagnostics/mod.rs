@@ -1,12 +1,14 @@
 //! One diagnostic type for every finding, the registry of rules, and the renderers.
 
 mod render;
-pub mod rules;
+pub(crate) mod rules;
 mod source;
 
-pub use render::{Format, render};
-pub use rules::{ALL_RULES, Rule, find_rule};
-pub use source::{FileId, Remap, SourceFile, Sources, Span};
+pub(crate) use render::{Format, render};
+pub(crate) use rules::find_rule;
+pub use rules::{ALL_RULES, Rule};
+pub(crate) use source::Remap;
+pub use source::{FileId, SourceFile, Sources, Span};
 
 /// Whether a finding blocks the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -69,7 +71,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// A diagnostic for `rule` at `span`; the label defaults to the message, the help to the rule's.
-    pub fn new(rule: &'static Rule, span: Span, message: impl Into<String>) -> Self {
+    pub(crate) fn new(rule: &'static Rule, span: Span, message: impl Into<String>) -> Self {
         Self {
             rule,
             severity: rule.severity,
@@ -84,21 +86,21 @@ impl Diagnostic {
 
     /// Sets the label shown at the span.
     #[must_use]
-    pub fn label(mut self, label: impl Into<String>) -> Self {
+    pub(crate) fn label(mut self, label: impl Into<String>) -> Self {
         self.label = label.into();
         self
     }
 
     /// Replaces the rule's generic help with a specific one.
     #[must_use]
-    pub fn help(mut self, help: impl Into<String>) -> Self {
+    pub(crate) fn help(mut self, help: impl Into<String>) -> Self {
         self.help = help.into();
         self
     }
 
     /// Adds a secondary place.
     #[must_use]
-    pub fn note(mut self, span: Span, label: impl Into<String>) -> Self {
+    pub(crate) fn note(mut self, span: Span, label: impl Into<String>) -> Self {
         self.notes.push(Note {
             span,
             label: label.into(),
@@ -108,7 +110,12 @@ impl Diagnostic {
 
     /// Attaches a fix that replaces `span` with `text`.
     #[must_use]
-    pub fn fix(mut self, title: impl Into<String>, span: Span, text: impl Into<String>) -> Self {
+    pub(crate) fn fix(
+        mut self,
+        title: impl Into<String>,
+        span: Span,
+        text: impl Into<String>,
+    ) -> Self {
         self.fix = Some(Fix {
             title: title.into(),
             edits: vec![(span, text.into())],
@@ -129,7 +136,7 @@ impl Diagnostic {
 
 impl Remap {
     /// The diagnostic with every span mapped into the combined table.
-    pub fn diagnostic(self, mut diagnostic: Diagnostic) -> Diagnostic {
+    pub(crate) fn diagnostic(self, mut diagnostic: Diagnostic) -> Diagnostic {
         diagnostic.span = self.span(diagnostic.span);
         for note in &mut diagnostic.notes {
             note.span = self.span(note.span);
@@ -145,21 +152,16 @@ impl Remap {
 
 /// The diagnostics of one compilation, in the order they were found.
 #[derive(Debug, Clone, Default)]
-pub struct Diagnostics(Vec<Diagnostic>);
+pub(crate) struct Diagnostics(Vec<Diagnostic>);
 
 impl Diagnostics {
     /// Records a finding.
-    pub fn push(&mut self, diagnostic: Diagnostic) {
+    pub(crate) fn push(&mut self, diagnostic: Diagnostic) {
         self.0.push(diagnostic);
     }
 
-    /// Whether any finding is an error.
-    pub fn has_errors(&self) -> bool {
-        self.0.iter().any(Diagnostic::is_error)
-    }
-
     /// Sorts by file and position, and drops exact repeats.
-    pub fn into_sorted(mut self) -> Vec<Diagnostic> {
+    pub(crate) fn into_sorted(mut self) -> Vec<Diagnostic> {
         self.0.sort_by(|a, b| {
             (a.span.file, a.span.offset, a.span.len, a.rule.code).cmp(&(
                 b.span.file,
@@ -172,21 +174,6 @@ impl Diagnostics {
             .dedup_by(|a, b| a.span == b.span && a.rule == b.rule && a.message == b.message);
         self.0
     }
-
-    /// The findings so far.
-    pub fn as_slice(&self) -> &[Diagnostic] {
-        &self.0
-    }
-
-    /// How many findings there are.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 impl Extend<Diagnostic> for Diagnostics {
@@ -196,7 +183,7 @@ impl Extend<Diagnostic> for Diagnostics {
 }
 
 /// The closest candidate to `word` by edit distance, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(
+pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {

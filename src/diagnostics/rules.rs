@@ -29,7 +29,7 @@ macro_rules! rules {
     )*) => {
         $(
             #[doc = $summary]
-            pub static $ident: Rule = Rule {
+            pub(crate) static $ident: Rule = Rule {
                 code: $code,
                 name: $name,
                 severity: Severity::$severity,
@@ -44,7 +44,7 @@ macro_rules! rules {
 }
 
 /// The rule with this code (case-insensitive) or name.
-pub fn find_rule(code_or_name: &str) -> Option<&'static Rule> {
+pub(crate) fn find_rule(code_or_name: &str) -> Option<&'static Rule> {
     ALL_RULES.iter().copied().find(|r| {
         r.code.eq_ignore_ascii_case(code_or_name) || r.name.eq_ignore_ascii_case(code_or_name)
     })

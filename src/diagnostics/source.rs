@@ -20,7 +20,7 @@ pub struct Span {
 
 impl Span {
     /// A span in `file` from a byte offset and a length.
-    pub fn new(file: FileId, offset: usize, len: usize) -> Self {
+    pub(crate) fn new(file: FileId, offset: usize, len: usize) -> Self {
         Self { file, offset, len }
     }
 
@@ -30,7 +30,7 @@ impl Span {
     }
 
     /// Converts a `miette` span from the kdl crate into a span of `file`.
-    pub fn from_miette(file: FileId, span: miette::SourceSpan) -> Self {
+    pub(crate) fn from_miette(file: FileId, span: miette::SourceSpan) -> Self {
         Self::new(file, span.offset(), span.len())
     }
 }
@@ -47,7 +47,7 @@ pub struct SourceFile {
 
 impl SourceFile {
     /// A file from its path and text.
-    pub fn new(path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> Self {
         let text: Arc<str> = text.into();
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
@@ -60,7 +60,7 @@ impl SourceFile {
     }
 
     /// 1-based line and column (in characters) of a byte offset; offsets past the end clamp.
-    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
         let start = self.line_starts[line];
@@ -68,26 +68,6 @@ impl SourceFile {
             .checked_sub(start)
             .map_or(0, |n| self.text[start..start + n].chars().count());
         (line + 1, column + 1)
-    }
-
-    /// The byte range of the 1-based line `line`, without its line break.
-    pub fn line_range(&self, line: usize) -> std::ops::Range<usize> {
-        let start = self.line_starts[line - 1];
-        let end = self
-            .line_starts
-            .get(line)
-            .map_or(self.text.len(), |&next| next - 1);
-        let end = if end > start && self.text.as_bytes()[end - 1] == b'\r' {
-            end - 1
-        } else {
-            end
-        };
-        start..end
-    }
-
-    /// How many lines the file has.
-    pub fn line_count(&self) -> usize {
-        self.line_starts.len()
     }
 }
 
@@ -106,12 +86,12 @@ pub struct Sources {
 
 impl Sources {
     /// An empty table.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds a file and returns its id.
-    pub fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
+    pub(crate) fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
         let id = FileId(u32::try_from(self.files.len()).expect("fewer than 4 billion files"));
         self.files.push(SourceFile::new(path, text));
         id
@@ -123,7 +103,7 @@ impl Sources {
     }
 
     /// The id of an already added file with this path.
-    pub fn find(&self, path: &Path) -> Option<FileId> {
+    pub(crate) fn find(&self, path: &Path) -> Option<FileId> {
         self.files
             .iter()
             .position(|f| f.path == path)
@@ -131,7 +111,7 @@ impl Sources {
     }
 
     /// Adds every file of `other`; the result maps `other`'s spans to this table.
-    pub fn append(&mut self, other: &Sources) -> Remap {
+    pub(crate) fn append(&mut self, other: &Sources) -> Remap {
         let base = u32::try_from(self.files.len()).expect("fewer than 4 billion files");
         self.files.extend(other.files.iter().cloned());
         Remap { base }
@@ -148,13 +128,13 @@ impl Sources {
 
 /// Maps spans of one [`Sources`] table into another that it was appended to.
 #[derive(Debug, Clone, Copy)]
-pub struct Remap {
+pub(crate) struct Remap {
     base: u32,
 }
 
 impl Remap {
     /// The span in the combined table.
-    pub fn span(self, span: Span) -> Span {
+    pub(crate) fn span(self, span: Span) -> Span {
         Span {
             file: FileId(span.file.0 + self.base),
             ..span
@@ -173,7 +153,5 @@ mod tests {
         assert_eq!(f.line_col(3), (2, 1));
         assert_eq!(f.line_col(5), (2, 2));
         assert_eq!(f.line_col(100), (3, 2));
-        assert_eq!(&f.text[f.line_range(2)], "çd");
-        assert_eq!(f.line_count(), 3);
     }
 }

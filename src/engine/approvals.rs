@@ -9,7 +9,7 @@ use super::context::{Shared, millis};
 use crate::event::{CheckKind, Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 
-pub use super::approver::{
+pub(crate) use super::approver::{
     ApprovalDecision, ApprovalRequest, Approver, DECISION_FILE, REQUEST_FILE,
 };
 

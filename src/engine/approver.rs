@@ -3,13 +3,13 @@
 use serde::{Deserialize, Serialize};
 
 /// Written by the engine into the attempt folder while it waits.
-pub const REQUEST_FILE: &str = "approval-request.json";
+pub(crate) const REQUEST_FILE: &str = "approval-request.json";
 /// Written by `helixflow approve` / `helixflow reject`.
-pub const DECISION_FILE: &str = "approval.json";
+pub(crate) const DECISION_FILE: &str = "approval.json";
 
 /// What the engine asks.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ApprovalRequest {
+pub(crate) struct ApprovalRequest {
     /// The phase.
     pub phase: String,
     /// The attempt.
@@ -22,7 +22,7 @@ pub struct ApprovalRequest {
 
 /// A person's answer.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ApprovalDecision {
+pub(crate) struct ApprovalDecision {
     /// Approved or rejected.
     pub approved: bool,
     /// Why it was rejected (becomes feedback for the next attempt).
@@ -36,7 +36,7 @@ pub struct ApprovalDecision {
 /// Who answers an `approval` gate on the spot: a person at the terminal, asked by the command
 /// line (the engine never reads the terminal). Without one, the run waits for `helixflow approve`
 /// or `helixflow reject`.
-pub trait Approver: Send + Sync {
+pub(crate) trait Approver: Send + Sync {
     /// Shows `summary` and asks `question`; the answer, with a reason when rejected.
     fn ask(&self, summary: &str, question: &str) -> std::io::Result<ApprovalDecision>;
 }

@@ -17,11 +17,11 @@ use crate::store::run::RunDir;
 use crate::workspace::{Changes, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// How long a child gets between TERM and KILL.
-pub const GRACE: Duration = Duration::from_secs(5);
+pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 /// Options of one run.
 #[derive(Clone)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Phases at once; overrides the pipeline's `max-parallel`.
     pub jobs: Option<u32>,
     /// Run only these phases (their other dependencies are taken as done).
@@ -50,7 +50,7 @@ impl std::fmt::Debug for RunOptions {
 
 impl RunOptions {
     /// Phases at once: `jobs` when given, else the pipeline's `max-parallel`.
-    pub fn max_parallel(&self, pipeline: &Pipeline) -> u32 {
+    pub(crate) fn max_parallel(&self, pipeline: &Pipeline) -> u32 {
         self.jobs.unwrap_or(pipeline.max_parallel).max(1)
     }
 }
@@ -97,18 +97,18 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Sends an event to the journal and the reporters.
-    pub fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, event: Event) {
         // The dispatcher outlives every phase task; a send can only fail after it stopped.
         let _ = self.events.send(event.redacted(&self.redactor));
     }
 
     /// Whether `on-failure "stop"` was triggered: no new phases, no more retries.
-    pub fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }
 
     /// Takes one retry from the run's budget; false when it is spent.
-    pub fn take_retry(&self) -> bool {
+    pub(crate) fn take_retry(&self) -> bool {
         match &self.retries_left {
             None => true,
             Some(left) => left
@@ -118,14 +118,14 @@ impl Shared {
     }
 
     /// Retries left in the run's budget now; `None` when it is unlimited.
-    pub fn retries_left(&self) -> Option<u32> {
+    pub(crate) fn retries_left(&self) -> Option<u32> {
         self.retries_left
             .as_ref()
             .map(|left| left.load(Ordering::SeqCst))
     }
 
     /// Why running phases were cancelled.
-    pub fn cancel_reason(&self) -> String {
+    pub(crate) fn cancel_reason(&self) -> String {
         self.cancel_reason
             .lock()
             .map(|r| r.clone())
@@ -181,7 +181,10 @@ pub(crate) type LiveAttempts = Mutex<BTreeMap<String, Arc<LiveAttempt>>>;
 
 /// The environment gates, verifiers and `escalate` get on top of helixflow's: the pipeline's
 /// `env`, then the phase's.
-pub fn gate_env(pipeline: &crate::model::Pipeline, phase: &Phase) -> Vec<(OsString, OsString)> {
+pub(crate) fn gate_env(
+    pipeline: &crate::model::Pipeline,
+    phase: &Phase,
+) -> Vec<(OsString, OsString)> {
     pipeline
         .env
         .iter()

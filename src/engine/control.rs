@@ -18,11 +18,11 @@ use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_ga
 use crate::workspace::Snapshot;
 
 /// The environment variable that names the socket.
-pub const SOCKET_ENV: &str = "HELIXFLOW_VERIFY_SOCKET";
+pub(crate) const SOCKET_ENV: &str = "HELIXFLOW_VERIFY_SOCKET";
 
 /// A request from `helixflow verify`.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct VerifyRequest {
+pub(crate) struct VerifyRequest {
     /// The phase to check.
     pub phase: String,
     /// The attempt the caller belongs to.
@@ -31,7 +31,7 @@ pub struct VerifyRequest {
 
 /// The engine's answer.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct VerifyResponse {
+pub(crate) struct VerifyResponse {
     /// Whether every gate passed.
     pub success: bool,
     /// Each gate's result, in order.
@@ -138,7 +138,6 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         .map(|before| before.diff(&after))
         .unwrap_or_default();
     let bookkeeping = super::context::split_bookkeeping(shared, phase, &mut changes);
-    let untracked = Snapshot::default();
     let alongside = shared
         .pipeline
         .phases
@@ -163,11 +162,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         shared.options.grace,
         shared.redactor.clone(),
     )
-    .changed(
-        live.before.as_deref().unwrap_or(&untracked),
-        &changes,
-        &bookkeeping,
-    )
+    .changed(&changes, &bookkeeping)
     .alongside(&alongside);
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);

@@ -28,9 +28,7 @@ const MAX_BATCH: usize = 64;
 
 /// How a run ended.
 #[derive(Debug, Clone)]
-pub struct RunOutcome {
-    /// Passed, failed, cancelled or timed out.
-    pub status: RunStatus,
+pub(crate) struct RunOutcome {
     /// The process exit code for it.
     pub exit_code: i32,
     /// The run's folder.
@@ -39,7 +37,7 @@ pub struct RunOutcome {
 
 /// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event,
 /// after the run's journal and `run.json`.
-pub async fn execute(
+pub(crate) async fn execute(
     pipeline: Pipeline,
     options: RunOptions,
     reporters: Sinks,
@@ -161,11 +159,7 @@ pub async fn execute(
         .map_err(|_| std::io::Error::other("the event dispatcher could not be joined"))?
         .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
     let exit_code = recorded.unwrap_or(exit_code);
-    Ok(RunOutcome {
-        status,
-        exit_code,
-        run,
-    })
+    Ok(RunOutcome { exit_code, run })
 }
 
 /// Starts phases as their dependencies pass, at most `max_parallel` at once. Returns whether any

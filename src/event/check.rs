@@ -12,7 +12,7 @@ use crate::model::GateKind;
 /// (`front-matter`, `paths-exist`, …), and the implicit gates are named after their kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum CheckKind {
+pub(crate) enum CheckKind {
     /// The phase's expected outputs exist (implicit).
     Outputs,
     /// Every change is inside the phase's `scope` (implicit).
@@ -41,7 +41,7 @@ pub enum CheckKind {
 
 impl CheckKind {
     /// Every kind, in the order gates are documented.
-    pub const ALL: [Self; 12] = [
+    pub(crate) const ALL: [Self; 12] = [
         Self::Outputs,
         Self::Scope,
         Self::Protect,
@@ -58,7 +58,7 @@ impl CheckKind {
 
     /// The kind's name, as reports, journals, `run.json` and JUnit write it.
     #[must_use]
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Outputs => "outputs",
             Self::Scope => "scope",
@@ -77,13 +77,13 @@ impl CheckKind {
 
     /// The kind with this name; None for a name no kind has.
     #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.as_str() == name)
     }
 
     /// The kind of a declared gate.
     #[must_use]
-    pub const fn of(gate: &GateKind) -> Self {
+    pub(crate) const fn of(gate: &GateKind) -> Self {
         match gate {
             GateKind::Syntax { .. } => Self::Syntax,
             GateKind::Command { .. } => Self::Command,

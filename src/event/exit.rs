@@ -65,7 +65,7 @@ impl fmt::Display for ChildExit {
 
 /// How a process ended, for feedback, completing "the agent …": `exited with code 2`, `was ended
 /// by signal 9 (SIGKILL)`, `exited abnormally`.
-pub fn how_it_ended(code: Option<i32>, signal: Option<i32>) -> String {
+pub(crate) fn how_it_ended(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {
         (_, Some(signal)) => format!("was ended by {}", signal_name(signal)),
         (Some(code), None) => format!("exited with code {code}"),
@@ -74,7 +74,7 @@ pub fn how_it_ended(code: Option<i32>, signal: Option<i32>) -> String {
 }
 
 /// "signal 9 (SIGKILL)", with the name for the signals children commonly die of.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => Some("SIGHUP"),
         libc::SIGINT => Some("SIGINT"),

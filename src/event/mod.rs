@@ -6,10 +6,11 @@ use serde::{Deserialize, Serialize};
 mod check;
 mod exit;
 pub(crate) mod record;
-pub mod sink;
+pub(crate) mod sink;
 
-pub use check::CheckKind;
-pub use exit::{ChildExit, how_it_ended, signal_name};
+pub(crate) use check::CheckKind;
+pub use exit::ChildExit;
+pub(crate) use exit::how_it_ended;
 
 use crate::redact::Redactor;
 
@@ -57,13 +58,13 @@ impl GateReport {
     /// The report's kind, typed; None for a name no kind has (a report written by another
     /// version of helixflow).
     #[must_use]
-    pub fn check_kind(&self) -> Option<CheckKind> {
+    pub(crate) fn check_kind(&self) -> Option<CheckKind> {
         CheckKind::from_name(&self.kind)
     }
 
     /// Whether the report comes from a gate of this kind.
     #[must_use]
-    pub fn is(&self, kind: CheckKind) -> bool {
+    pub(crate) fn is(&self, kind: CheckKind) -> bool {
         self.kind == kind.as_str()
     }
 }
@@ -238,7 +239,7 @@ impl Event {
     /// pipeline's author, and every record of the run is keyed by them, so a secret that happens
     /// to equal a phase's name must not split the phase's events from the phase.
     #[must_use]
-    pub fn redacted(self, redactor: &Redactor) -> Self {
+    pub(crate) fn redacted(self, redactor: &Redactor) -> Self {
         if redactor.is_empty() {
             return self;
         }

@@ -82,7 +82,7 @@ pub(crate) enum Standing {
 
 impl Standing {
     /// One word (or two) for tables and reports.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Standing::Ended(PhaseStatus::Passed) => "passed",
             Standing::Ended(PhaseStatus::Failed) => "failed",
@@ -96,7 +96,7 @@ impl Standing {
 
 impl RunRecord {
     /// Folds one event in.
-    pub fn apply(&mut self, stamped: &Stamped) {
+    pub(crate) fn apply(&mut self, stamped: &Stamped) {
         let now = stamped.elapsed_ms;
         self.last_elapsed_ms = self.last_elapsed_ms.max(now);
         match &stamped.event {
@@ -185,12 +185,12 @@ impl RunRecord {
     }
 
     /// The phase named `name`, if any event mentioned it.
-    pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
+    pub(crate) fn phase(&self, name: &str) -> Option<&PhaseRecord> {
         self.index.get(name).map(|&i| &self.phases[i])
     }
 
     /// The run's length: from `RunFinished`, else up to the latest event.
-    pub fn duration_ms(&self) -> u64 {
+    pub(crate) fn duration_ms(&self) -> u64 {
         self.finished_ms.unwrap_or(self.last_elapsed_ms)
     }
 
@@ -239,12 +239,12 @@ impl AttemptRecord {
     }
 
     /// The agent's exit, when it did not exit 0 on its own.
-    pub fn failed_exit(&self) -> Option<&ChildExit> {
+    pub(crate) fn failed_exit(&self) -> Option<&ChildExit> {
         self.exit.as_ref().filter(|exit| !exit.success())
     }
 
     /// Names of the gates that failed: as the engine listed them, else as the gates reported.
-    pub fn failed_gates(&self) -> Vec<String> {
+    pub(crate) fn failed_gates(&self) -> Vec<String> {
         match &self.end {
             Some(end) if !end.failed_gates.is_empty() => end.failed_gates.clone(),
             _ => self
@@ -258,13 +258,13 @@ impl AttemptRecord {
 
     /// Why the agent or `run` step failed, when how it exited does not say (it could not start,
     /// its response could not be read, no evidence).
-    pub fn error(&self) -> Option<&str> {
+    pub(crate) fn error(&self) -> Option<&str> {
         self.end.as_ref().and_then(|end| end.error.as_deref())
     }
 
     /// What failed, as the table at the end of a run names it: `agent` (or `run`, for a `run`
     /// step) when the child did, then the gates that failed.
-    pub fn failures(&self) -> Vec<String> {
+    pub(crate) fn failures(&self) -> Vec<String> {
         let mut names = Vec::new();
         if self.failed_exit().is_some() || self.error().is_some() {
             names.push(self.worker().to_owned());
@@ -274,12 +274,12 @@ impl AttemptRecord {
     }
 
     /// What ran: `agent`, or `run` for a `run` step's command.
-    pub fn worker(&self) -> &'static str {
+    pub(crate) fn worker(&self) -> &'static str {
         if self.run_step { RUN_STEP } else { "agent" }
     }
 
     /// The worker in a sentence: `the agent`, `the run command`.
-    pub fn worker_phrase(&self) -> &'static str {
+    pub(crate) fn worker_phrase(&self) -> &'static str {
         if self.run_step {
             "the run command"
         } else {
@@ -290,7 +290,7 @@ impl AttemptRecord {
     /// What went wrong, in one phrase: `agent exited with code 1; gates syntax, tests` (`run
     /// command exited …` for a `run` step; the error itself when the agent failed otherwise).
     /// None when nothing did.
-    pub fn failure_summary(&self) -> Option<String> {
+    pub(crate) fn failure_summary(&self) -> Option<String> {
         let mut parts = Vec::new();
         if let Some(exit) = self.failed_exit() {
             let worker = self.worker_phrase().trim_start_matches("the ");
@@ -310,7 +310,7 @@ impl AttemptRecord {
 
 impl PhaseRecord {
     /// Where it stands.
-    pub fn standing(&self) -> Standing {
+    pub(crate) fn standing(&self) -> Standing {
         match (&self.end, &self.attempt) {
             (Some(end), _) => Standing::Ended(end.status),
             (None, Some(_)) => Standing::Unfinished,
@@ -319,7 +319,7 @@ impl PhaseRecord {
     }
 
     /// Attempts made: from `PhaseFinished`, else the latest attempt's number.
-    pub fn attempts(&self) -> u32 {
+    pub(crate) fn attempts(&self) -> u32 {
         match (&self.end, &self.attempt) {
             (Some(end), _) => end.attempts,
             (None, Some(attempt)) => attempt.number,
@@ -329,7 +329,7 @@ impl PhaseRecord {
 
     /// How long it ran: from `PhaseFinished`, else from its first attempt to the run's latest
     /// event. None when it never ran.
-    pub fn duration_ms(&self, run: &RunRecord) -> Option<u64> {
+    pub(crate) fn duration_ms(&self, run: &RunRecord) -> Option<u64> {
         match (&self.end, self.started_ms) {
             (Some(end), _) if end.attempts > 0 => Some(end.duration_ms),
             // Ended without an attempt: skipped before it ran.
@@ -339,7 +339,7 @@ impl PhaseRecord {
     }
 
     /// Why it was skipped, failed or cancelled, as the engine said.
-    pub fn reason(&self) -> Option<&str> {
+    pub(crate) fn reason(&self) -> Option<&str> {
         self.end.as_ref().and_then(|end| end.reason.as_deref())
     }
 }

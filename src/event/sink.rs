@@ -99,7 +99,7 @@ impl Sinks {
     /// Puts `first` before the sinks there are: the journal and `run.json` hold every event
     /// before any reporter shows it, should helixflow be killed in between.
     #[must_use]
-    pub fn with_first(mut self, first: Vec<Box<dyn EventSink>>) -> Self {
+    pub(crate) fn with_first(mut self, first: Vec<Box<dyn EventSink>>) -> Self {
         let rest = std::mem::take(&mut self.list);
         self.list = Self::new(first).list;
         self.list.extend(rest);
@@ -113,7 +113,7 @@ impl Sinks {
 
     /// Passes events that arrived together to every reporter that has not failed, one reporter
     /// after the other.
-    pub fn batch(&mut self, events: &[Stamped]) {
+    pub(crate) fn batch(&mut self, events: &[Stamped]) {
         for stamped in events {
             if let Event::RunFinished { exit_code, .. } = stamped.event {
                 self.exit_code = Some(exit_code);
@@ -129,7 +129,7 @@ impl Sinks {
     }
 
     /// The earliest time a sink wants [`Sinks::tick`] called, if any does.
-    pub fn next_tick(&self) -> Option<Instant> {
+    pub(crate) fn next_tick(&self) -> Option<Instant> {
         self.list
             .iter()
             .filter(|slot| !slot.failed)
@@ -138,7 +138,7 @@ impl Sinks {
     }
 
     /// Ticks every sink whose [`EventSink::next_tick`] has come.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         let now = Instant::now();
         for slot in &mut self.list {
             if !slot.failed
@@ -184,7 +184,7 @@ impl Sinks {
     }
 
     /// How many of the failed reporters are [required](EventSink::required).
-    pub fn failed_required(&self) -> usize {
+    pub(crate) fn failed_required(&self) -> usize {
         self.list
             .iter()
             .filter(|slot| slot.failed && slot.reporter.required())
@@ -193,12 +193,12 @@ impl Sinks {
 
     /// The exit code the run ends with, once its `RunFinished` came: that event's, unless a
     /// [required](EventSink::required) reporter failed (see [`Sinks::finish`]).
-    pub fn exit_code(&self) -> Option<i32> {
+    pub(crate) fn exit_code(&self) -> Option<i32> {
         self.exit_code
     }
 
     /// The first error of a sink that [records the run](EventSink::records_the_run), taken.
-    pub fn take_error(&mut self) -> Option<std::io::Error> {
+    pub(crate) fn take_error(&mut self) -> Option<std::io::Error> {
         self.error.take()
     }
 }

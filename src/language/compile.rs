@@ -19,9 +19,9 @@ use crate::model::{
 };
 
 /// Default `max-parallel`.
-pub const DEFAULT_MAX_PARALLEL: u32 = 4;
+pub(super) const DEFAULT_MAX_PARALLEL: u32 = 4;
 /// Default `retries`.
-pub const DEFAULT_RETRIES: u32 = 2;
+pub(super) const DEFAULT_RETRIES: u32 = 2;
 
 /// Everything one compilation produced.
 #[derive(Debug)]
@@ -32,8 +32,6 @@ pub struct Compilation {
     pub diagnostics: Vec<Diagnostic>,
     /// The pipeline, when the file declares one (also when there are errors: best effort).
     pub pipeline: Option<Pipeline>,
-    /// Templates by name.
-    pub templates: BTreeMap<String, TemplateDef>,
 }
 
 impl Compilation {
@@ -74,12 +72,10 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         stack: vec![normalize(Path::new(""), path)],
     };
     let pipeline = compiler.main(path, file, text);
-    let templates = std::mem::take(&mut compiler.templates);
     Compilation {
         sources,
         diagnostics: diagnostics.into_sorted(),
         pipeline,
-        templates,
     }
 }
 

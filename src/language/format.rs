@@ -40,7 +40,7 @@ const INDENT: &str = "    ";
 
 /// Formats a KDL v2 document canonically, keeping every comment; formatting twice changes nothing.
 #[must_use]
-pub fn format_source(src: &str) -> String {
+pub(crate) fn format_source(src: &str) -> String {
     let tokens = tokenize(src);
     let mut formatter = Formatter::new(src, &tokens);
     for index in 0..tokens.len() {

@@ -43,7 +43,7 @@ impl Loader for FsLoader {
 }
 
 /// Joins `relative` onto `base` and removes `.` and `..` lexically (no symlinks are followed).
-pub fn normalize(base: &Path, relative: &Path) -> PathBuf {
+pub(crate) fn normalize(base: &Path, relative: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in base.join(relative).components() {
         match component {

@@ -3,18 +3,17 @@
 mod check;
 mod compile;
 mod decode;
-pub mod format;
-pub mod kdl;
-pub mod loader;
-pub mod placeholders;
+pub(crate) mod format;
+pub(crate) mod kdl;
+pub(crate) mod loader;
+pub(crate) mod placeholders;
 mod prompt;
-pub mod schema;
+pub(crate) mod schema;
 mod state_location;
 mod template;
 mod validate;
 
 pub use compile::{Compilation, Options, compile};
-pub use decode::escape_problem;
+pub(crate) use decode::escape_problem;
 pub use loader::{FsLoader, Loader};
-pub use state_location::{StateLocation, state_location};
-pub use template::TemplateDef;
+pub(crate) use state_location::state_location;

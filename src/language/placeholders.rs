@@ -8,7 +8,7 @@ use minijinja::{Environment, UndefinedBehavior};
 
 /// The variables every prompt template has. Each is always defined, empty when it does not apply
 /// (`feedback` on the first attempt), so `{% if feedback %}` works and any other name is an error.
-pub const PROMPT_VARIABLES: &[&str] = &[
+pub(crate) const PROMPT_VARIABLES: &[&str] = &[
     "phase",
     "description",
     "outputs",
@@ -21,7 +21,7 @@ pub const PROMPT_VARIABLES: &[&str] = &[
 ];
 
 /// The placeholders replaced inside the arguments of an agent's `command`.
-pub const COMMAND_PLACEHOLDERS: &[&str] = &[
+pub(crate) const COMMAND_PLACEHOLDERS: &[&str] = &[
     "prompt",
     "prompt_file",
     "phase",
@@ -32,7 +32,7 @@ pub const COMMAND_PLACEHOLDERS: &[&str] = &[
 
 /// The placeholders replaced inside the arguments of an agent's `resume`: the command's, and the
 /// previous attempt's feedback.
-pub const RESUME_PLACEHOLDERS: &[&str] = &[
+pub(crate) const RESUME_PLACEHOLDERS: &[&str] = &[
     "prompt",
     "prompt_file",
     "phase",
@@ -48,7 +48,7 @@ pub const RESUME_PLACEHOLDERS: &[&str] = &[
 /// a trailing newline is kept (prompts reach the agent byte-exact),
 /// and `includes` are the templates `{% include %}` and its kin may name, read when the pipeline was
 /// compiled.
-pub fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'static> {
+pub(crate) fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
     env.set_syntax(
@@ -68,7 +68,7 @@ pub fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'s
 /// One `{{ name }}` placeholder in an argument: its byte range and the name inside the braces,
 /// trimmed, when the braces hold nothing but a name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placeholder<'a> {
+pub(crate) struct Placeholder<'a> {
     /// Where it is, braces included.
     pub range: std::ops::Range<usize>,
     /// What is between the braces, without surrounding whitespace.
@@ -77,7 +77,7 @@ pub struct Placeholder<'a> {
 
 impl Placeholder<'_> {
     /// Whether the braces hold one name (letters, digits, `_`, not starting with a digit).
-    pub fn is_name(&self) -> bool {
+    pub(crate) fn is_name(&self) -> bool {
         let mut chars = self.inner.chars();
         chars
             .next()
@@ -88,7 +88,7 @@ impl Placeholder<'_> {
 
 /// Every `{{ … }}` in `arg`, left to right. A `{` before a placeholder is text: in `{{{ prompt }}}`
 /// the placeholder is `{{ prompt }}`.
-pub fn placeholders(arg: &str) -> Vec<Placeholder<'_>> {
+pub(crate) fn placeholders(arg: &str) -> Vec<Placeholder<'_>> {
     let mut found = Vec::new();
     let mut from = 0;
     while let Some(at) = arg[from..].find("{{") {

@@ -30,7 +30,7 @@ pub enum Context {
 
 impl Context {
     /// How the place is written in messages.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Context::TopLevel => "the top level",
             Context::Pipeline => "`pipeline`",
@@ -84,7 +84,7 @@ pub enum ValueType {
 
 impl ValueType {
     /// How the type is written in messages.
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             ValueType::String | ValueType::Shell | ValueType::Template => "a string".into(),
             ValueType::Name => "a name (string)".into(),
@@ -158,17 +158,17 @@ pub struct NodeSchema {
 
 impl NodeSchema {
     /// The most arguments, if bounded.
-    pub fn max_args(&self) -> Option<usize> {
+    pub(crate) fn max_args(&self) -> Option<usize> {
         (!self.variadic).then_some(self.args.len())
     }
 
     /// The property with this name.
-    pub fn prop(&self, name: &str) -> Option<&'static Prop> {
+    pub(crate) fn prop(&self, name: &str) -> Option<&'static Prop> {
         self.props.iter().find(|p| p.name == name)
     }
 
     /// The schema of the `index`-th argument (the last one repeats when variadic).
-    pub fn arg(&self, index: usize) -> Option<&'static Arg> {
+    pub(crate) fn arg(&self, index: usize) -> Option<&'static Arg> {
         self.args
             .get(index)
             .or_else(|| self.variadic.then(|| self.args.last()).flatten())
@@ -211,12 +211,12 @@ pub fn nodes_in(context: Context) -> impl Iterator<Item = &'static NodeSchema> {
 }
 
 /// The schema of `name` in `context`.
-pub fn lookup(context: Context, name: &str) -> Option<&'static NodeSchema> {
+pub(crate) fn lookup(context: Context, name: &str) -> Option<&'static NodeSchema> {
     nodes_in(context).find(|n| n.name == name)
 }
 
 /// Every context in which a node named `name` may appear.
-pub fn contexts_of(name: &str) -> Vec<Context> {
+pub(crate) fn contexts_of(name: &str) -> Vec<Context> {
     NODES
         .iter()
         .filter(|n| n.name == name)
@@ -230,7 +230,7 @@ const PHASE_LIKE: &[Context] = &[Context::Phase, Context::Template, Context::Def
 const PHASE_OR_TEMPLATE: &[Context] = &[Context::Phase, Context::Template];
 
 /// Verify modes.
-pub const VERIFY_MODES: &[Choice] = &[
+pub(crate) const VERIFY_MODES: &[Choice] = &[
     Choice {
         value: "self",
         doc: "The agent runs `helixflow verify` before it finishes and must leave a passing receipt from this attempt, with the outputs unchanged since.",
@@ -250,7 +250,7 @@ pub const VERIFY_MODES: &[Choice] = &[
 ];
 
 /// `on-failure` values.
-pub const ON_FAILURE: &[Choice] = &[
+pub(crate) const ON_FAILURE: &[Choice] = &[
     Choice {
         value: "stop",
         doc: "Start no new phases; running ones finish their current attempt (the default).",
@@ -262,7 +262,7 @@ pub const ON_FAILURE: &[Choice] = &[
 ];
 
 /// `response` values.
-pub const RESPONSE_FORMATS: &[Choice] = &[
+pub(crate) const RESPONSE_FORMATS: &[Choice] = &[
     Choice {
         value: "text",
         doc: "The response is all of standard output (the default).",
@@ -1049,7 +1049,7 @@ pub static NODES: &[NodeSchema] = &[
 ];
 
 /// Documentation of a `vars` child, which may have any name.
-pub static VAR: NodeSchema = NodeSchema {
+pub(crate) static VAR: NodeSchema = NodeSchema {
     name: "NAME",
     contexts: &[Context::Vars],
     args: &[arg("VALUE", ValueType::String, "The variable's value.")],

@@ -8,7 +8,7 @@ use super::kdl::lexer::{self, TokenKind};
 /// The `workspace` and `state-dir` settings of a file's `pipeline` node, as far as they can be
 /// read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StateLocation {
+pub(crate) struct StateLocation {
     /// `workspace PATH`, when the pipeline sets it.
     pub workspace: Option<String>,
     /// `state-dir PATH`, when the pipeline sets it.
@@ -18,7 +18,7 @@ pub struct StateLocation {
 /// Reads `workspace` and `state-dir` from the children of the top-level `pipeline` node using
 /// the tokens alone, so that a syntax error anywhere else does not hide them. A node commented
 /// out with `/-` is not read; when a setting is given twice, the last one holds, as in a run.
-pub fn state_location(text: &str) -> StateLocation {
+pub(crate) fn state_location(text: &str) -> StateLocation {
     let mut location = StateLocation::default();
     // The names of the nodes whose children block is open, outermost first.
     let mut blocks: Vec<String> = Vec::new();

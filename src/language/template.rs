@@ -12,7 +12,7 @@ use crate::model::Spanned;
 
 /// A template definition, kept as nodes until a phase uses it.
 #[derive(Debug, Clone)]
-pub struct TemplateDef {
+pub(crate) struct TemplateDef {
     /// Its name.
     pub name: Spanned<String>,
     /// The file it is defined in.

@@ -28,28 +28,21 @@ mod symbols;
 mod uri;
 mod workspace;
 
-pub use server::Ending;
+pub(crate) use server::Ending;
 
 /// A failure of the connection itself (not of a request, which is answered with an error).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Reading or writing the messages failed, e.g. a malformed header.
     #[error("language server connection: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// Serves one session over an established connection, until the editor says `exit` or goes away.
-pub fn serve(connection: lsp_server::Connection) -> Ending {
-    server::Server::new(connection)
-        .run()
-        .unwrap_or(Ending::Abrupt)
 }
 
 /// Serves one session over standard input and output.
 ///
 /// # Errors
 /// Fails when the messages on standard input are not the protocol's (bad framing or JSON).
-pub fn serve_stdio() -> Result<Ending, Error> {
+pub(crate) fn serve_stdio() -> Result<Ending, Error> {
     let (connection, io_threads) = lsp_server::Connection::stdio();
     // The server, and with it the connection, is dropped before the threads are joined: the
     // writer stops when the last sender is gone, after writing what was sent.

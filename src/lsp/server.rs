@@ -56,7 +56,7 @@ const MAX_LIVE_CHECKS: usize = 4;
 
 /// How a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// `shutdown`, then `exit`: the editor closed the session properly.
     Clean,
     /// `exit` without `shutdown`, or the editor went away.

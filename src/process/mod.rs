@@ -31,14 +31,14 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) mod group;
 pub(crate) mod shell;
-pub mod watchdog;
+pub(crate) mod watchdog;
 
 use crate::event::{ChildExit, TimeoutKind};
 use crate::redact::{RedactStream, Redactor};
 use group::{group_alive, signal_group};
 
 /// The grace period between TERM and KILL unless a [`ChildSpec`] says otherwise.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// How often the group is checked while waiting for it to end after a signal.
 const POLL: Duration = Duration::from_millis(20);
@@ -67,7 +67,7 @@ pub struct Cancel {
 
 impl Cancel {
     /// Whether either level has been triggered.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.soft.is_cancelled() || self.hard.is_cancelled()
     }
 }
@@ -472,7 +472,7 @@ pub fn tail(path: &Path, max_bytes: u64) -> io::Result<String> {
 
 /// A log as text: all of it up to `head + tail` bytes, else its first `head` and last `tail`
 /// bytes around a line saying how much was left out.
-pub fn head_and_tail(path: &Path, head: u64, tail_bytes: u64) -> io::Result<String> {
+pub(crate) fn head_and_tail(path: &Path, head: u64, tail_bytes: u64) -> io::Result<String> {
     use std::io::Read;
 
     let len = std::fs::metadata(path)?.len();

@@ -28,7 +28,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The hidden subcommand the watchdog runs as.
-pub const SUBCOMMAND: &str = "__watchdog";
+pub(crate) const SUBCOMMAND: &str = "__watchdog";
 
 /// How often the watchdog reads the pipe, and so how soon it sees helixflow gone.
 const READ_EVERY: Duration = Duration::from_millis(250);
@@ -60,7 +60,7 @@ struct Pipe {
 ///
 /// # Errors
 /// When the pipe or the process cannot be made; the run can go on without it.
-pub fn start(grace: Duration) -> io::Result<()> {
+pub(crate) fn start(grace: Duration) -> io::Result<()> {
     if WATCHDOG.get().is_some() {
         return Ok(());
     }
@@ -88,7 +88,7 @@ pub fn start(grace: Duration) -> io::Result<()> {
 }
 
 /// Ends the watchdog at the end of a run, when helixflow has stopped every group itself.
-pub fn finish() {
+pub(crate) fn finish() {
     let Some(watchdog) = WATCHDOG.get() else {
         return;
     };
@@ -195,7 +195,7 @@ impl Drop for CrashCleanup {
 
 /// The watchdog itself: reads registrations from standard input until it closes, then stops the
 /// groups still registered, giving them `grace` between TERM and KILL. Returns the exit code.
-pub fn serve(grace: Duration) -> i32 {
+pub(crate) fn serve(grace: Duration) -> i32 {
     let stdin = io::stdin();
     let fd = stdin.as_raw_fd();
     // SAFETY: fcntl on standard input; reads below then never block.

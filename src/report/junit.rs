@@ -54,7 +54,7 @@ impl Junit {
     ///
     /// # Errors
     /// When `path` is a folder or names none, or the folder or the file cannot be created.
-    pub fn check(path: &Path) -> std::io::Result<()> {
+    pub(crate) fn check(path: &Path) -> std::io::Result<()> {
         if path.is_dir() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::IsADirectory,
@@ -67,7 +67,7 @@ impl Junit {
     }
 
     /// The report for the events seen so far.
-    pub fn to_xml(&self) -> String {
+    pub(crate) fn to_xml(&self) -> String {
         let suites: Vec<(&PhaseRecord, Vec<Case>)> =
             self.run.phases.iter().map(|p| (p, cases(p))).collect();
         let all = || suites.iter().flat_map(|(_, cases)| cases);

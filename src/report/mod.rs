@@ -9,14 +9,13 @@ mod junit;
 mod ndjson;
 mod plain;
 mod progress;
-pub mod replay;
+pub(crate) mod replay;
 mod summary;
 mod text;
 
-pub use crate::event::sink::EventSink;
-pub use crate::text::human_duration;
 pub use junit::Junit;
 pub use ndjson::Ndjson;
 pub use plain::Plain;
-pub use progress::{Progress, ProgressPause};
+pub use progress::Progress;
+pub(crate) use progress::ProgressPause;
 pub use summary::Summary;

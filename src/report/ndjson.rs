@@ -21,13 +21,8 @@ impl<W: Write + Send> Ndjson<W> {
     }
 
     /// Writes to a file the user named: should it fail, the run does not end with exit code 0.
-    pub fn file(out: W) -> Self {
+    pub(crate) fn file(out: W) -> Self {
         Self { out, file: true }
-    }
-
-    /// The writer back.
-    pub fn into_inner(self) -> W {
-        self.out
     }
 }
 

@@ -38,13 +38,13 @@ pub struct Progress {
 /// they would otherwise redraw over the question and the answer being typed. The bars keep their
 /// state meanwhile, and are drawn again afterwards.
 #[derive(Clone)]
-pub struct ProgressPause {
+pub(crate) struct ProgressPause {
     multi: MultiProgress,
 }
 
 impl ProgressPause {
     /// Runs `ask` with the bars cleared and not drawn.
-    pub fn while_asking<R>(&self, ask: impl FnOnce() -> R) -> R {
+    pub(crate) fn while_asking<R>(&self, ask: impl FnOnce() -> R) -> R {
         let _ = self.multi.clear();
         self.multi.set_draw_target(ProgressDrawTarget::hidden());
         let answer = ask();
@@ -56,7 +56,7 @@ impl ProgressPause {
 impl Progress {
     /// Progress for a run of `total_phases`, drawn to stderr (and not at all when stderr is not a
     /// terminal).
-    pub fn new(total_phases: usize) -> Self {
+    pub(crate) fn new(total_phases: usize) -> Self {
         Self::with_draw_target(total_phases, ProgressDrawTarget::stderr())
     }
 
@@ -85,7 +85,7 @@ impl Progress {
 
     /// A handle that takes the bars off the terminal while a person is asked something, and puts
     /// them back after (see [`ProgressPause`]).
-    pub fn pause_handle(&self) -> ProgressPause {
+    pub(crate) fn pause_handle(&self) -> ProgressPause {
         ProgressPause {
             multi: self.multi.clone(),
         }

@@ -12,7 +12,7 @@ use crate::store::run::RunDir;
 /// The table at the end of a run, from its journal: as the run wrote it, or, for a run that is
 /// still going (`running`), as it stands (see [`Summary::still_running`]). A run that ended
 /// without writing it (killed) gets it as it was left.
-pub fn summary_table(run: &RunDir, running: bool) -> io::Result<String> {
+pub(crate) fn summary_table(run: &RunDir, running: bool) -> io::Result<String> {
     let events = journal::read(run)?;
     let summary = Summary::new(Vec::new());
     let mut summary = if running {
@@ -25,7 +25,7 @@ pub fn summary_table(run: &RunDir, running: bool) -> io::Result<String> {
 }
 
 /// Feeds recorded events to a reporter as the run fed them, then finishes it.
-pub fn replay(events: &[Stamped], reporter: &mut dyn EventSink) -> io::Result<()> {
+pub(crate) fn replay(events: &[Stamped], reporter: &mut dyn EventSink) -> io::Result<()> {
     reporter.batch(events)?;
     reporter.finish()
 }

@@ -38,7 +38,7 @@ impl<W: Write + Send> Summary<W> {
     /// phase that has not ended is `running` or `pending`, as `run.json` says, rather than
     /// `unfinished` or `not started`.
     #[must_use]
-    pub fn still_running(mut self) -> Self {
+    pub(crate) fn still_running(mut self) -> Self {
         self.running = true;
         self
     }

@@ -9,11 +9,11 @@ use crate::event::Stamped;
 use crate::event::sink::EventSink;
 
 /// The journal's file name in a run's folder.
-pub const FILE_NAME: &str = "events.jsonl";
+pub(crate) const FILE_NAME: &str = "events.jsonl";
 
 /// The event journal, `events.jsonl`: one JSON object per line, whole lines written with a single
 /// `write` call, so that killing helixflow at any moment leaves whole lines only.
-pub struct Journal {
+pub(crate) struct Journal {
     file: File,
     /// The lines of one write, kept to reuse its allocation.
     buffer: String,
@@ -22,7 +22,7 @@ pub struct Journal {
 impl Journal {
     /// Opens (appending) the journal of a run. Events come to it redacted already (see
     /// [`crate::event::Event::redacted`]).
-    pub fn open(run: &RunDir) -> io::Result<Self> {
+    pub(crate) fn open(run: &RunDir) -> io::Result<Self> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -68,7 +68,7 @@ impl EventSink for Journal {
 
 /// The events of a run's journal, in order. A line that is not an event is left out: the last
 /// line of a journal still being written may be incomplete.
-pub fn read(run: &RunDir) -> io::Result<Vec<Stamped>> {
+pub(crate) fn read(run: &RunDir) -> io::Result<Vec<Stamped>> {
     let text = std::fs::read_to_string(run.path.join(FILE_NAME))?;
     Ok(text
         .lines()

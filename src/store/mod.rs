@@ -1,6 +1,6 @@
 //! The state folder (`.helixflow/`): run folders and attempt artifacts, and the run's record as
 //! sinks of its events: the journal (`events.jsonl`) and the summary (`run.json`).
 
-pub mod journal;
-pub mod run;
-pub mod run_json;
+pub(crate) mod journal;
+pub(crate) mod run;
+pub(crate) mod run_json;

@@ -54,14 +54,14 @@ impl RunDir {
     }
 
     /// The folder of one phase.
-    pub fn phase_dir(&self, phase: &str) -> PathBuf {
+    pub(crate) fn phase_dir(&self, phase: &str) -> PathBuf {
         self.path.join("phases").join(folder_name(phase))
     }
 }
 
 /// A phase name as a folder name: safe characters kept, others replaced, and a short hash added
 /// when anything was replaced so that two names cannot collide.
-pub fn folder_name(phase: &str) -> String {
+pub(crate) fn folder_name(phase: &str) -> String {
     let safe: String = phase
         .chars()
         .map(|c| {
@@ -81,7 +81,7 @@ pub fn folder_name(phase: &str) -> String {
 }
 
 /// Writes a file through a temporary sibling, synced to the disk, and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = File::create(&tmp)?;
     file.write_all(bytes)?;
@@ -90,7 +90,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Past runs in a state folder, oldest first.
-pub fn list_runs(runs_dir: &Path) -> io::Result<Vec<RunDir>> {
+pub(crate) fn list_runs(runs_dir: &Path) -> io::Result<Vec<RunDir>> {
     let mut runs: Vec<RunDir> = match fs::read_dir(runs_dir) {
         Ok(entries) => entries
             .filter_map(Result::ok)

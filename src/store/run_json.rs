@@ -15,7 +15,7 @@ use crate::event::sink::EventSink;
 use crate::event::{AttemptOutcome, Event, Stamped};
 
 /// The file's name in a run's folder.
-pub const FILE_NAME: &str = "run.json";
+pub(crate) const FILE_NAME: &str = "run.json";
 
 /// How often `run.json` is rewritten while a run goes on.
 const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
@@ -23,7 +23,7 @@ const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
 /// The summary of a run, `run.json`: written when the run starts and rewritten when it ends.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     /// The run's id.
     pub run_id: String,
     /// The pipeline's name.
@@ -48,7 +48,7 @@ pub struct RunSummary {
 
 impl RunSummary {
     /// Reads the `run.json` of a run.
-    pub fn read(run: &RunDir) -> io::Result<Self> {
+    pub(crate) fn read(run: &RunDir) -> io::Result<Self> {
         let text = fs::read_to_string(run.path.join(FILE_NAME))?;
         serde_json::from_str(&text).map_err(io::Error::other)
     }
@@ -56,7 +56,7 @@ impl RunSummary {
     /// The run's status as it stands: `crashed` when `run.json` says `running` but the helixflow
     /// process that ran it is gone (killed outright, or the machine stopped), else as recorded.
     /// `helixflow runs` and `helixflow show` both tell a run's status by this.
-    pub fn current_status(&self) -> &str {
+    pub(crate) fn current_status(&self) -> &str {
         if self.status == "running" && !process_exists(self.pid) {
             "crashed"
         } else {
@@ -81,7 +81,7 @@ fn process_exists(pid: u32) -> bool {
 /// One phase's line in `run.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
-pub struct PhaseSummary {
+pub(crate) struct PhaseSummary {
     /// The phase.
     pub name: String,
     /// `pending`, `running`, `passed`, `failed`, `skipped` or `cancelled`.
@@ -105,7 +105,7 @@ pub struct PhaseSummary {
 
 /// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
 /// change, and at once when the run ends.
-pub struct RunJson {
+pub(crate) struct RunJson {
     path: PathBuf,
     summary: RunSummary,
     /// Phase name to its place in `summary.phases`.
@@ -121,7 +121,7 @@ pub struct RunJson {
 impl RunJson {
     /// Writes the `run.json` of a run that starts now, of `pipeline` in `file`, with `phases`
     /// (the selected ones, in file order) pending.
-    pub fn start(
+    pub(crate) fn start(
         run: &RunDir,
         pipeline: &str,
         file: &Path,

@@ -47,7 +47,6 @@ impl<'a> GateContext<'a> {
             workspace,
             phase,
             response: None,
-            before: now,
             after: now,
             changes: &NO_CHANGES,
             bookkeeping: &NO_CHANGES,
@@ -61,17 +60,11 @@ impl<'a> GateContext<'a> {
         }
     }
 
-    /// What an attempt changed: the workspace was `before` when it began; `changes` is the diff
-    /// to `now` without the agent's `bookkeeping`.
+    /// What an attempt changed: `changes` is the diff from the workspace when it began to `now`,
+    /// without the agent's `bookkeeping`, which is `bookkeeping`.
     #[must_use]
-    pub fn changed(
-        self,
-        before: &'a Snapshot,
-        changes: &'a Changes,
-        bookkeeping: &'a Changes,
-    ) -> Self {
+    pub fn changed(self, changes: &'a Changes, bookkeeping: &'a Changes) -> Self {
         GateContext {
-            before,
             changes,
             bookkeeping,
             ..self

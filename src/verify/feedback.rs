@@ -62,7 +62,7 @@ pub enum AgentFailure {
 impl AgentFailure {
     /// One line for reports, when how the child exited does not already say what went wrong:
     /// the response could not be read, or the evidence is missing. None for exits and timeouts.
-    pub fn error(&self) -> Option<String> {
+    pub(crate) fn error(&self) -> Option<String> {
         match self {
             AgentFailure::Exit { reported, .. } => reported.clone(),
             AgentFailure::Timeout { .. } => None,

@@ -1,7 +1,7 @@
 //! Verification: the gates, tree-sitter syntax checks, sub-agent review and feedback.
 
 mod context;
-pub mod feedback;
-pub mod gates;
-pub mod subagent;
-pub mod syntax;
+pub(crate) mod feedback;
+pub(crate) mod gates;
+pub(crate) mod subagent;
+pub(crate) mod syntax;

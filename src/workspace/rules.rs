@@ -257,7 +257,7 @@ impl ProtectedPaths {
     ///
     /// # Errors
     /// A glob that does not compile.
-    pub fn new(globs: &[String]) -> Result<Option<ProtectedPaths>, globset::Error> {
+    pub(crate) fn new(globs: &[String]) -> Result<Option<ProtectedPaths>, globset::Error> {
         if globs.is_empty() {
             return Ok(None);
         }
@@ -289,7 +289,7 @@ impl ProtectedPaths {
     }
 
     /// Whether the file at `path` (relative, forward slashes) is protected.
-    pub fn matches(&self, path: impl AsRef<Path>) -> bool {
+    pub(crate) fn matches(&self, path: impl AsRef<Path>) -> bool {
         self.0.set.is_match(path)
     }
 

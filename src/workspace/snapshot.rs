@@ -75,7 +75,7 @@ impl Changes {
     }
 
     /// Moves the paths `matches` accepts out of these changes, into changes of their own.
-    pub fn split_off(&mut self, matches: impl Fn(&str) -> bool) -> Changes {
+    pub(crate) fn split_off(&mut self, matches: impl Fn(&str) -> bool) -> Changes {
         let split = |paths: &mut Vec<String>| {
             let (taken, kept): (Vec<String>, Vec<String>) =
                 std::mem::take(paths).into_iter().partition(|p| matches(p));
@@ -136,11 +136,6 @@ impl Snapshot {
         self.files.len()
     }
 
-    /// Whether the snapshot holds no file.
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
     /// How many files this snapshot read and hashed; the others reused the previous snapshot's hash.
     pub fn files_hashed(&self) -> usize {
         self.hashed
@@ -149,13 +144,13 @@ impl Snapshot {
     /// The ignore rules this snapshot was taken with, for a later one to judge by
     /// ([`SnapshotOptions::rules`]); `None` when it was not taken from disk, or holds only
     /// protected files.
-    pub fn ignore_rules(&self) -> Option<IgnoreRules> {
+    pub(crate) fn ignore_rules(&self) -> Option<IgnoreRules> {
         self.rules.clone()
     }
 
     /// This snapshot with only the files `protected` matches: what a snapshot taken with
     /// [`SnapshotOptions::only_protected`] would have held, to reuse hashes from.
-    pub fn only_protected(&self, protected: &ProtectedPaths) -> Snapshot {
+    pub(crate) fn only_protected(&self, protected: &ProtectedPaths) -> Snapshot {
         let files: Vec<(Arc<str>, Entry)> = self
             .files
             .iter()

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Test;
-use helixflow::diagnostics::ALL_RULES;
-use helixflow::language::schema::{self, NODES};
+use helixflow::ALL_RULES;
+use helixflow::schema::{self, NODES};
 use serde_json::Value;
 
 fn repository() -> &'static Path {

@@ -103,7 +103,7 @@ fn the_examples_cover_the_documented_workflows() {
 fn the_readme_lists_every_diagnostic() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    for rule in helixflow::diagnostics::ALL_RULES {
+    for rule in helixflow::ALL_RULES {
         let row = format!(
             "| `{}` | {} | {} | {} |",
             rule.code,

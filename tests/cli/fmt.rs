@@ -438,7 +438,7 @@ mod spec {
     use std::path::{Path, PathBuf};
 
     /// One test case: its input and, for a valid one, the expected output.
-    pub struct Case {
+    pub(super) struct Case {
         pub name: String,
         pub input: String,
         pub expected: Option<String>,
@@ -466,7 +466,7 @@ mod spec {
     ];
 
     /// Every case, the kdl crate's copy first, with the newer ones in place of what they replace.
-    pub fn cases() -> Vec<Case> {
+    pub(super) fn cases() -> Vec<Case> {
         let root = suite();
         let mut names: Vec<String> = std::fs::read_dir(root.join("input"))
             .expect("the test cases are readable")

@@ -547,10 +547,7 @@ fn sarif_is_a_2_1_0_log_with_rules_and_regions() {
     assert_eq!(run["columnKind"], "unicodeCodePoints");
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
     let ids: Vec<&str> = rules.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    let codes: Vec<&str> = helixflow::diagnostics::ALL_RULES
-        .iter()
-        .map(|r| r.code)
-        .collect();
+    let codes: Vec<&str> = helixflow::ALL_RULES.iter().map(|r| r.code).collect();
     assert_eq!(ids, codes);
 
     let results = run["results"].as_array().unwrap();

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use helixflow::diagnostics::ALL_RULES;
+use helixflow::ALL_RULES;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lint")
@@ -84,7 +84,7 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
 
         if rule.code != "HF003" {
             let (code, human) = lint(&bad, "human");
-            let expected = if rule.severity == helixflow::diagnostics::Severity::Error {
+            let expected = if rule.severity == helixflow::Severity::Error {
                 1
             } else {
                 0

@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::Test;
-use helixflow::diagnostics::ALL_RULES;
+use helixflow::ALL_RULES;
 use serde_json::json;
 
 // ---------------------------------------------------------------------------------------------

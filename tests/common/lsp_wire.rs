@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// The next JSON-RPC message (`Content-Length` framing), or `None` at the end of the stream or on
 /// a message that cannot be read.
-pub fn read_message(reader: &mut impl BufRead) -> Option<Value> {
+pub(crate) fn read_message(reader: &mut impl BufRead) -> Option<Value> {
     let mut length = None;
     loop {
         let mut line = String::new();

@@ -1,6 +1,6 @@
 //! A fluent builder for running the real `helixflow` binary on files in a temporary folder.
 
-pub mod lsp_wire;
+pub(crate) mod lsp_wire;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::rc::Rc;
 
 /// One invocation of the binary.
-pub struct Test {
+pub(crate) struct Test {
     /// Shared by the copies [`Test::with_args`] makes; removed when the last one is dropped.
     dir: Rc<tempfile::TempDir>,
     args: Vec<String>,
@@ -20,7 +20,7 @@ pub struct Test {
 
 /// What the binary did.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -29,7 +29,7 @@ pub struct Outcome {
 
 impl Test {
     /// A new test with an empty temporary folder.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: Rc::new(tempfile::tempdir().expect("temporary folder")),
             args: Vec::new(),
@@ -41,7 +41,7 @@ impl Test {
     }
 
     /// Writes a file (creating folders) relative to the temporary folder.
-    pub fn file(self, path: &str, text: &str) -> Self {
+    pub(crate) fn file(self, path: &str, text: &str) -> Self {
         let full = self.dir.path().join(path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, text).unwrap();
@@ -49,7 +49,7 @@ impl Test {
     }
 
     /// Writes a file of raw bytes (e.g. invalid UTF-8) relative to the temporary folder.
-    pub fn file_bytes(self, path: &str, bytes: &[u8]) -> Self {
+    pub(crate) fn file_bytes(self, path: &str, bytes: &[u8]) -> Self {
         let full = self.dir.path().join(path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, bytes).unwrap();
@@ -57,25 +57,25 @@ impl Test {
     }
 
     /// Creates a folder (and its parents) relative to the temporary folder.
-    pub fn dir(self, path: &str) -> Self {
+    pub(crate) fn dir(self, path: &str) -> Self {
         std::fs::create_dir_all(self.dir.path().join(path)).unwrap();
         self
     }
 
     /// Writes `pipeline.kdl`.
-    pub fn pipeline(self, text: &str) -> Self {
+    pub(crate) fn pipeline(self, text: &str) -> Self {
         self.file("pipeline.kdl", text)
     }
 
     /// Adds arguments.
-    pub fn args(mut self, args: &[&str]) -> Self {
+    pub(crate) fn args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|s| (*s).to_owned()));
         self
     }
 
     /// Another invocation in the same folder, with the same environment, input and current folder
     /// but these arguments: for running several commands on the same files.
-    pub fn with_args(&self, args: &[&str]) -> Self {
+    pub(crate) fn with_args(&self, args: &[&str]) -> Self {
         Self {
             dir: Rc::clone(&self.dir),
             args: args.iter().map(|s| (*s).to_owned()).collect(),
@@ -87,48 +87,48 @@ impl Test {
     }
 
     /// Sets an environment variable.
-    pub fn env(mut self, key: &str, value: &str) -> Self {
+    pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
         self
     }
 
     /// Removes an environment variable, including the `NO_COLOR=1` set by default.
-    pub fn env_remove(mut self, key: &str) -> Self {
+    pub(crate) fn env_remove(mut self, key: &str) -> Self {
         self.env_removed.push(key.to_owned());
         self
     }
 
     /// Feeds standard input.
-    pub fn stdin(mut self, text: &str) -> Self {
+    pub(crate) fn stdin(mut self, text: &str) -> Self {
         self.stdin = Some(text.as_bytes().to_vec());
         self
     }
 
     /// Feeds raw bytes (e.g. invalid UTF-8) to standard input.
-    pub fn stdin_bytes(mut self, bytes: &[u8]) -> Self {
+    pub(crate) fn stdin_bytes(mut self, bytes: &[u8]) -> Self {
         self.stdin = Some(bytes.to_vec());
         self
     }
 
     /// Runs in a sub-folder of the temporary folder.
-    pub fn current_dir(mut self, relative: &str) -> Self {
+    pub(crate) fn current_dir(mut self, relative: &str) -> Self {
         self.cwd = Some(self.dir.path().join(relative));
         self
     }
 
     /// The temporary folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// The text of a file in the temporary folder.
-    pub fn read(&self, path: &str) -> String {
+    pub(crate) fn read(&self, path: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(path))
             .unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
     }
 
     /// Runs the binary and returns what it did; the folder stays alive as long as `self`.
-    pub fn run(&self) -> Outcome {
+    pub(crate) fn run(&self) -> Outcome {
         let mut command = self.command(env!("CARGO_BIN_EXE_helixflow"));
         command
             .args(&self.args)
@@ -155,7 +155,7 @@ impl Test {
     /// Runs the binary with standard output and error on a pseudo-terminal (through util-linux
     /// `script`), so that it believes it talks to a person; `None` when `script` cannot run.
     /// Standard error is mixed into `stdout`, and line ends come back as `\n`.
-    pub fn run_in_terminal(&self) -> Option<Outcome> {
+    pub(crate) fn run_in_terminal(&self) -> Option<Outcome> {
         let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
         let line = std::iter::once(env!("CARGO_BIN_EXE_helixflow"))
             .chain(self.args.iter().map(String::as_str))
@@ -196,7 +196,7 @@ impl Test {
 
 impl Outcome {
     /// Asserts the exit code, showing the output when it differs.
-    pub fn code(self, expected: i32) -> Self {
+    pub(crate) fn code(self, expected: i32) -> Self {
         assert_eq!(
             self.code, expected,
             "exit code\nstdout:\n{}\nstderr:\n{}",
@@ -206,17 +206,17 @@ impl Outcome {
     }
 
     /// stdout with the temporary folder's path replaced by `[TMP]`.
-    pub fn stdout_redacted(&self) -> String {
+    pub(crate) fn stdout_redacted(&self) -> String {
         redact(&self.stdout, &self.dir)
     }
 
     /// stderr with the temporary folder's path replaced by `[TMP]`.
-    pub fn stderr_redacted(&self) -> String {
+    pub(crate) fn stderr_redacted(&self) -> String {
         redact(&self.stderr, &self.dir)
     }
 
     /// The `code` of every diagnostic in a `lint --format json` report, in order.
-    pub fn codes(&self) -> Vec<String> {
+    pub(crate) fn codes(&self) -> Vec<String> {
         self.json()
             .as_array()
             .unwrap_or_else(|| panic!("stdout is not a JSON array:\n{}", self.stdout))
@@ -226,14 +226,14 @@ impl Outcome {
     }
 
     /// stdout parsed as JSON.
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
 }
 
 /// Replaces temporary paths and the version in output, so snapshots are stable.
-pub fn redact(text: &str, dir: &Path) -> String {
+pub(crate) fn redact(text: &str, dir: &Path) -> String {
     let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
     text.replace(&canonical.display().to_string(), "[TMP]")
         .replace(&dir.display().to_string(), "[TMP]")
@@ -242,7 +242,7 @@ pub fn redact(text: &str, dir: &Path) -> String {
 
 /// The newest run folder of `workspace` (`.helixflow/runs/<id>`). A second run in the same second
 /// gets the id `<stamp>-N`: ordered by N, not as text, so `-10` comes after `-9`.
-pub fn latest_run(workspace: &Path) -> PathBuf {
+pub(crate) fn latest_run(workspace: &Path) -> PathBuf {
     let mut runs: Vec<(String, u64, PathBuf)> =
         std::fs::read_dir(workspace.join(".helixflow/runs"))
             .expect("a runs folder")
@@ -261,7 +261,7 @@ pub fn latest_run(workspace: &Path) -> PathBuf {
 }
 
 /// A phase's entry in the `run.json` of the newest run.
-pub fn run_phase(workspace: &Path, name: &str) -> serde_json::Value {
+pub(crate) fn run_phase(workspace: &Path, name: &str) -> serde_json::Value {
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(latest_run(workspace).join("run.json")).expect("run.json"),
     )

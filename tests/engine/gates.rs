@@ -5,14 +5,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use helixflow::event::{GateReport, GateStatus, TimeoutKind};
-use helixflow::language::{FsLoader, compile};
-use helixflow::model::Phase;
-use helixflow::process::Cancel;
-use helixflow::redact::Redactor;
-use helixflow::verify::feedback::{self, AgentFailure};
-use helixflow::verify::gates::{self, GateContext};
-use helixflow::workspace::{Changes, Snapshot, SnapshotOptions};
+use helixflow::Cancel;
+use helixflow::Phase;
+use helixflow::Redactor;
+use helixflow::{AgentFailure, feedback};
+use helixflow::{Changes, Snapshot, SnapshotOptions};
+use helixflow::{FsLoader, compile};
+use helixflow::{GateContext, gates};
+use helixflow::{GateReport, GateStatus, TimeoutKind};
 
 /// A temporary workspace with a snapshot taken "before the attempt".
 struct Workspace {
@@ -105,22 +105,21 @@ impl Workspace {
                 soft.cancel();
             });
         }
-        let ctx = GateContext {
-            workspace: self.path(),
+        let no_bookkeeping = Changes::default();
+        let ctx = GateContext::new(
+            self.path(),
+            &[],
             phase,
-            response,
-            before: &self.before,
-            after: &after,
-            changes: &changes,
-            bookkeeping: &Changes::default(),
-            env: &self.env,
-            logs: self.logs.path(),
-            cancel: &cancel,
-            redactor: Arc::new(self.redactor.clone()),
-            grace: Duration::from_millis(500),
-            exclude: &[],
-            alongside,
-        };
+            &after,
+            &self.env,
+            self.logs.path(),
+            &cancel,
+            Duration::from_millis(500),
+            Arc::new(self.redactor.clone()),
+        )
+        .changed(&changes, &no_bookkeeping)
+        .alongside(alongside)
+        .with_response(response);
         let mut seen = Vec::new();
         let reports = gates::run_gates(&ctx, &mut |report: &GateReport| {
             seen.push(report.clone());

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use helixflow::agent::response::{self, ResponseError};
-use helixflow::event::TimeoutKind;
-use helixflow::model::ResponseFormat;
-use helixflow::process::{self, Cancel, ChildSpec};
-use helixflow::redact::Redactor;
+use helixflow::Redactor;
+use helixflow::ResponseFormat;
+use helixflow::TimeoutKind;
+use helixflow::child as process;
+use helixflow::{Cancel, ChildSpec};
+use helixflow::{ResponseError, response};
 
 /// Tests that measure this process's memory take this lock, and so do tests that use a lot of it,
 /// so one does not see the other's allocations.

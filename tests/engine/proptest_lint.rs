@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use helixflow::diagnostics::{Diagnostic, Span};
-use helixflow::language::{self, Compilation, Loader, Options};
+use helixflow::{Compilation, Loader, Options};
+use helixflow::{Diagnostic, Span};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 
@@ -332,7 +332,7 @@ proptest! {
         for m in &mutations {
             apply(&mut text, m);
         }
-        let compilation = language::compile(&base.path, &text, loader, options());
+        let compilation = helixflow::compile(&base.path, &text, loader, options());
         if let Err(problem) = check(&compilation) {
             return Err(TestCaseError::fail(format!("{problem}\n--- {} ---\n{text}", base.path.display())));
         }
@@ -343,7 +343,7 @@ proptest! {
 fn unmutated_corpus_compiles_cleanly() {
     let (bases, loader) = &*CORPUS;
     for base in bases {
-        let compilation = language::compile(&base.path, &base.text, loader, options());
+        let compilation = helixflow::compile(&base.path, &base.text, loader, options());
         check(&compilation).unwrap();
         let errors: Vec<_> = compilation
             .diagnostics
@@ -368,7 +368,7 @@ fn unmutated_corpus_compiles_cleanly() {
 fn prompt_template_error_spans_stay_on_character_boundaries() {
     let text = "pipeline \"p\"\nagent \"a\" { command \"a\"; }\n\
                 phase \"x\" { agent \"a\"; prompt \"{{é feedback }}\"; }\n";
-    let compilation = language::compile(
+    let compilation = helixflow::compile(
         Path::new("pipeline.kdl"),
         text,
         &MemoryLoader::default(),
@@ -393,7 +393,7 @@ fn unclosed_slashdashed_blocks_are_reported_without_parsing() {
         "a /-{ \"\"\"\n".repeat(8),
     ];
     for input in &inputs {
-        let compilation = language::compile(
+        let compilation = helixflow::compile(
             Path::new("pathological.kdl"),
             input,
             &MemoryLoader::default(),

@@ -6,11 +6,11 @@ use std::io::BufWriter;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use helixflow::event::sink::{EventSink, Sinks};
-use helixflow::event::{
+use helixflow::{
     AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RunStatus, Stamped,
 };
-use helixflow::report::{Junit, Ndjson, Plain, Progress, Summary};
+use helixflow::{EventSink, Sinks};
+use helixflow::{Junit, Ndjson, Plain, Progress, Summary};
 use indicatif::{ProgressDrawTarget, TermLike};
 
 /// The run's start: 2025-03-01T10:00:00Z.
@@ -677,7 +677,7 @@ fn run_step_events() -> Vec<Stamped> {
             },
         ),
         at(1, attempt_started("fmt", 1, 1)),
-        at(1, step("fmt", 1, helixflow::event::RUN_STEP)),
+        at(1, step("fmt", 1, helixflow::RUN_STEP)),
         at(5, exited("fmt", 1, 127, 4)),
         at(5, step("fmt", 1, "verify")),
         at(

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use helixflow::workspace::{Changes, Snapshot, SnapshotOptions};
+use helixflow::{Changes, Snapshot, SnapshotOptions};
 
 fn write(root: &Path, rel: &str, bytes: impl AsRef<[u8]>) {
     let path = root.join(rel);

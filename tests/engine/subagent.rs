@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use helixflow::event::{GateReport, GateStatus};
-use helixflow::language::{FsLoader, Options, compile};
-use helixflow::model::{Agent, Phase};
-use helixflow::process::Cancel;
-use helixflow::redact::Redactor;
-use helixflow::verify::subagent::{
+use helixflow::Cancel;
+use helixflow::Redactor;
+use helixflow::subagent::{
     self, DIFF_LIMIT, FILE_DIFF_LIMIT, SubAgentCheck, SubAgentOutcome, Verdict, VerdictError,
 };
-use helixflow::workspace::{Changes, Snapshot, SnapshotOptions};
+use helixflow::{Agent, Phase};
+use helixflow::{Changes, Snapshot, SnapshotOptions};
+use helixflow::{FsLoader, Options, compile};
+use helixflow::{GateReport, GateStatus};
 
 /// The state dir, inside the workspace as in a real run.
 const STATE_DIR: &str = ".helixflow";

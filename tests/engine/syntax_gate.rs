@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use helixflow::verify::syntax::{Language, SyntaxError, check, check_file};
+use helixflow::Language;
+use helixflow::syntax::{SyntaxError, check, check_file};
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -17,7 +17,7 @@ use super::{Diagnostic, SourceFile, Sources, Span};
 
 /// Output format of `helixflow lint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// miette's graphical report; plain text when not a terminal or when `NO_COLOR` is set.
     Human,
     /// A JSON array with one object per diagnostic.
@@ -32,7 +32,7 @@ pub enum Format {
 ///
 /// # Errors
 /// Fails only when writing to `out` fails.
-pub fn render(
+pub(crate) fn render(
     format: Format,
     diagnostics: &[Diagnostic],
     sources: &Sources,

@@ -95,7 +95,7 @@ pub(super) async fn verify(
             shared.options.grace,
             shared.redactor.clone(),
         )
-        .changed(&before, &changes, &bookkeeping)
+        .changed(&changes, &bookkeeping)
         .alongside(&alongside)
         .with_response(response);
         let mut on_report = |report: &GateReport| {

@@ -269,7 +269,7 @@ impl Decoder<'_> {
 }
 
 /// Why a workspace-relative path leaves the workspace, if it does.
-pub fn escape_problem(path: &str) -> Option<&'static str> {
+pub(crate) fn escape_problem(path: &str) -> Option<&'static str> {
     let p = Path::new(path);
     if p.has_root()
         || path.starts_with('~')

@@ -10,6 +10,6 @@
 
 mod compat;
 mod fast;
-pub mod lexer;
+pub(crate) mod lexer;
 pub mod parse;
 pub(crate) mod tolerant;

@@ -10,19 +10,19 @@ use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
 /// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
 /// KDL): its error recovery is slow on large input.
-pub const MAX_FILE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
 
 /// The largest file read at all. Files over [`MAX_FILE_BYTES`] are read only when they are plain
 /// well-formed KDL, which takes one linear pass.
-pub const MAX_WELL_FORMED_BYTES: usize = 16 << 20;
+pub(crate) const MAX_WELL_FORMED_BYTES: usize = 16 << 20;
 
 /// How long the KDL parser may take before the file is reported instead of parsed.
 /// Measured in wall time, so it is generous: a valid 1 MiB file parses in about a second of CPU,
 /// and a busy machine may stretch that several times.
-pub const PARSE_BUDGET: Duration = Duration::from_secs(15);
+pub(crate) const PARSE_BUDGET: Duration = Duration::from_secs(15);
 
 /// The deepest block nesting parsed; real pipelines need four or five levels.
-pub const MAX_NESTING: usize = 64;
+pub(crate) const MAX_NESTING: usize = 64;
 
 /// The deepest `{` nesting outside strings and comments.
 fn nesting_depth(tokens: &[lexer::Token]) -> usize {

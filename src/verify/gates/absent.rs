@@ -8,11 +8,9 @@ use regex::Regex;
 use super::files::{BINARY_SNIFF, READ_CAP, read_text};
 use super::matches::{Target, line_regex, target};
 use super::{Finding, GateContext, GateInfo, count, more};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `absent` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Absent,
     intro: "A forbidden pattern was found; remove every occurrence:",
     how_to_fix: "remove every match listed",
     outside_a_run: None,

@@ -2,11 +2,9 @@
 //! every other gate passed; the gate runner only holds its place in the order.
 
 use super::{Finding, GateInfo};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `approval` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Approval,
     intro: "The work was not approved:",
     how_to_fix: "address the reviewer's reason",
     outside_a_run: Some("decided by a person during a run"),

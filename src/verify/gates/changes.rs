@@ -4,11 +4,9 @@ use std::fmt::Write as _;
 
 use super::scope::LeftToOthers;
 use super::{Finding, GateContext, GateInfo, changed, count, name_list};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `changes` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Changes,
     intro: "The attempt did not change enough files:",
     how_to_fix: "do the work: the attempt has to change files",
     outside_a_run: Some("judged only inside a run, against the attempt's starting point"),

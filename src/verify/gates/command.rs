@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use super::files::clean;
 use super::{Finding, GateContext, GateInfo, ProtectWatch, last_lines};
-use crate::event::{CheckKind, ChildExit, how_it_ended};
+use crate::event::{ChildExit, how_it_ended};
 use crate::process::{self, ChildSpec};
 
 /// What helixflow says about the `command` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Command,
     intro: "The command failed:",
     how_to_fix: "run the command yourself, read its output, and fix what it reports",
     outside_a_run: None,

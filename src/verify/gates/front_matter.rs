@@ -6,11 +6,9 @@ use yaml_rust2::Yaml;
 
 use super::document::{load_document, lookup, scalar_text};
 use super::{Finding, GateInfo, name_list};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `front-matter` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::FrontMatter,
     intro: "The document's YAML front matter is incomplete:",
     how_to_fix: "add the missing keys to the document's front matter",
     outside_a_run: None,

@@ -6,11 +6,9 @@ use regex::{Regex, RegexBuilder};
 
 use super::files::{READ_CAP, clean, glob_files, read_text};
 use super::{Finding, GateContext, GateInfo, count, last_lines, name_list};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `matches` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Matches,
     intro: "A required pattern was not found:",
     how_to_fix: "make the target contain what the pattern requires",
     outside_a_run: None,

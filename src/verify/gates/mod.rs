@@ -50,7 +50,7 @@ mod sections;
 mod syntax;
 
 pub use outputs::resolve_outputs;
-pub use scope::claimed_by_others;
+pub(crate) use scope::claimed_by_others;
 
 use command::CommandGate;
 use protect::ProtectWatch;
@@ -58,43 +58,39 @@ use protect::ProtectWatch;
 /// Everything a gate may look at.
 pub struct GateContext<'a> {
     /// The workspace root; every relative path is resolved against it.
-    pub workspace: &'a Path,
+    pub(crate) workspace: &'a Path,
     /// The phase whose gates run.
-    pub phase: &'a Phase,
+    pub(crate) phase: &'a Phase,
     /// The agent's final response (None for `run` steps).
-    pub response: Option<&'a str>,
-    /// The workspace before the attempt.
-    pub before: &'a Snapshot,
+    pub(crate) response: Option<&'a str>,
     /// The workspace after the attempt.
-    pub after: &'a Snapshot,
-    /// What the attempt changed: the diff of `before` and `after`, without `bookkeeping`.
-    pub changes: &'a Changes,
+    pub(crate) after: &'a Snapshot,
+    /// What the attempt changed: the diff of the workspace before the attempt and `after`, without `bookkeeping`.
+    pub(crate) changes: &'a Changes,
     /// What the attempt changed among the files its agent keeps for itself (`bookkeeping`):
     /// `scope` and `changes` do not count them; `protect` does.
-    pub bookkeeping: &'a Changes,
+    pub(crate) bookkeeping: &'a Changes,
     /// Pipeline env then phase env, added to helixflow's environment for gate commands.
-    pub env: &'a [(std::ffi::OsString, std::ffi::OsString)],
+    pub(crate) env: &'a [(std::ffi::OsString, std::ffi::OsString)],
     /// The attempt folder: command gates write `gate-<n>-<name>.stdout`/`.stderr` here.
-    pub logs: &'a Path,
+    pub(crate) logs: &'a Path,
     /// Stops running gate commands when the run is cancelled.
-    pub cancel: &'a Cancel,
+    pub(crate) cancel: &'a Cancel,
     /// Removes secrets from command logs and from every detail.
-    pub redactor: Arc<Redactor>,
+    pub(crate) redactor: Arc<Redactor>,
     /// Time between TERM and KILL when a gate command is stopped.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// Workspace-relative folders never listed (the state folder).
-    pub exclude: &'a [PathBuf],
+    pub(crate) exclude: &'a [PathBuf],
     /// The phases that ran at some time during the attempt. A change outside this phase's own
     /// `scope` and `outputs` that one of theirs claims is theirs: `scope` and `changes` leave it
     /// out. `protect` does not: a protected file stays byte-identical whoever changed it.
-    pub alongside: &'a [&'a Phase],
+    pub(crate) alongside: &'a [&'a Phase],
 }
 
 /// What helixflow says about one kind of gate, written once, in the kind's own file.
 #[derive(Debug)]
-pub struct GateInfo {
-    /// The kind.
-    pub kind: CheckKind,
+pub(crate) struct GateInfo {
     /// One sentence above a failed gate's details in the feedback, saying what they mean and what
     /// to do about them.
     pub intro: &'static str,
@@ -106,7 +102,7 @@ pub struct GateInfo {
 
 /// What helixflow says about gates of this kind.
 #[must_use]
-pub fn info(kind: CheckKind) -> &'static GateInfo {
+pub(crate) fn info(kind: CheckKind) -> &'static GateInfo {
     match kind {
         CheckKind::Outputs => &outputs::INFO,
         CheckKind::Scope => &scope::INFO,
@@ -125,7 +121,7 @@ pub fn info(kind: CheckKind) -> &'static GateInfo {
 
 /// How a gate is described to the agent: `name: what it checks`.
 #[must_use]
-pub fn describe(gate: &Gate) -> String {
+pub(crate) fn describe(gate: &Gate) -> String {
     let what = match &gate.kind {
         GateKind::Syntax { globs } => syntax::describe(globs),
         GateKind::Command { run, .. } => command::describe(run),
@@ -333,7 +329,7 @@ async fn check(
 
 /// Whether the phase's gate reported as `name` checks the agent's response, which exists only once
 /// the agent has exited (so `helixflow verify`, run before that, cannot judge it).
-pub fn checks_response(phase: &Phase, name: &str) -> bool {
+pub(crate) fn checks_response(phase: &Phase, name: &str) -> bool {
     phase.gates.iter().any(|g| {
         g.name == name
             && matches!(&g.kind, GateKind::Matches { target, .. } | GateKind::Absent { target, .. } if target == "response")
@@ -388,9 +384,13 @@ mod tests {
 
     #[test]
     fn every_kind_has_its_own_info() {
+        let mut intros = std::collections::BTreeSet::new();
         for kind in CheckKind::ALL {
             let info = info(kind);
-            assert_eq!(info.kind, kind);
+            assert!(
+                intros.insert(info.intro),
+                "{kind} shares its wording with another kind"
+            );
             assert!(info.intro.ends_with(':'), "{kind}: {}", info.intro);
             assert!(!info.how_to_fix.is_empty(), "{kind}");
         }

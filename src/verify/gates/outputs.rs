@@ -7,13 +7,11 @@ use std::path::{Path, PathBuf};
 use super::document::listed_paths;
 use super::files::{all_files, clean, glob_files};
 use super::{GateContext, GateInfo, count, name_list};
-use crate::event::CheckKind;
 use crate::glob::compile_glob;
 use crate::model::{Output, Phase};
 
 /// What helixflow says about the `outputs` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Outputs,
     intro: "These expected files are missing; create them at exactly these paths:",
     how_to_fix: "create every expected file at exactly the path shown (a near miss means the file is in the wrong folder)",
     outside_a_run: None,

@@ -3,11 +3,9 @@
 use super::files::all_files;
 use super::outputs::missing_listed;
 use super::{Finding, GateContext, GateInfo};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `paths-exist` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::PathsExist,
     intro: "Paths listed in the document do not exist:",
     how_to_fix: "create every listed path, or correct the list",
     outside_a_run: None,

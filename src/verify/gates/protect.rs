@@ -3,13 +3,11 @@
 
 use super::files::glob_set;
 use super::{Finding, GateContext, GateInfo, changed};
-use crate::event::CheckKind;
 use crate::model::Phase;
 use crate::workspace::{ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// What helixflow says about the `protect` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Protect,
     intro: "Protected files must stay byte-identical to how they were before the attempt; restore \
              them:",
     how_to_fix: "restore the protected files exactly as they were",

@@ -7,13 +7,11 @@ use globset::{GlobSet, GlobSetBuilder};
 
 use super::files::{clean, glob_set};
 use super::{Finding, GateContext, GateInfo, changed, count, name_list};
-use crate::event::CheckKind;
 use crate::glob::compile_glob;
 use crate::model::{Output, Phase};
 
 /// What helixflow says about the `scope` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Scope,
     intro: "These files were changed outside the phase's scope; undo those changes and keep your \
              work inside the scope:",
     how_to_fix: "undo the changes outside the phase's scope, or move them into it",
@@ -98,7 +96,7 @@ impl<'c> LeftToOthers<'c> {
 
 /// Whether a changed path is the work of a phase running alongside `phase`: outside `phase`'s
 /// own `scope` and `outputs`, and claimed by one of theirs.
-pub fn claimed_by_others(
+pub(crate) fn claimed_by_others(
     phase: &Phase,
     alongside: &[&Phase],
 ) -> impl Fn(&str) -> bool + Send + Sync + 'static {

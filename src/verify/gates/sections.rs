@@ -4,11 +4,9 @@ use std::path::Path;
 
 use super::document::{FrontMatter, front_matter, read_document};
 use super::{Finding, GateInfo, name_list};
-use crate::event::CheckKind;
 
 /// What helixflow says about the `sections` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Sections,
     intro: "The document is missing required headings:",
     how_to_fix: "add the missing headings",
     outside_a_run: None,

@@ -7,13 +7,11 @@ use std::path::Path;
 use super::document::listed_paths;
 use super::files::{clean, glob_files};
 use super::{Finding, GateContext, GateInfo, count, more, name_list, resolve_outputs};
-use crate::event::CheckKind;
 use crate::model::{Output, Phase};
 use crate::verify::syntax::{self, Language, SyntaxError};
 
 /// What helixflow says about the `syntax` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    kind: CheckKind::Syntax,
     intro: "These files do not parse:",
     how_to_fix: "fix each error at the file, line and column shown",
     outside_a_run: None,

@@ -53,24 +53,24 @@ mod verdict;
 
 pub use diff::{DIFF_LIMIT, FILE_DIFF_LIMIT, diff_of_changes};
 pub use prompt::verification_prompt;
-pub use verdict::{VERDICT_WINDOW, Verdict, VerdictError, parse_verdict};
+pub use verdict::{Verdict, VerdictError, parse_verdict};
 
 use prompt::fenced;
 use undo::undo_changes;
 use verdict::{bounded, judge_response, redacted};
 
 /// The verification prompt, as given to the verifier (redacted), in the attempt folder.
-pub const PROMPT_FILE: &str = "verifier-prompt.md";
+pub(crate) const PROMPT_FILE: &str = "verifier-prompt.md";
 /// The verifier's standard output, in the attempt folder.
-pub const STDOUT_LOG: &str = "verifier.stdout.log";
+pub(crate) const STDOUT_LOG: &str = "verifier.stdout.log";
 /// The verifier's standard error, in the attempt folder.
-pub const STDERR_LOG: &str = "verifier.stderr.log";
+pub(crate) const STDERR_LOG: &str = "verifier.stderr.log";
 /// The verdict, or why it is void, in the attempt folder.
-pub const VERDICT_FILE: &str = "verdict.json";
+pub(crate) const VERDICT_FILE: &str = "verdict.json";
 
 /// Files up to this size are kept by the snapshot taken before the review, so that a verifier's
 /// change to them can be undone; a change to a larger file is reported as not restored.
-pub const KEEP_LIMIT: u64 = 32 * 1024 * 1024;
+pub(crate) const KEEP_LIMIT: u64 = 32 * 1024 * 1024;
 
 /// Everything the sub-agent verification of one attempt needs.
 #[derive(Debug)]

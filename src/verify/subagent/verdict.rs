@@ -9,7 +9,7 @@ use crate::agent::response;
 use crate::redact::Redactor;
 
 /// How much of the end of a response is searched for the verdict.
-pub const VERDICT_WINDOW: usize = 1024 * 1024;
+pub(crate) const VERDICT_WINDOW: usize = 1024 * 1024;
 /// The most entries kept of a verdict's `errors` and `checks_passed`.
 const MAX_VERDICT_ITEMS: usize = 100;
 /// The most characters kept of one entry.

@@ -42,7 +42,7 @@ use std::sync::LazyLock;
 use tree_sitter::{Node, Parser, Tree};
 
 use self::position::{position, syntax_error_at};
-pub use crate::model::{EXTENSIONS, Language};
+pub(crate) use crate::model::Language;
 
 mod bash;
 mod go;
@@ -56,7 +56,7 @@ mod toml;
 mod yaml;
 
 /// The most errors reported for one file: past the first few, most are consequences of them.
-pub const MAX_ERRORS: usize = 20;
+pub(crate) const MAX_ERRORS: usize = 20;
 
 /// How many characters of the offending token a message quotes.
 const SNIPPET_CHARS: usize = 24;
