@@ -74,6 +74,11 @@ impl Changes {
         self.created.len() + self.modified.len() + self.deleted.len()
     }
 
+    /// Whether the snapshot holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// Moves the paths `matches` accepts out of these changes, into changes of their own.
     pub(crate) fn split_off(&mut self, matches: impl Fn(&str) -> bool) -> Changes {
         let split = |paths: &mut Vec<String>| {
