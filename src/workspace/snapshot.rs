@@ -74,11 +74,6 @@ impl Changes {
         self.created.len() + self.modified.len() + self.deleted.len()
     }
 
-    /// Whether the snapshot holds no file.
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
     /// Moves the paths `matches` accepts out of these changes, into changes of their own.
     pub(crate) fn split_off(&mut self, matches: impl Fn(&str) -> bool) -> Changes {
         let split = |paths: &mut Vec<String>| {
@@ -139,6 +134,11 @@ impl Snapshot {
     /// How many files.
     pub fn len(&self) -> usize {
         self.files.len()
+    }
+
+    /// Whether the snapshot holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
     }
 
     /// How many files this snapshot read and hashed; the others reused the previous snapshot's hash.
