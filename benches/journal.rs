@@ -57,7 +57,7 @@ fn bench(dir: &Path, attempts: usize, rounds: usize) -> io::Result<()> {
             drop(File::create(folder.join("stderr.log"))?);
             std::fs::write(folder.join("gates.json"), b"[]")?;
         }
-        let spent = cpu_time()? - before;
+        let spent = cpu_time()?.checked_sub(before).unwrap();
         let micros = spent.as_secs_f64() * 1e6 / attempts as f64;
         println!("round {round}: {micros:.1} µs CPU per attempt ({attempts} attempts)");
         per_attempt.push(micros);
@@ -74,7 +74,7 @@ fn bench(dir: &Path, attempts: usize, rounds: usize) -> io::Result<()> {
 fn cpu_time() -> io::Result<Duration> {
     // SAFETY: `getrusage` only writes the struct it is given.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut usage) } != 0 {
         return Err(io::Error::last_os_error());
     }
     let time = |t: libc::timeval| {

@@ -56,7 +56,7 @@ impl Server {
         loop {
             let message = self
                 .incoming
-                .recv_timeout(Duration::from_secs(60))
+                .recv_timeout(Duration::from_mins(1))
                 .expect("the server answers within a minute");
             if wanted(&message) {
                 return message;

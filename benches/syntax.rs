@@ -1,10 +1,10 @@
 //! Throughput of the `syntax` gate's checker over a list of files.
 //!
 //! `cargo bench --bench syntax -- FILE_LIST [INVALID_OUT]` (or `HELIXFLOW_SYNTAX_FILES` and
-//! `HELIXFLOW_SYNTAX_INVALID`): checks every file named in FILE_LIST (one path a line) with
+//! `HELIXFLOW_SYNTAX_INVALID`): checks every file named in `FILE_LIST` (one path a line) with
 //! `check_file` on `HELIXFLOW_SYNTAX_THREADS` threads (default 2), prints the throughput, and writes
-//! each file it finds invalid to INVALID_OUT as `path<TAB>line:column: message` (its first error).
-//! `bench/syntax.sh` compares those verdicts with CPython's.
+//! each file it finds invalid to `INVALID_OUT` as `path<TAB>line:column: message` (its first error).
+//! `bench/syntax.sh` compares those verdicts with `CPython`'s.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -139,7 +139,7 @@ fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes the struct it is given, which is zeroed and ours.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+        if libc::getrusage(libc::RUSAGE_SELF, &raw mut usage) != 0 {
             return 0.0;
         }
         usage

@@ -558,7 +558,7 @@ phase "a" {
             &dir.path().join("pipeline.kdl"),
             text,
             &crate::language::FsLoader,
-            Default::default(),
+            crate::language::Options::default(),
         );
         let pipeline = compiled.pipeline.expect("the pipeline compiles");
         let r = pipeline.redactor();

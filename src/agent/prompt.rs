@@ -1,4 +1,4 @@
-//! Rendering prompts (MiniJinja) and agent argv placeholders.
+//! Rendering prompts (`MiniJinja`) and agent argv placeholders.
 
 use std::collections::BTreeMap;
 

@@ -615,7 +615,7 @@ mod tests {
         // "foo" ends exactly where the first window's search ends; "bar" follows in the context.
         let mut text = vec![b'x'; WINDOW - CONTEXT - 3];
         text.extend_from_slice(b"foobar\n");
-        text.extend_from_slice(&[b'y'; 2 * EVIDENCE_MATCH_LIMIT]);
+        text.resize(text.len() + 2 * EVIDENCE_MATCH_LIMIT, b'y');
         assert!(!matches(r"foo$", &text));
         assert!(!matches(r"foo\b", &text));
         assert!(matches(r"foobar$", &text));

@@ -28,19 +28,18 @@ pub(crate) fn run(args: &Args) -> i32 {
         return super::emit(&list);
     }
     let code = args.code.as_deref().unwrap_or_default();
-    match find_rule(code) {
-        Some(rule) => super::emit(&explanation(rule)),
-        None => {
-            let by_code = did_you_mean(&code.to_uppercase(), ALL_RULES.iter().map(|r| r.code));
-            let by_name = did_you_mean(&code.to_lowercase(), ALL_RULES.iter().map(|r| r.name));
-            match by_name.or(by_code) {
-                Some(s) => say!("error: unknown code `{code}`; did you mean `{s}`?"),
-                None => {
-                    say!("error: unknown code `{code}`; `helixflow explain --list` lists them all")
-                }
+    if let Some(rule) = find_rule(code) {
+        super::emit(&explanation(rule))
+    } else {
+        let by_code = did_you_mean(&code.to_uppercase(), ALL_RULES.iter().map(|r| r.code));
+        let by_name = did_you_mean(&code.to_lowercase(), ALL_RULES.iter().map(|r| r.name));
+        match by_name.or(by_code) {
+            Some(s) => say!("error: unknown code `{code}`; did you mean `{s}`?"),
+            None => {
+                say!("error: unknown code `{code}`; `helixflow explain --list` lists them all");
             }
-            crate::exit::INVALID
         }
+        crate::exit::INVALID
     }
 }
 

@@ -99,17 +99,16 @@ pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
                     path.display()
                 )
             });
-            match compilation.pipeline {
-                Some(pipeline) => ((pipeline.workspace, pipeline.state_dir), problem),
-                None => {
-                    let settings = language::state_location(&input.text);
-                    let workspace = settings.workspace.map_or_else(
-                        || folder.clone(),
-                        |w| language::loader::normalize(&folder, Path::new(&w)),
-                    );
-                    let state_dir = settings.state_dir.unwrap_or_else(|| ".helixflow".into());
-                    ((workspace, PathBuf::from(state_dir)), problem)
-                }
+            if let Some(pipeline) = compilation.pipeline {
+                ((pipeline.workspace, pipeline.state_dir), problem)
+            } else {
+                let settings = language::state_location(&input.text);
+                let workspace = settings.workspace.map_or_else(
+                    || folder.clone(),
+                    |w| language::loader::normalize(&folder, Path::new(&w)),
+                );
+                let state_dir = settings.state_dir.unwrap_or_else(|| ".helixflow".into());
+                ((workspace, PathBuf::from(state_dir)), problem)
             }
         }
     };

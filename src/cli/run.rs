@@ -34,7 +34,7 @@ pub(crate) struct Args {
     /// Write every event as NDJSON to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
-    /// Write a JUnit XML report to FILE (a file: not `-`).
+    /// Write a `JUnit` XML report to FILE (a file: not `-`).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Plain lines instead of progress bars (the default when standard error is not a terminal).
@@ -232,7 +232,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
     match args.events.as_deref() {
         None => {}
         Some(path) if path.as_os_str() == "-" => {
-            list.push(Box::new(Ndjson::new(std::io::stdout())))
+            list.push(Box::new(Ndjson::new(std::io::stdout())));
         }
         Some(path) => {
             let file = std::fs::File::create(path)

@@ -18,7 +18,7 @@ use crate::workspace::{Snapshot, SnapshotOptions};
 /// Arguments of `helixflow verify`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The phase to check (inside a run: the current phase, HELIXFLOW_PHASE).
+    /// The phase to check (inside a run: the current phase, `HELIXFLOW_PHASE`).
     #[arg(long)]
     phase: Option<String>,
     /// The pipeline file, outside a run (default: helixflow.kdl or pipeline.kdl here or in a parent).
@@ -111,7 +111,7 @@ fn phase_from_run(pipeline: Option<&serde_json::Value>, name: &str) -> Phase {
         std::path::Path::new("run.kdl"),
         &text,
         &crate::language::FsLoader,
-        Default::default(),
+        crate::language::Options::default(),
     );
     let mut phase = compiled
         .pipeline

@@ -29,6 +29,7 @@ macro_rules! rules {
     )*) => {
         $(
             #[doc = $summary]
+            #[allow(clippy::doc_markdown, reason = "the summary is text for the terminal, shown as is")]
             pub(crate) static $ident: Rule = Rule {
                 code: $code,
                 name: $name,

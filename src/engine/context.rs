@@ -141,7 +141,7 @@ impl Shared {
         if let Ok(mut r) = self.cancel_reason.lock()
             && r.is_empty()
         {
-            *r = reason.to_owned();
+            reason.clone_into(&mut r);
         }
         if let Ok(mut s) = status.lock() {
             s.get_or_insert(as_status);

@@ -146,7 +146,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         .map(|index| super::context::phases_alongside(shared, index))
         .unwrap_or_default();
     let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
-    let number = live.receipts.lock().map(|r| r.len() + 1).unwrap_or(1);
+    let number = live.receipts.lock().map_or(1, |r| r.len() + 1);
     let logs = live.dir.join(format!("verify-{number}"));
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return refusal(format!("cannot write {}: {e}", logs.display()));

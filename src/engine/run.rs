@@ -81,7 +81,7 @@ pub(crate) async fn execute(
 
     let retries_left = pipeline.retry_budget.map(AtomicU32::new);
     let max_parallel = options.max_parallel(&pipeline) as usize;
-    let timeout = pipeline.timeout.map(|t| t.duration());
+    let timeout = pipeline.timeout.map(super::super::model::Millis::duration);
     // `self` verification talks to this run over a socket; without one, `helixflow verify`
     // inside the run reports that it cannot reach the run.
     let socket_path = control::socket_path(&run.path, &run.run_id);

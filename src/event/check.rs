@@ -56,7 +56,7 @@ impl CheckKind {
         Self::Approval,
     ];
 
-    /// The kind's name, as reports, journals, `run.json` and JUnit write it.
+    /// The kind's name, as reports, journals, `run.json` and `JUnit` write it.
     #[must_use]
     pub(crate) const fn as_str(self) -> &'static str {
         match self {

@@ -1,4 +1,4 @@
-//! The events of a run. The engine emits them; the journal, the progress display, NDJSON, JUnit and
+//! The events of a run. The engine emits them; the journal, the progress display, NDJSON, `JUnit` and
 //! the summary only listen. The engine itself never prints.
 
 use serde::{Deserialize, Serialize};
@@ -234,7 +234,7 @@ pub enum Event {
 
 impl Event {
     /// The event with `secret` values redacted from every text it carries, as every listener (the
-    /// journal, the terminal, `--events`, JUnit, `run.json`) must see it. Names that identify
+    /// journal, the terminal, `--events`, `JUnit`, `run.json`) must see it. Names that identify
     /// (the run's id, the pipeline's and the phases' names) are kept: they are written by the
     /// pipeline's author, and every record of the run is keyed by them, so a secret that happens
     /// to equal a phase's name must not split the phase's events from the phase.

@@ -1,4 +1,4 @@
-//! What the reporters that look back over a run (summary, JUnit, progress) know of it: the event
+//! What the reporters that look back over a run (summary, `JUnit`, progress) know of it: the event
 //! stream folded into one record per phase.
 
 use std::collections::HashMap;
@@ -294,7 +294,7 @@ impl AttemptRecord {
         let mut parts = Vec::new();
         if let Some(exit) = self.failed_exit() {
             let worker = self.worker_phrase().trim_start_matches("the ");
-            parts.push(format!("{worker} {}", exit));
+            parts.push(format!("{worker} {exit}"));
         } else if let Some(error) = self.error() {
             parts.push(first_line(error).to_owned());
         }

@@ -240,6 +240,10 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
         ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
     };
 
+    #[allow(
+        clippy::items_after_statements,
+        reason = "used by this check alone, next to its one use"
+    )]
     struct ScopeGlob {
         phase: usize,
         index: usize,
@@ -248,6 +252,10 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
         /// Compiled when first needed: most globs are never compared with another.
         matcher: std::cell::OnceCell<globset::GlobMatcher>,
     }
+    #[allow(
+        clippy::items_after_statements,
+        reason = "used by this check alone, next to its one use"
+    )]
     impl ScopeGlob {
         fn is_match(&self, path: &str) -> bool {
             self.matcher
@@ -349,9 +357,15 @@ fn samples(pattern: &str) -> Vec<String> {
                 if chars.peek() == Some(&'*') {
                     chars.next();
                 }
-                out.iter_mut().for_each(|s| s.push('x'));
+                for s in &mut out {
+                    s.push('x');
+                }
             }
-            '?' => out.iter_mut().for_each(|s| s.push('x')),
+            '?' => {
+                for s in &mut out {
+                    s.push('x');
+                }
+            }
             '[' => {
                 let class: String = chars.by_ref().take_while(|&c| c != ']').collect();
                 let pick = class
@@ -359,7 +373,9 @@ fn samples(pattern: &str) -> Vec<String> {
                     .chars()
                     .next()
                     .unwrap_or('x');
-                out.iter_mut().for_each(|s| s.push(pick));
+                for s in &mut out {
+                    s.push(pick);
+                }
             }
             '{' => {
                 let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
@@ -371,10 +387,16 @@ fn samples(pattern: &str) -> Vec<String> {
             }
             '\\' => {
                 if let Some(next) = chars.next() {
-                    out.iter_mut().for_each(|s| s.push(next));
+                    for s in &mut out {
+                        s.push(next);
+                    }
                 }
             }
-            other => out.iter_mut().for_each(|s| s.push(other)),
+            other => {
+                for s in &mut out {
+                    s.push(other);
+                }
+            }
         }
     }
     out

@@ -228,7 +228,8 @@ impl Compiler<'_> {
             match child.name().value() {
                 "description" => pipeline.description = arg(0).map(|d| d.value),
                 "max-parallel" => {
-                    pipeline.max_parallel = int().filter(|&n| n > 0).unwrap_or(DEFAULT_MAX_PARALLEL)
+                    pipeline.max_parallel =
+                        int().filter(|&n| n > 0).unwrap_or(DEFAULT_MAX_PARALLEL);
                 }
                 "retry-budget" => pipeline.retry_budget = int(),
                 "timeout" => pipeline.timeout = arg(0).and_then(|d| decoder.duration(&d)),

@@ -1,4 +1,4 @@
-//! The names a prompt template and an agent's argv may use, and the MiniJinja environment prompts
+//! The names a prompt template and an agent's argv may use, and the `MiniJinja` environment prompts
 //! are checked (by lint) and rendered (by the agent layer) in: one definition for both.
 
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ pub(crate) const RESUME_PLACEHOLDERS: &[&str] = &[
     "feedback_file",
 ];
 
-/// The MiniJinja environment prompts are checked and rendered in: printing an undefined variable is
+/// The `MiniJinja` environment prompts are checked and rendered in: printing an undefined variable is
 /// an error rather than empty text (testing it with `is defined`, `default` or `{% if %}` is not),
 /// a trailing newline is kept (prompts reach the agent byte-exact),
 /// and `includes` are the templates `{% include %}` and its kin may name, read when the pipeline was

@@ -3,7 +3,7 @@
 //! and every `{{ name }}` in an agent's argv must be one that helixflow replaces: what lint accepts
 //! here renders at run time.
 //!
-//! The prompt is compiled by MiniJinja itself and its instructions are read (the
+//! The prompt is compiled by `MiniJinja` itself and its instructions are read (the
 //! `unstable_machinery` interface), so what is checked is exactly what runs: names inside string
 //! literals, comments and `{% raw %}` blocks are never mistaken for uses.
 
@@ -22,7 +22,7 @@ use super::placeholders::{
 use crate::diagnostics::{Diagnostic, Span, did_you_mean, rules};
 use crate::model::Spanned;
 
-/// MiniJinja's filters, for "did you mean"; whether a filter exists is asked of MiniJinja itself.
+/// `MiniJinja`'s filters, for "did you mean"; whether a filter exists is asked of `MiniJinja` itself.
 const FILTERS: &[&str] = &[
     "abs",
     "attr",
@@ -73,7 +73,7 @@ const FILTERS: &[&str] = &[
     "zip",
 ];
 
-/// MiniJinja's tests, for "did you mean".
+/// `MiniJinja`'s tests, for "did you mean".
 const TESTS: &[&str] = &[
     "boolean",
     "defined",
@@ -112,7 +112,7 @@ const TESTS: &[&str] = &[
     "upper",
 ];
 
-/// How deep includes may nest before lint stops following them (MiniJinja's own limit is higher;
+/// How deep includes may nest before lint stops following them (`MiniJinja`'s own limit is higher;
 /// a prompt nested this deep is almost certainly a cycle).
 const MAX_INCLUDE_DEPTH: usize = 16;
 
@@ -141,7 +141,7 @@ struct Include {
     range: Option<Range<usize>>,
 }
 
-/// What the template uses, or MiniJinja's error when it does not compile.
+/// What the template uses, or `MiniJinja`'s error when it does not compile.
 fn uses(env: &Environment<'_>, text: &str) -> Result<Uses, minijinja::Error> {
     let template = env.template_from_str(text)?;
     let mut uses = Uses {
@@ -219,7 +219,7 @@ fn constant_names(instruction: Option<&Instruction<'_>>) -> Option<Vec<String>> 
         .collect()
 }
 
-/// Whether MiniJinja has the filter (`test` false) or test (`test` true), asked by rendering a
+/// Whether `MiniJinja` has the filter (`test` false) or test (`test` true), asked by rendering a
 /// probe: the lookup fails before anything is called.
 fn exists(env: &Environment<'_>, name: &str, test: bool) -> bool {
     let (probe, missing) = if test {

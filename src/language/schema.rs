@@ -76,7 +76,7 @@ pub enum ValueType {
     Path,
     /// A shell command, run with `sh -c`.
     Shell,
-    /// A MiniJinja template.
+    /// A `MiniJinja` template.
     Template,
     /// One of a fixed set of strings.
     Choice(&'static [Choice]),

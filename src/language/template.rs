@@ -53,7 +53,7 @@ impl<'a> Substitution<'a> {
     }
 }
 
-/// One MiniJinja environment with the default filters, shared: building one per expression costs
+/// One `MiniJinja` environment with the default filters, shared: building one per expression costs
 /// more than evaluating it.
 pub(crate) fn environment() -> &'static minijinja::Environment<'static> {
     static ENVIRONMENT: std::sync::LazyLock<minijinja::Environment<'static>> =

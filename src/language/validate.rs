@@ -102,14 +102,11 @@ impl Validator<'_> {
     fn node(&mut self, node: &KdlNode, context: Context) -> Option<&'static NodeSchema> {
         let schema = if context == Context::Vars {
             &schema::VAR
+        } else if let Some(schema) = schema::lookup(context, node.name().value()) {
+            schema
         } else {
-            match schema::lookup(context, node.name().value()) {
-                Some(schema) => schema,
-                None => {
-                    self.unknown_node(node, context);
-                    return None;
-                }
-            }
+            self.unknown_node(node, context);
+            return None;
         };
         self.arguments(node, schema);
         self.properties(node, schema);

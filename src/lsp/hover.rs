@@ -121,22 +121,19 @@ fn definition_text(workspace: &Workspace, symbol: &Symbol) -> Option<String> {
     let definitions = workspace.definitions(symbol);
     let found = definitions.first()?;
     let mut out = String::from("```kdl\n");
-    match symbol {
-        Symbol::Param { template, .. } => {
-            let head = &found.file.text[found.occurrence.span.start..line_end(found)];
-            let _ = write!(
-                out,
-                "param {head}\n```\n\nA parameter of template `{template}`."
-            );
-            if let Some(schema) = param_schema() {
-                let _ = write!(out, "\n\n{}", schema.doc);
-            }
+    if let Symbol::Param { template, .. } = symbol {
+        let head = &found.file.text[found.occurrence.span.start..line_end(found)];
+        let _ = write!(
+            out,
+            "param {head}\n```\n\nA parameter of template `{template}`."
+        );
+        if let Some(schema) = param_schema() {
+            let _ = write!(out, "\n\n{}", schema.doc);
         }
-        _ => {
-            let _ = write!(out, "{} {}\n```", symbol.kind(), quote(symbol.name()));
-            if let Some(description) = workspace.defining_node(found).and_then(description) {
-                let _ = write!(out, "\n\n{description}");
-            }
+    } else {
+        let _ = write!(out, "{} {}\n```", symbol.kind(), quote(symbol.name()));
+        if let Some(description) = Workspace::defining_node(found).and_then(description) {
+            let _ = write!(out, "\n\n{description}");
         }
     }
     let name = found

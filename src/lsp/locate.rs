@@ -159,6 +159,6 @@ mod tests {
         assert_eq!(value.context, Some(Context::Phase));
         assert!(matches!(value.part, Part::Value { index: Some(1), .. }));
         assert_eq!(value.span, at - 1..at + "external".len() + 1);
-        assert!(super::hit(&tree, src.find("{").unwrap() + 1).is_none());
+        assert!(super::hit(&tree, src.find('{').unwrap() + 1).is_none());
     }
 }

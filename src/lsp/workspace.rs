@@ -284,7 +284,7 @@ impl Workspace {
     }
 
     /// The top-level node whose name (first argument) is the definition `found`.
-    pub(crate) fn defining_node<'w>(&self, found: &Found<'w>) -> Option<&'w Node> {
+    pub(crate) fn defining_node<'w>(found: &Found<'w>) -> Option<&'w Node> {
         found.file.tree.nodes.iter().find(|n| {
             n.first_arg()
                 .is_some_and(|w| w.span == found.occurrence.span)

@@ -1,4 +1,4 @@
-//! `--junit FILE`: JUnit XML for CI systems, one test suite per phase and one test case per gate.
+//! `--junit FILE`: `JUnit` XML for CI systems, one test suite per phase and one test case per gate.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use crate::event::sink::EventSink;
 /// The longest `message` attribute, in characters; the whole text is in the element's body.
 const MESSAGE_CHARS: usize = 200;
 
-/// Writes JUnit XML when the run finishes: `<testsuites>` with one `<testsuite>` per phase, holding
+/// Writes `JUnit` XML when the run finishes: `<testsuites>` with one `<testsuite>` per phase, holding
 /// one `<testcase>` per gate of the phase's last attempt (plus `agent` when the agent failed, by its
 /// exit or with an error); failures carry the gate's details and the attempt's feedback; a phase
 /// that did not run is one skipped test case named `phase`.
@@ -301,7 +301,7 @@ fn write_suite(xml: &mut String, phase: &PhaseRecord, cases: &[Case], run: &RunR
     xml.push_str("  </testsuite>\n");
 }
 
-/// Milliseconds as JUnit's seconds: `12.345`.
+/// Milliseconds as `JUnit`'s seconds: `12.345`.
 fn seconds(ms: u64) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)
 }

@@ -1,5 +1,5 @@
 //! Reporters: consumers of the event stream. The engine emits [`Stamped`] events and never prints;
-//! everything a user sees of a run (progress bars, log lines, NDJSON, JUnit XML, the final table) is
+//! everything a user sees of a run (progress bars, log lines, NDJSON, `JUnit` XML, the final table) is
 //! written here, from those events alone.
 //!
 //! Events are expected to be redacted already (the engine applies `secret` redaction before it

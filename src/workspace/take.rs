@@ -120,12 +120,11 @@ fn in_path_order(
     let mut known: Vec<Option<(Arc<str>, Entry)>> = (0..previous.len()).map(|_| None).collect();
     let mut new = Vec::new();
     for (path, entry) in found {
-        match known.get_mut(entry.order) {
-            Some(slot) => *slot = Some((path, entry)),
-            None => {
-                let before = previous.partition_point(|(old, _)| *old < path);
-                new.push((before, path, entry));
-            }
+        if let Some(slot) = known.get_mut(entry.order) {
+            *slot = Some((path, entry));
+        } else {
+            let before = previous.partition_point(|(old, _)| *old < path);
+            new.push((before, path, entry));
         }
     }
     new.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));

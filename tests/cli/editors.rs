@@ -1,5 +1,5 @@
 //! The editor packages under editors/ and the exported schema/ files: Neovim (headless) as a real
-//! client of `helixflow lsp`, the VS Code extension's manifest and TextMate grammar, the Helix
+//! client of `helixflow lsp`, the VS Code extension's manifest and `TextMate` grammar, the Helix
 //! snippet, and `helixflow schema`.
 
 use crate::common;
@@ -139,7 +139,7 @@ impl Neovim {
         self
     }
 
-    /// Opens `file` and runs `script`, which writes its findings to $HELIXFLOW_TEST_OUT.
+    /// Opens `file` and runs `script`, which writes its findings to $`HELIXFLOW_TEST_OUT`.
     fn run(&self, file: Option<&str>, script: &str, env: &[(&str, &str)]) -> Value {
         let work = self.dir.path();
         let state = work.join(".nvim-state");
@@ -703,7 +703,12 @@ fn the_kdl_grammar_is_complete_and_its_regexes_compile() {
         assert!(scopes.contains(scope), "no rule gives {scope}");
     }
     for scope in &scopes {
-        assert!(scope.ends_with(".kdl"), "{scope} lacks the language suffix");
+        #[expect(
+            clippy::case_sensitive_file_extension_comparisons,
+            reason = "a TextMate scope name, not a file name"
+        )]
+        let suffixed = scope.ends_with(".kdl");
+        assert!(suffixed, "{scope} lacks the language suffix");
     }
 
     assert!(regexes.len() > 30, "only {} regexes", regexes.len());
@@ -764,8 +769,10 @@ fn the_helix_snippet_runs_helixflow_lsp_for_pipelines() {
         pairs
             .iter()
             .find(|(t, k, _)| t == table && k == key)
-            .map(|(_, _, v)| v.as_str())
-            .unwrap_or_else(|| panic!("no {key} in [{table}]: {pairs:#?}"))
+            .map_or_else(
+                || panic!("no {key} in [{table}]: {pairs:#?}"),
+                |(_, _, v)| v.as_str(),
+            )
     };
     assert_eq!(
         value("language-server.helixflow", "command"),

@@ -84,11 +84,7 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
 
         if rule.code != "HF003" {
             let (code, human) = lint(&bad, "human");
-            let expected = if rule.severity == helixflow::Severity::Error {
-                1
-            } else {
-                0
-            };
+            let expected = i32::from(rule.severity == helixflow::Severity::Error);
             assert_eq!(code, expected, "{}: exit code", rule.code);
             insta::assert_snapshot!(format!("lint-{}", rule.code), human);
         }

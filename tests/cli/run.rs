@@ -689,16 +689,14 @@ phase "b" {
 
 fn process_exists(pid: i32) -> bool {
     // A zombie is gone for our purposes: read its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            !stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
 }
 
 fn wait_for(path: &Path, limit: Duration) {
@@ -952,7 +950,7 @@ fn runs_and_show_list_past_runs_and_feedback() {
     assert!(listed.stdout.contains("failed"), "{}", listed.stdout);
     let shown = test.with_args(&["show"]).run().code(0);
     assert!(
-        shown.stdout.contains("a") && shown.stdout.contains("outputs"),
+        shown.stdout.contains('a') && shown.stdout.contains("outputs"),
         "{}",
         shown.stdout
     );

@@ -82,7 +82,7 @@ impl Workspace {
     /// A phase named `name` that is not the one under test, with this body.
     fn other_phase(&self, name: &str, body: &str) -> Phase {
         let mut phase = self.run_step(body);
-        phase.name.value = name.to_owned();
+        name.clone_into(&mut phase.name.value);
         phase
     }
 
@@ -150,7 +150,7 @@ fn compile_phase_despite(workspace: &Path, body: &str, codes: &[&str]) -> Phase 
         &workspace.join("pipeline.kdl"),
         &text,
         &FsLoader,
-        Default::default(),
+        helixflow::Options::default(),
     );
     assert!(
         compiled
@@ -1165,7 +1165,7 @@ fn feedback_for_a_run_step_exit_names_the_command() {
 fn feedback_for_timeouts() {
     let wall = AgentFailure::Timeout {
         kind: TimeoutKind::Wall,
-        limit: Duration::from_secs(20 * 60),
+        limit: Duration::from_mins(20),
     };
     let idle = AgentFailure::Timeout {
         kind: TimeoutKind::Idle,

@@ -432,7 +432,7 @@ async fn hard_cancel_kills_at_once_without_term() {
     let task = tokio::spawn({
         let mut spec = work.shell(STUBBORN);
         // Were the grace period applied, the test would wait a minute (and time out below).
-        spec.grace = Duration::from_secs(60);
+        spec.grace = Duration::from_mins(1);
         let cancel = cancel.clone();
         async move { process::run(spec, &cancel).await }
     });
@@ -458,7 +458,7 @@ async fn hard_cancel_cuts_a_running_grace_period_short() {
     let cancel = Cancel::default();
     let task = tokio::spawn({
         let mut spec = work.shell(STUBBORN);
-        spec.grace = Duration::from_secs(60);
+        spec.grace = Duration::from_mins(1);
         let cancel = cancel.clone();
         async move { process::run(spec, &cancel).await }
     });

@@ -400,7 +400,11 @@ fn unclosed_slashdashed_blocks_are_reported_without_parsing() {
             options(),
         );
         check(&compilation).unwrap();
-        let codes: Vec<&str> = compilation.diagnostics.iter().map(|d| d.code()).collect();
+        let codes: Vec<&str> = compilation
+            .diagnostics
+            .iter()
+            .map(helixflow::Diagnostic::code)
+            .collect();
         assert!(
             codes.contains(&"HF002"),
             "expected HF002 (unbalanced braces) for {input:?}, got {codes:?}"

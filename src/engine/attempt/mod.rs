@@ -107,7 +107,9 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             conclude::escalate(&shared, phase).await;
             return finished(PhaseStatus::Failed, Some(reason));
         }
-        let backoff = phase.backoff.map_or(Duration::ZERO, |b| b.duration());
+        let backoff = phase
+            .backoff
+            .map_or(Duration::ZERO, super::super::model::Millis::duration);
         shared.emit(Event::RetryScheduled {
             phase: phase.name.value.clone(),
             next_attempt: attempt + 1,

@@ -103,7 +103,7 @@ pub(super) fn worker(
                 a.dir.join("stdout.log"),
                 a.dir.join("stderr.log"),
             );
-            spec.timeout = a.phase.timeout.map(|t| t.duration());
+            spec.timeout = a.phase.timeout.map(crate::model::Millis::duration);
             Prepared {
                 spec,
                 task: format!("Run the command `{command}`."),
@@ -147,16 +147,15 @@ fn agent_child(
         (Some(argv), Some(id)) if attempt > 1 => Some((argv, id.to_owned())),
         _ => None,
     };
-    let session_id = match &resume {
-        Some((_, id)) => id.clone(),
-        None => {
-            let id = uuid::Uuid::new_v4().to_string();
-            *session = Session {
-                given: Some(id.clone()),
-                reported: None,
-            };
-            id
-        }
+    let session_id = if let Some((_, id)) = &resume {
+        id.clone()
+    } else {
+        let id = uuid::Uuid::new_v4().to_string();
+        *session = Session {
+            given: Some(id.clone()),
+            reported: None,
+        };
+        id
     };
     let argv_template = resume.as_ref().map_or(&agent.command, |(argv, _)| *argv);
     let reads_file = argv_template.iter().any(|arg| arg.contains("prompt_file"));
@@ -241,8 +240,11 @@ fn agent_child(
     )?;
     spec.stdin = stdin.map(String::into_bytes);
     let task = prompt;
-    spec.timeout = phase.timeout.or(agent.timeout).map(|t| t.duration());
-    spec.idle_timeout = agent.idle_timeout.map(|t| t.duration());
+    spec.timeout = phase
+        .timeout
+        .or(agent.timeout)
+        .map(crate::model::Millis::duration);
+    spec.idle_timeout = agent.idle_timeout.map(crate::model::Millis::duration);
     spec.env.extend(
         agent
             .env

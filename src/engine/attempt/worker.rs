@@ -97,7 +97,7 @@ pub(super) async fn agent_result(
         return (
             Some(AgentFailure::Timeout {
                 kind,
-                limit: limit.map_or(Duration::ZERO, |l| l.duration()),
+                limit: limit.map_or(Duration::ZERO, crate::model::Millis::duration),
             }),
             None,
         );

@@ -96,7 +96,7 @@ impl Decoder<'_> {
                 }
                 "timeout" => agent.timeout = origin.arg(child, 0).and_then(|d| self.duration(&d)),
                 "idle-timeout" => {
-                    agent.idle_timeout = origin.arg(child, 0).and_then(|d| self.duration(&d))
+                    agent.idle_timeout = origin.arg(child, 0).and_then(|d| self.duration(&d));
                 }
                 "env" => {
                     if let (Some(k), Some(v)) = (origin.arg(child, 0), origin.arg(child, 1)) {

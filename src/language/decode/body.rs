@@ -72,7 +72,7 @@ impl Body {
         }
         // A `run` step has no agent: the default agent applies to agent phases only.
         if self.run.is_none() && self.agent.is_none() {
-            self.agent = defaults.agent.clone();
+            self.agent.clone_from(&defaults.agent);
         }
         single!(
             prompt,

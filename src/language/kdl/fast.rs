@@ -64,7 +64,7 @@ enum Stage {
     Children,
 }
 
-impl<'a> Parser<'a> {
+impl Parser<'_> {
     fn kind(&self) -> Option<TokenKind> {
         self.tokens.get(self.at).map(|t| t.kind)
     }
@@ -248,6 +248,10 @@ impl<'a> Parser<'a> {
 
     /// A type annotation and the space after it, when there is one: `Some(None)` when there is
     /// none, `None` when the parser gives up.
+    #[expect(
+        clippy::option_option,
+        reason = "three outcomes: no annotation, an annotation, the parser gave up"
+    )]
     fn leading_type(&mut self) -> Option<Option<KdlIdentifier>> {
         if self.kind() != Some(TokenKind::OpenParen) {
             return Some(None);

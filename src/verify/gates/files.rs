@@ -83,7 +83,7 @@ pub(super) fn glob_files(
     Ok(found.into_iter().collect())
 }
 
-/// The folders of a glob before its first wildcard: `src/**/*.py` → `src`, `*.md` → ``.
+/// The folders of a glob before its first wildcard: `src/**/*.py` → `src`, `*.md` → the empty string.
 fn literal_folder(pattern: &str) -> String {
     let segments: Vec<&str> = pattern.split('/').collect();
     let literal = segments

@@ -137,7 +137,7 @@ pub(crate) fn describe(gate: &Gate) -> String {
 }
 
 /// Runs the implicit gates and the phase's gates in order, calling `on_report` as each finishes.
-/// All run and all failures are reported together, unless the phase has fail_fast (then the rest
+/// All run and all failures are reported together, unless the phase has `fail_fast` (then the rest
 /// are reported as Skipped).
 pub async fn run_gates(
     ctx: &GateContext<'_>,

@@ -26,7 +26,7 @@ impl LanguageRules for Json {
     }
 }
 
-/// tree-sitter-json's errors; when it accepts a file without comments, serde_json's verdict on
+/// tree-sitter-json's errors; when it accepts a file without comments, `serde_json`'s verdict on
 /// strict JSON as well (several top-level values, an empty file, control characters in strings).
 fn json_findings(tree: &Tree, text: &[u8], tree_errors: Vec<Finding>) -> Vec<Finding> {
     if !tree_errors.is_empty() {

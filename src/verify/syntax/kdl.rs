@@ -47,9 +47,8 @@ fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> V
     if text.len() > kdl_parse::MAX_FILE_BYTES || tree_depth_exceeds(tree, KDL_MAX_TREE_DEPTH) {
         return tree_errors;
     }
-    let diagnostics = match kdl_parse::parse(text, FileId(0), kdl_parse::PARSE_BUDGET) {
-        Ok(_) => return Vec::new(),
-        Err(diagnostics) => diagnostics,
+    let Err(diagnostics) = kdl_parse::parse(text, FileId(0), kdl_parse::PARSE_BUDGET) else {
+        return Vec::new();
     };
     if diagnostics
         .iter()

@@ -272,16 +272,15 @@ thread_local! {
 fn parse(language: Language, text: &[u8]) -> Result<Tree, String> {
     PARSERS.with_borrow_mut(|parsers| {
         let slot = &mut parsers[language.index()];
-        let parser = match slot {
-            Some(parser) => parser,
-            None => {
-                let mut parser = Parser::new();
-                // The grammar's ABI is only checked here, at run time.
-                parser.set_language(&language.grammar()).map_err(|error| {
-                    format!("the {} grammar cannot be loaded: {error}", language.name())
-                })?;
-                slot.insert(parser)
-            }
+        let parser = if let Some(parser) = slot {
+            parser
+        } else {
+            let mut parser = Parser::new();
+            // The grammar's ABI is only checked here, at run time.
+            parser.set_language(&language.grammar()).map_err(|error| {
+                format!("the {} grammar cannot be loaded: {error}", language.name())
+            })?;
+            slot.insert(parser)
         };
         parser
             .parse(text, None)

@@ -142,7 +142,7 @@ fn python_is_utf8(name: &str) -> bool {
     name == "utf-8" || name == "utf8" || name.starts_with("utf-8-")
 }
 
-/// CPython's tokenizer accepts a BOM only with a declaration that normalises to exactly `utf-8`
+/// `CPython`'s tokenizer accepts a BOM only with a declaration that normalises to exactly `utf-8`
 /// (so `utf8` with a BOM is an error there).
 fn python_is_bom_compatible(name: &str) -> bool {
     let name: String = name

@@ -516,16 +516,15 @@ fn unquote_toml(quoted: &str) -> String {
             Some('e') => out.push('\u{1b}'),
             Some(u @ ('u' | 'U')) => {
                 let digits: String = chars.by_ref().take(if u == 'u' { 4 } else { 8 }).collect();
-                match u32::from_str_radix(&digits, 16)
+                if let Some(decoded) = u32::from_str_radix(&digits, 16)
                     .ok()
                     .and_then(char::from_u32)
                 {
-                    Some(decoded) => out.push(decoded),
-                    None => {
-                        out.push('\\');
-                        out.push(u);
-                        out.push_str(&digits);
-                    }
+                    out.push(decoded);
+                } else {
+                    out.push('\\');
+                    out.push(u);
+                    out.push_str(&digits);
                 }
             }
             Some(other) => out.push(other),

@@ -295,12 +295,11 @@ impl Walker<'_, '_> {
                 continue;
             }
             let lossy;
-            let name_key = match name_text {
-                Some(text) => text,
-                None => {
-                    lossy = String::from_utf8_lossy(bare);
-                    &*lossy
-                }
+            let name_key = if let Some(text) = name_text {
+                text
+            } else {
+                lossy = String::from_utf8_lossy(bare);
+                &*lossy
             };
             let mut place = At {
                 folder: handle.as_raw_fd(),
@@ -463,21 +462,20 @@ fn type_of(folder: RawFd, name: &CStr) -> io::Result<Type> {
 /// be one), any other by name in its parent, never through a symlink.
 fn open_folder(folder: &Folder) -> io::Result<OwnedFd> {
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    let fd = match &folder.parent {
+    let fd = if let Some(parent) = &folder.parent {
         // SAFETY: `parent` is an open folder and `name` is NUL-terminated.
-        Some(parent) => unsafe {
+        unsafe {
             libc::openat(
                 parent.as_raw_fd(),
                 folder.name.as_ptr(),
                 flags | libc::O_NOFOLLOW,
             )
-        },
-        None => {
-            let path = CString::new(folder.path.clone())
-                .map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
-            // SAFETY: `path` is NUL-terminated.
-            unsafe { libc::open(path.as_ptr(), flags) }
         }
+    } else {
+        let path = CString::new(folder.path.clone())
+            .map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
+        // SAFETY: `path` is NUL-terminated.
+        unsafe { libc::open(path.as_ptr(), flags) }
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());

@@ -43,7 +43,7 @@ fn dump_into(document: &KdlDocument, depth: usize, out: &mut String) {
                     .map(|n| (n.value(), n.span().offset(), n.span().len())),
                 entry.value(),
                 entry.format().map(|f| &f.value_repr),
-                entry.ty().map(|t| t.value()),
+                entry.ty().map(kdl::KdlIdentifier::value),
                 entry.span().offset(),
                 entry.span().len()
             );
@@ -306,7 +306,7 @@ fn document() -> impl Strategy<Value = String> {
         Just(" /* c */ ".to_owned()),
         Just(" \\\n  ".to_owned()),
         Just(" \\ // c\n ".to_owned()),
-        Just("".to_owned()),
+        Just(String::new()),
     ];
     let entry = prop_oneof![
         value.clone(),
@@ -325,7 +325,7 @@ fn document() -> impl Strategy<Value = String> {
         Just(" // end\n".to_owned()),
         Just("\r\n".to_owned()),
         Just("\n\n".to_owned()),
-        Just("".to_owned()),
+        Just(String::new()),
     ];
     let node = (
         prop_oneof![
@@ -370,12 +370,12 @@ proptest! {
         file in 0usize..1_000,
         edits in proptest::collection::vec((0usize..100_000, 0usize..24, 0u8..4), 1..6),
     ) {
-        let corpus = corpus();
-        let mut src = corpus[file % corpus.len()].clone();
         const PIECES: [&str; 24] = [
             "{", "}", ";", "\n", " ", "=", "/-", "\"", "#", "(t)", "\\", "//", "/*", "*/",
             "1", "-", ".", "e", "0x", "_", "\"\"\"", "#\"", "\"#", "\r",
         ];
+        let corpus = corpus();
+        let mut src = corpus[file % corpus.len()].clone();
         for (at, piece, op) in edits {
             let mut at = at % (src.len() + 1);
             while !src.is_char_boundary(at) {

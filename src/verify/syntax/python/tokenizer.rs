@@ -1,4 +1,4 @@
-//! A Python file's lines as CPython's tokenizer reads them: brackets, strings, comments, blank
+//! A Python file's lines as `CPython`'s tokenizer reads them: brackets, strings, comments, blank
 //! lines and `\` continuations; implicit line joining inside brackets, which tree-sitter-python's
 //! scanner lacks; and the indentation errors tree-sitter-python does not raise.
 
@@ -86,7 +86,7 @@ fn python_string_end(text: &[u8], mut i: usize, quote: u8, triple: bool) -> usiz
 const PYTHON_TAB_SIZE: usize = 8;
 
 /// One indentation level of a Python block: its width with tabs to the next multiple of 8, and
-/// with tabs as one column. CPython compares both: when they disagree about how two lines relate,
+/// with tabs as one column. `CPython` compares both: when they disagree about how two lines relate,
 /// the meaning depends on the tab size and it raises `TabError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PythonIndent {
@@ -103,7 +103,7 @@ pub(super) struct IndentProblem {
     pub(super) header: Option<(usize, usize)>,
 }
 
-/// Indentation errors CPython's tokenizer and parser raise and tree-sitter-python does not: it
+/// Indentation errors `CPython`'s tokenizer and parser raise and tree-sitter-python does not: it
 /// reads a missing block as an empty one, an unexpected indent as a statement, an unindent to no
 /// outer level as a new one, and knows nothing of tab sizes. A line scan in the tokenizer's terms:
 /// brackets, strings, comments, blank lines and `\` continuations as Python reads them.
