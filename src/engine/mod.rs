@@ -6,6 +6,8 @@ mod approver;
 mod attempt;
 mod context;
 pub(crate) mod control;
+pub(crate) mod fingerprint;
+pub(crate) mod plan;
 pub(crate) mod run;
 
 pub(crate) use attempt::attempt_prompt;

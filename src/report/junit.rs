@@ -143,6 +143,9 @@ fn cases(phase: &PhaseRecord) -> Vec<Case> {
         Standing::Ended(PhaseStatus::Skipped) => Some(Verdict::Skipped {
             message: reason.unwrap_or_else(|| "skipped".to_owned()),
         }),
+        Standing::Ended(PhaseStatus::UpToDate) => Some(Verdict::Skipped {
+            message: reason.unwrap_or_else(|| "up to date".to_owned()),
+        }),
         Standing::Ended(PhaseStatus::Cancelled) if cases.is_empty() => Some(Verdict::Skipped {
             message: reason.unwrap_or_else(|| "cancelled".to_owned()),
         }),

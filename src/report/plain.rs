@@ -51,12 +51,30 @@ impl<W: Write + Send> Plain<W> {
                 pipeline,
                 phases,
                 max_parallel,
-            } => writeln!(
+                resumes,
+            } => {
+                writeln!(
+                    self.out,
+                    "run {}: pipeline {}, {}, up to {max_parallel} at once",
+                    one_line(run_id),
+                    one_line(pipeline),
+                    count(phases.len(), "phase", "phases"),
+                )?;
+                match resumes {
+                    Some(earlier) => writeln!(
+                        self.out,
+                        "run {}: resumes run {}, which did not pass",
+                        one_line(run_id),
+                        one_line(earlier)
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Event::PhaseQueued { phase, reasons } => writeln!(
                 self.out,
-                "run {}: pipeline {}, {}, up to {max_parallel} at once",
-                one_line(run_id),
-                one_line(pipeline),
-                count(phases.len(), "phase", "phases"),
+                "[{}] will run: {}",
+                one_line(phase),
+                one_line(&reasons.join("; "))
             ),
             Event::AttemptStarted { phase, attempt, .. } => {
                 let label = self.attempt_label(phase, *attempt);
@@ -151,6 +169,7 @@ impl<W: Write + Send> Plain<W> {
                     PhaseStatus::Failed => format!("[{name}] failed after {tried} in {took}"),
                     PhaseStatus::Cancelled => format!("[{name}] cancelled after {took}"),
                     PhaseStatus::Skipped => format!("[{name}] skipped"),
+                    PhaseStatus::UpToDate => format!("[{name}] up to date"),
                 };
                 match reason {
                     Some(reason) => writeln!(self.out, "{line}: {}", one_line(reason)),

@@ -254,7 +254,8 @@ impl Progress {
             Event::RunFinished { .. } => self.clear(),
             Event::ChildExited { .. }
             | Event::GateFinished { .. }
-            | Event::AttemptFinished { .. } => {}
+            | Event::AttemptFinished { .. }
+            | Event::PhaseQueued { .. } => {}
         }
         Ok(())
     }
@@ -327,6 +328,7 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
         Some(PhaseStatus::Passed) => ("✓", "passed"),
         Some(PhaseStatus::Failed) => ("✗", "failed"),
         Some(PhaseStatus::Cancelled) => ("■", "cancelled"),
+        Some(PhaseStatus::UpToDate) => ("✓", "up to date"),
         Some(PhaseStatus::Skipped) | None => ("-", standing.label()),
     };
     let mut line = format!("{mark} {padded_name}  {label:<9}");

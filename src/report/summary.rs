@@ -123,6 +123,7 @@ fn failing(phase: &PhaseRecord) -> String {
     };
     match phase.standing() {
         Standing::Ended(PhaseStatus::Passed) | Standing::NotStarted => String::new(),
+        Standing::Ended(PhaseStatus::UpToDate) => reason(),
         Standing::Ended(PhaseStatus::Skipped | PhaseStatus::Cancelled) => reason(),
         Standing::Ended(PhaseStatus::Failed) | Standing::Unfinished => {
             let Some(attempt) = &phase.attempt else {
@@ -213,6 +214,7 @@ mod tests {
                 pipeline: "p".to_owned(),
                 phases: vec!["a".to_owned(), "b".to_owned()],
                 max_parallel: 1,
+                resumes: None,
             },
             Event::AttemptStarted {
                 phase: "a".to_owned(),
