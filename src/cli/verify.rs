@@ -8,11 +8,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
 use super::input;
+use crate::engine::check::phase_gates;
 use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
-use crate::engine::check::phase_gates;
 use crate::verify::gates::info as gate_info;
 use crate::workspace::{Snapshot, SnapshotOptions};
 

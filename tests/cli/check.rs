@@ -76,7 +76,8 @@ fn passes_when_every_output_exists_and_every_gate_passes() {
     // Gates that only an attempt can judge are not applicable, with the reason, not failures.
     assert!(
         junit.contains(r#"<testcase name="scope" classname="parser""#)
-            && junit.contains("judged only inside a run, against the attempt&apos;s starting point")
+            && junit
+                .contains("judged only inside a run, against the attempt&apos;s starting point")
             && junit.contains("the response exists only inside a run"),
         "{junit}"
     );
@@ -88,7 +89,8 @@ fn a_missing_output_fails_naming_the_phase_and_the_gate() {
     std::fs::remove_file(test.path().join("src/parser.py")).unwrap();
     let out = test.with_args(&["check", "--no-progress"]).run().code(1);
     assert!(
-        out.stderr.contains("[parser] attempt 1/1: gate outputs failed"),
+        out.stderr
+            .contains("[parser] attempt 1/1: gate outputs failed"),
         "{}",
         out.stderr
     );
@@ -102,7 +104,8 @@ fn a_syntax_error_fails_with_its_location() {
     let test = workspace().file("src/parser.py", "def parse(:\n    return parse\n");
     let out = test.with_args(&["check", "--no-progress"]).run().code(1);
     assert!(
-        out.stderr.contains("[parser] attempt 1/1: gate syntax failed"),
+        out.stderr
+            .contains("[parser] attempt 1/1: gate syntax failed"),
         "{}",
         out.stderr
     );
@@ -111,18 +114,17 @@ fn a_syntax_error_fails_with_its_location() {
 
 #[test]
 fn a_failing_command_gate_fails_and_its_fix_is_not_run() {
-    let test = workspace()
-        .file("gen.txt", "")
-        .pipeline(&PIPELINE.replace(
-            r#"name="generated""#,
-            r#"name="generated" fix="echo fixed > gen.txt""#,
-        ));
+    let test = workspace().file("gen.txt", "").pipeline(&PIPELINE.replace(
+        r#"name="generated""#,
+        r#"name="generated" fix="echo fixed > gen.txt""#,
+    ));
     let out = test
         .with_args(&["check", "--no-progress", "--junit", "reports/junit.xml"])
         .run()
         .code(1);
     assert!(
-        out.stderr.contains("[gen] attempt 1/1: gate generated failed"),
+        out.stderr
+            .contains("[gen] attempt 1/1: gate generated failed"),
         "{}",
         out.stderr
     );
@@ -180,14 +182,19 @@ fn secrets_are_redacted_from_every_report() {
         ("junit", test.read("junit.xml")),
         ("events", test.read("events.jsonl")),
     ] {
-        assert!(!text.contains("hunter2-secret"), "{what} shows the secret:\n{text}");
+        assert!(
+            !text.contains("hunter2-secret"),
+            "{what} shows the secret:\n{text}"
+        );
     }
 }
 
 #[test]
 fn an_invalid_pipeline_exits_2_and_checks_nothing() {
     let out = workspace()
-        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    depends-on \"nowhere\"\n}\n")
+        .pipeline(
+            "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    depends-on \"nowhere\"\n}\n",
+        )
         .args(&["check", "--no-progress"])
         .run()
         .code(2);
@@ -205,10 +212,6 @@ fn help_says_what_check_does_and_what_it_never_starts() {
         "--events <FILE>",
         "Exits 0 when every phase's checks pass, 1 when one fails, 2 when the pipeline is invalid",
     ] {
-        assert!(
-            text.contains(needle),
-            "{needle:?} missing:\n{}",
-            out.stdout
-        );
+        assert!(text.contains(needle), "{needle:?} missing:\n{}", out.stdout);
     }
 }
