@@ -231,7 +231,7 @@ pub(crate) fn run(args: &Args) -> i32 {
 }
 
 /// `HELIXFLOW_KILL_GRACE`: seconds between TERM and KILL when a child is stopped (default 5).
-fn kill_grace() -> Result<std::time::Duration, String> {
+pub(super) fn kill_grace() -> Result<std::time::Duration, String> {
     match std::env::var("HELIXFLOW_KILL_GRACE") {
         Err(_) => Ok(crate::engine::GRACE),
         Ok(text) => text
@@ -258,7 +258,7 @@ fn report_files(args: &Args) -> Vec<PathBuf> {
 
 /// `path` made absolute, with its folder's symbolic links and `..` resolved when that folder
 /// exists, so that it compares with paths inside the (canonical) workspace.
-fn absolute(path: &Path) -> PathBuf {
+pub(super) fn absolute(path: &Path) -> PathBuf {
     let resolved = match (path.parent(), path.file_name()) {
         (Some(folder), Some(name)) => {
             let folder = if folder.as_os_str().is_empty() {
@@ -290,9 +290,25 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
 
 /// The run's sinks, and the handle that pauses its progress bars when they are drawn.
 fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<ProgressPause>), String> {
+    sinks(
+        args.events.as_deref(),
+        args.junit.as_deref(),
+        args.no_progress,
+        pipeline,
+    )
+}
+
+/// The reporters `--events`, `--junit` and `--no-progress` ask for, then the summary, and the
+/// handle that pauses the progress bars when they are drawn (`run` and `check` share them).
+pub(super) fn sinks(
+    events: Option<&Path>,
+    junit: Option<&Path>,
+    no_progress: bool,
+    pipeline: &Pipeline,
+) -> Result<(Sinks, Option<ProgressPause>), String> {
     // Checked before anything is written or run: a report that cannot be written is found out
     // now, not after the work is done.
-    if let Some(path) = &args.junit {
+    if let Some(path) = junit {
         // `-` means standard output to --events; here it would quietly be a file named `-`.
         if path.as_os_str() == "-" {
             return Err(
@@ -305,7 +321,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
     let mut list: Vec<Box<dyn EventSink>> = Vec::new();
     let stderr = std::io::stderr();
     let mut pause = None;
-    if !args.no_progress && stderr.is_terminal() {
+    if !no_progress && stderr.is_terminal() {
         let progress = Progress::new(pipeline.phases.len());
         pause = Some(progress.pause_handle());
         list.push(Box::new(progress));
@@ -313,7 +329,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
         // Buffered and flushed after each event: one `write` per event rather than one per piece.
         list.push(Box::new(Plain::new(BufWriter::new(std::io::stderr()))));
     }
-    match args.events.as_deref() {
+    match events {
         None => {}
         Some(path) if path.as_os_str() == "-" => {
             list.push(Box::new(Ndjson::new(std::io::stdout())));
@@ -324,8 +340,8 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
             list.push(Box::new(Ndjson::file(BufWriter::new(file))));
         }
     }
-    if let Some(path) = &args.junit {
-        list.push(Box::new(Junit::new(path.clone())));
+    if let Some(path) = junit {
+        list.push(Box::new(Junit::new(path)));
     }
     list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
     Ok((Sinks::new(list), pause))

@@ -4,6 +4,7 @@
 pub(crate) mod approvals;
 mod approver;
 mod attempt;
+pub(crate) mod check;
 mod context;
 pub(crate) mod control;
 pub(crate) mod fingerprint;

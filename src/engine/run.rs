@@ -506,7 +506,7 @@ fn dispatch(
 }
 
 /// Stamps an event with the current time and the time since `started`.
-fn stamp(event: Event, started: Instant) -> Stamped {
+pub(crate) fn stamp(event: Event, started: Instant) -> Stamped {
     Stamped {
         time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),

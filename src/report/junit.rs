@@ -201,8 +201,12 @@ fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
     for gate in &attempt.gates {
         let verdict = match gate.status {
             GateStatus::Passed => Verdict::Passed,
+            // Why it was skipped (fail-fast, a cancelled run, a gate only an attempt can judge).
             GateStatus::Skipped => Verdict::Skipped {
-                message: "not run".to_owned(),
+                message: gate
+                    .details
+                    .first()
+                    .map_or_else(|| "not run".to_owned(), Clone::clone),
             },
             GateStatus::Failed => Verdict::Failed {
                 message: gate
