@@ -64,6 +64,7 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
             .map(|&i| pipeline.phases[i].name.value.clone())
             .collect(),
         max_parallel: 1,
+        resumes: None,
     });
     let exclude: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
         .chain(options.reports.iter().cloned())
