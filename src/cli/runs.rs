@@ -57,14 +57,25 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
                     .iter()
                     .filter(|p| p.status == "passed")
                     .count();
-                let _ = writeln!(
-                    out,
+                let fresh = summary
+                    .phases
+                    .iter()
+                    .filter(|p| p.status == "up-to-date")
+                    .count();
+                let mut line = format!(
                     "{:<20} {:<10} {:<22} {passed}/{} passed",
                     run.run_id,
                     summary.current_status(),
                     summary.started,
                     summary.phases.len()
                 );
+                if fresh > 0 {
+                    let _ = write!(line, ", {fresh} up to date");
+                }
+                if let Some(resumed) = &summary.resumes {
+                    let _ = write!(line, ", resumes {resumed}");
+                }
+                let _ = writeln!(out, "{line}");
             }
             Err(e) => {
                 let _ = writeln!(out, "{:<20} unreadable: {e}", run.run_id);
@@ -132,6 +143,9 @@ fn show_run(run: &RunDir) -> i32 {
         summary.file.display(),
         summary.started
     );
+    if let Some(resumed) = &summary.resumes {
+        let _ = writeln!(out, "resumes run {resumed}, which did not pass");
+    }
     let status = summary.current_status();
     let _ = writeln!(
         out,

@@ -97,6 +97,7 @@ impl<W: Write + Send> EventSink for Summary<W> {
 /// One phase's cells.
 fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; 5] {
     let attempts = match (phase.attempts(), phase.max_attempts) {
+        (0, _) if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) => "-".to_owned(),
         (0, _) => "0".to_owned(),
         (made, Some(max)) => format!("{made}/{max}"),
         (made, None) => made.to_string(),
@@ -159,6 +160,7 @@ fn totals(run: &RunRecord, running: bool) -> String {
         format!("{} skipped", tally(Standing::Ended(PhaseStatus::Skipped))),
     ];
     for rare in [
+        Standing::Ended(PhaseStatus::UpToDate),
         Standing::Ended(PhaseStatus::Cancelled),
         Standing::Unfinished,
         Standing::NotStarted,
