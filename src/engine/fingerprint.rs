@@ -102,6 +102,8 @@ fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, String>) {
                     .unwrap_or_else(|| i.to_string());
                 if let Value::Object(fields) = item {
                     for (key, value) in fields {
+                        // A `command` gate's command is serialized as `run`.
+                        let key = if key == "run" { "command" } else { &key };
                         out.insert(format!("gate `{name}` {key}"), text(&value));
                     }
                 }

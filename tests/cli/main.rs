@@ -17,4 +17,5 @@ mod misc;
 mod prompts;
 mod run;
 mod scope_protect;
+mod uptodate;
 mod verify_modes;
