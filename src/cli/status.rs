@@ -94,23 +94,20 @@ fn human(pipeline: &str, plans: &[PhasePlan], resumes: Option<&str>) -> String {
         .max()
         .unwrap_or(0);
     for plan in plans {
-        match &plan.up_to_date {
-            Some(run_id) => {
-                let _ = writeln!(
-                    out,
-                    "✓ {:<width$}  up to date (passed in run {run_id})",
-                    plan.phase
-                );
-            }
-            None => {
-                let _ = writeln!(out, "→ {:<width$}  will run", plan.phase);
-                for reason in &plan.reasons {
-                    let _ = writeln!(out, "    - {reason}");
-                    if let Reason::PromptChanged { diff } = reason {
-                        for line in diff.lines() {
-                            let _ = writeln!(out, "      {line}");
-                        }
-                    }
+        if let Some(run_id) = &plan.up_to_date {
+            let _ = writeln!(
+                out,
+                "✓ {:<width$}  up to date (passed in run {run_id})",
+                plan.phase
+            );
+            continue;
+        }
+        let _ = writeln!(out, "→ {:<width$}  will run", plan.phase);
+        for reason in &plan.reasons {
+            let _ = writeln!(out, "    - {reason}");
+            if let Reason::PromptChanged { diff } = reason {
+                for line in diff.lines() {
+                    let _ = writeln!(out, "      {line}");
                 }
             }
         }
