@@ -105,7 +105,7 @@ fn human(pipeline: &str, plans: &[PhasePlan], resumes: Option<&str>) -> String {
         let _ = writeln!(out, "→ {:<width$}  will run", plan.phase);
         for reason in &plan.reasons {
             let _ = writeln!(out, "    - {reason}");
-            if let Reason::PromptChanged { diff } = reason {
+            if let Reason::PromptChanged { diff, .. } = reason {
                 for line in diff.lines() {
                     let _ = writeln!(out, "      {line}");
                 }

@@ -98,7 +98,11 @@ pub(crate) enum Reason {
         template: Option<String>,
     },
     /// The rendered prompt changed.
-    PromptChanged { diff: String },
+    PromptChanged {
+        diff: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        template: Option<String>,
+    },
     /// Input files changed.
     InputsChanged { files: FileChanges },
     /// Its outputs changed since it passed (someone edited them).
@@ -152,7 +156,13 @@ impl fmt::Display for Reason {
                 }
                 Ok(())
             }
-            Reason::PromptChanged { .. } => f.write_str("prompt changed"),
+            Reason::PromptChanged { template, .. } => {
+                f.write_str("prompt changed")?;
+                if let Some(template) = template {
+                    write!(f, " (the phase is made from template `{template}`)")?;
+                }
+                Ok(())
+            }
             Reason::InputsChanged { files } => write!(f, "input changed: {files}"),
             Reason::OutputsChanged { files } => {
                 write!(f, "output changed since it passed: {files}")
@@ -425,7 +435,10 @@ fn compare(
             .context_radius(2)
             .header("prompt when it passed", "prompt now")
             .to_string();
-        reasons.push(Reason::PromptChanged { diff });
+        reasons.push(Reason::PromptChanged {
+            diff,
+            template: definition.template.clone(),
+        });
     }
     let files = FileChanges::between(&record.inputs, inputs);
     if !files.is_empty() {
