@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::attempt::attempt_prompt;
+use super::attempt::fingerprint_prompt;
 use crate::model::{Input, Phase, Pipeline, Prompt, Worker};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, RECORD_VERSION};
@@ -62,9 +62,8 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
             *value = format!("secret, blake3 {}", &hex(value.as_bytes())[..16]);
         }
     }
-    let max_attempts = phase.retries.saturating_add(1);
     let prompt = match phase.worker {
-        Worker::Agent(_) => attempt_prompt(phase, 1, max_attempts, "")
+        Worker::Agent(_) => fingerprint_prompt(phase)
             .unwrap_or_else(|e| format!("(the prompt cannot be rendered: {e})")),
         Worker::Run(_) => String::new(),
     };

@@ -20,7 +20,7 @@ use crate::event::{AttemptOutcome, Event, PhaseStatus};
 use crate::model::{GateKind, Phase, VerifyMode};
 use prepare::Session;
 
-pub(crate) use prepare::attempt_prompt;
+pub(crate) use prepare::{attempt_prompt, fingerprint_prompt};
 
 /// How a phase ended, for the scheduler.
 #[derive(Debug, Clone)]
