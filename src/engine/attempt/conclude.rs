@@ -1,6 +1,6 @@
 //! The end of an attempt: its gate reports (`gates.json`), the feedback a failed attempt leaves
-//! for the next one, and the attempt's end in the journal. Also what a phase does after its final
-//! failure (`escalate`).
+//! for the next one, the attempt's end in the journal, and a passing attempt's bundle. Also what
+//! a phase does after its final failure (`escalate`).
 
 use std::time::Instant;
 
@@ -9,6 +9,8 @@ use crate::engine::context::{Shared, gate_env, millis};
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
 use crate::model::Phase;
 use crate::process::{self, ChildSpec};
+use crate::store::{bundle, journal};
+use crate::workspace::{Changes, Snapshot};
 use crate::verify::feedback::{self, AgentFailure};
 
 /// Concludes an attempt that ran: writes its gate reports, and passes it, or fails it with the
@@ -66,6 +68,39 @@ pub(super) fn conclude(
         failed_gates,
         agent_failure.and_then(AgentFailure::error),
     ))
+}
+
+/// Writes the bundle of a passing attempt, `phases/<phase>/bundle.hxb`: its changes to the
+/// workspace from `before`, with the phase's folder and its records in the journal so far.
+pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, changes: &Changes) -> std::io::Result<()> {
+    let (shared, name) = (a.shared, &a.phase.name.value);
+    let phase_dir = shared.run.phase_dir(name);
+    // The journal is written by the run's dispatcher: the latest events may not be in it yet.
+    let journal = std::fs::read_to_string(shared.run.path.join(journal::FILE_NAME))
+        .unwrap_or_default();
+    let events: String = journal
+        .lines()
+        .filter(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|v| v.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
+        })
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    bundle::create(
+        &phase_dir.join(bundle::FILE_NAME),
+        &bundle::Source {
+            workspace: &shared.pipeline.workspace,
+            before,
+            changes,
+            pipeline: &shared.pipeline.name,
+            phase: name,
+            run_id: &shared.run.run_id,
+            attempt: a.number,
+            phase_dir: &phase_dir,
+            events: &events,
+        },
+    )
+    .map(drop)
 }
 
 /// Ends an attempt the run's cancellation stopped.

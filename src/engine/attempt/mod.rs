@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
 use crate::event::{AttemptOutcome, Event, PhaseStatus};
-use crate::model::{GateKind, Phase, VerifyMode};
+use crate::model::Phase;
 use prepare::Session;
 
 pub(crate) use prepare::{attempt_prompt, fingerprint_prompt};
@@ -205,26 +205,23 @@ async fn one_attempt(
         Err(ended) => return Ok(ended),
     };
     let (agent_failure, response) = worker::agent_result(shared, phase, &exit, &current.dir).await;
-    let reports = if agent_failure.is_none() {
-        verify::verify(&current, before, &live, &prepared.task, response.as_deref()).await?
+    let (reports, changes) = if agent_failure.is_none() {
+        verify::verify(&current, before.clone(), &live, &prepared.task, response.as_deref()).await?
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
-    conclude::conclude(&current, agent_failure.as_ref(), &reports)
+    let result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
+    if let (AttemptOutcome::Passed, Some(before), Some(changes)) = (result.outcome, &before, &changes)
+    {
+        conclude::bundle(&current, before, changes)?;
+    }
+    Ok(result)
 }
 
-/// Whether an attempt's changes to the workspace are read: by `scope`, `protect` and `changes`,
-/// and by self and sub-agent verification. Only then are snapshots taken before and after it
-/// (and `changes.json` written): a walk of the workspace costs more than a short step.
-fn tracks_changes(phase: &Phase) -> bool {
-    !phase.scope.is_empty()
-        || !phase.protect.is_empty()
-        || phase
-            .verify
-            .iter()
-            .any(|m| matches!(m, VerifyMode::SelfCheck | VerifyMode::SubAgent))
-        || phase
-            .gates
-            .iter()
-            .any(|g| matches!(g.kind, GateKind::Changes { .. }))
+/// Whether snapshots are taken before and after an attempt (and `changes.json` written): for
+/// every attempt, since a passing attempt's bundle is made of its changes (`conclude::bundle`);
+/// `scope`, `protect`, `changes`, and self and sub-agent verification read them too. The walk
+/// after an attempt reads only the files whose size, times or inode changed.
+fn tracks_changes(_phase: &Phase) -> bool {
+    true
 }

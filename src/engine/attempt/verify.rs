@@ -27,7 +27,7 @@ pub(super) async fn verify(
     live: &LiveAttempt,
     task: &str,
     response: Option<&str>,
-) -> std::io::Result<Vec<GateReport>> {
+) -> std::io::Result<(Vec<GateReport>, Option<Changes>)> {
     let (shared, phase, attempt, dir) = (a.shared, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
     let mut reports: Vec<GateReport> = Vec::new();
@@ -44,6 +44,7 @@ pub(super) async fn verify(
         Snapshot::default()
     };
     let alongside = phases_alongside(shared, a.index);
+    let tracked = before.is_some();
     let (before, changes, bookkeeping) = match &before {
         Some(before) => {
             let mut changes = before.diff(&after);
@@ -126,7 +127,7 @@ pub(super) async fn verify(
         emit(&report);
         reports.push(report);
     }
-    Ok(reports)
+    Ok((reports, tracked.then_some(changes)))
 }
 
 /// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since.
