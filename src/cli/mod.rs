@@ -3,6 +3,7 @@
 
 mod approve;
 mod approver;
+mod bundle;
 mod check;
 mod compile;
 mod explain;
@@ -89,6 +90,11 @@ enum Command {
     Runs(runs::RunsArgs),
     /// Show a run's summary, or one phase's attempts with their gates and feedback.
     Show(runs::ShowArgs),
+    /// Apply or show a phase's bundle: the changes its passing attempt made, and its journal.
+    ///
+    /// Every phase that passes leaves its bundle in the run folder,
+    /// `<state-dir>/runs/<run-id>/phases/<phase>/bundle.hxb`.
+    Bundle(bundle::Args),
     /// Check pipeline files and report every problem.
     ///
     /// Without FILE, checks helixflow.kdl or pipeline.kdl in the current folder or the nearest
@@ -159,6 +165,7 @@ pub fn main() -> i32 {
         Command::Reject(args) => approve::reject(&args),
         Command::Runs(args) => runs::runs(&args),
         Command::Show(args) => runs::show(&args),
+        Command::Bundle(args) => bundle::run(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Fmt(args) => fmt::run(&args),
