@@ -15,8 +15,30 @@ use crate::store::run_json::RunSummary;
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunsArgs {
     /// The pipeline file whose runs to list (default: the nearest helixflow.kdl or pipeline.kdl).
-    #[arg(long)]
+    #[arg(long, global = true)]
     file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<RunsCommand>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RunsCommand {
+    /// Join the run folders of several machines (CI jobs that each ran some phases) into one
+    /// run of this pipeline, which `runs` and `show` read.
+    ///
+    /// Each phase's records and folder come from the last run (by start time) that has any of
+    /// it; the joined run ends with the worst status of the runs joined. Prints the new run's id.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct MergeArgs {
+    /// Run folders (`<state-dir>/runs/<run-id>`), or folders holding run folders.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Also write a JUnit XML report of the joined run to this file.
+    #[arg(long, value_name = "PATH")]
+    junit: Option<PathBuf>,
 }
 
 /// Arguments of `helixflow show`.
@@ -36,6 +58,9 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
         Ok(dir) => dir,
         Err(code) => return code,
     };
+    if let Some(RunsCommand::Merge(merge)) = &args.command {
+        return merge_runs(&dir, merge);
+    }
     let runs = match list_runs(&dir) {
         Ok(runs) => runs,
         Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
@@ -301,4 +326,58 @@ fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, (AttemptOutcome, Opti
             _ => None,
         })
         .collect()
+}
+
+/// `helixflow runs merge`.
+fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> i32 {
+    // A folder without a journal of its own holds run folders (an artifact downloaded whole).
+    let mut dirs = Vec::new();
+    for dir in &args.dirs {
+        if dir.join(journal::FILE_NAME).is_file() {
+            dirs.push(dir.clone());
+            continue;
+        }
+        let found = list_runs(dir).unwrap_or_default();
+        let found: Vec<PathBuf> = if found.is_empty() {
+            std::fs::read_dir(dir)
+                .map(|entries| {
+                    let mut inner: Vec<PathBuf> = entries
+                        .filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.join(journal::FILE_NAME).is_file())
+                        .collect();
+                    inner.sort();
+                    inner
+                })
+                .unwrap_or_default()
+        } else {
+            found.into_iter().map(|run| run.path).collect()
+        };
+        if found.is_empty() {
+            return input::fail(&format!(
+                "{} is not a run folder ({} missing) and holds none",
+                dir.display(),
+                journal::FILE_NAME
+            ));
+        }
+        dirs.extend(found);
+    }
+    let (run, events) = match crate::store::merge::merge(runs_dir, &dirs) {
+        Ok(joined) => joined,
+        Err(e) => return input::fail(&e.0),
+    };
+    if let Some(path) = &args.junit {
+        let mut junit = crate::report::Junit::new(path.clone());
+        let written = replay::replay(&events, &mut junit);
+        if let Err(e) = written {
+            say!("error: cannot write {}: {e}", path.display());
+            return crate::exit::INTERNAL;
+        }
+    }
+    super::emit(&format!(
+        "joined {} into run {} ({})\n",
+        if dirs.len() == 1 { "1 run".to_owned() } else { format!("{} runs", dirs.len()) },
+        run.run_id,
+        run.path.display()
+    ))
 }

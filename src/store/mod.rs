@@ -3,6 +3,7 @@
 
 pub(crate) mod bundle;
 pub(crate) mod journal;
+pub(crate) mod merge;
 pub(crate) mod passed;
 pub(crate) mod run;
 pub(crate) mod run_json;
