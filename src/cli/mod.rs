@@ -7,6 +7,7 @@ mod bundle;
 mod check;
 mod compile;
 mod explain;
+mod export;
 mod fmt;
 mod graph;
 mod input;
@@ -103,6 +104,8 @@ enum Command {
     Lint(lint::Args),
     /// Print the phase DAG as Graphviz dot, Mermaid or JSON.
     Graph(graph::Args),
+    /// Write the pipeline as a CI workflow: `export github-actions`, one job per phase.
+    Export(export::Args),
     /// Format pipeline files canonically, keeping every comment.
     Fmt(fmt::Args),
     /// Explain a diagnostic code: what it catches, why, and an example.
@@ -168,6 +171,7 @@ pub fn main() -> i32 {
         Command::Bundle(args) => bundle::run(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Graph(args) => graph::run(&args),
+        Command::Export(args) => export::run(&args),
         Command::Fmt(args) => fmt::run(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Compile(args) => compile::run(&args),

@@ -1,0 +1,418 @@
+//! `helixflow export github-actions`: a pipeline as a GitHub Actions workflow, one job per phase.
+//!
+//! Each phase's job checks out the repository, installs helixflow, downloads the bundles of every
+//! phase it depends on (directly or not) and applies them in dependency order, runs the phase with
+//! `helixflow run --only PHASE --force` (verification and retries happen inside the job), and
+//! uploads its bundle, its run folder (the journal) and its JUnit report as artifacts. A last job
+//! applies every passing phase's bundle (the pipeline's result), joins the journals into one run
+//! (`helixflow runs merge`) and publishes the JUnit report and the summary.
+//!
+//! Nothing the pipeline's author wrote reaches a shell: phase names go into the workflow as YAML
+//! strings and environment values, and into file and artifact names only as [`folder_name`]s.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::input;
+use crate::graph::PhaseGraph;
+use crate::model::Pipeline;
+use crate::store::run::folder_name;
+
+/// Arguments of `helixflow export`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Write a GitHub Actions workflow that runs the pipeline, one job per phase.
+    ///
+    /// Jobs follow the DAG with `needs:`; each applies the bundles of the phases it depends on,
+    /// runs its phase with `helixflow run --only PHASE --force`, and uploads its bundle, run
+    /// folder and JUnit report as artifacts. A last job applies every bundle, joins the journals
+    /// with `helixflow runs merge` and publishes the JUnit report. The pipeline's `secret`
+    /// variables come from the repository's secrets of the same name; name more (the agents' API
+    /// keys) with `--secret`. helixflow is installed with `cargo install --locked --git URL`
+    /// (`--git`, `--rev`), or by the command given with `--install`.
+    GithubActions(GithubArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct GithubArgs {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<PathBuf>,
+    /// Write the workflow to this file (e.g. `.github/workflows/helixflow.yml`) instead of
+    /// standard output.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// A repository secret each phase's job gets as an environment variable: `NAME` (the
+    /// variable and the secret have one name) or `VARIABLE=SECRET`. Repeat for more, e.g.
+    /// `--secret ANTHROPIC_API_KEY`.
+    #[arg(long, value_name = "NAME")]
+    secret: Vec<String>,
+    /// The git repository helixflow is installed from (`cargo install --locked --git URL`).
+    #[arg(long, value_name = "URL", default_value = DEFAULT_GIT)]
+    git: String,
+    /// The revision (tag, branch or commit) of `--git` to install.
+    #[arg(long, value_name = "REV")]
+    rev: Option<String>,
+    /// A shell command that installs helixflow instead of `cargo install` (e.g. one that
+    /// downloads a release binary into a folder on PATH).
+    #[arg(long, value_name = "COMMAND", conflicts_with_all = ["git", "rev"])]
+    install: Option<String>,
+    /// The runner's label.
+    #[arg(long, value_name = "LABEL", default_value = "ubuntu-latest")]
+    runs_on: String,
+}
+
+/// Where helixflow is installed from when `--git` is not given.
+const DEFAULT_GIT: &str = "https://github.com/helixflow/helixflow";
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let Command::GithubActions(args) = &args.command;
+    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    let secrets = match secrets(&pipeline, &args.secret) {
+        Ok(secrets) => secrets,
+        Err(e) => return input::fail(&e),
+    };
+    let paths = match RepoPaths::of(&pipeline) {
+        Ok(paths) => paths,
+        Err(e) => return input::fail(&e),
+    };
+    let install = Install {
+        git: &args.git,
+        rev: args.rev.as_deref(),
+        command: args.install.as_deref(),
+    };
+    let Some(workflow) = github_actions(&pipeline, &paths, &secrets, &install, &args.runs_on)
+    else {
+        return input::fail("the phases depend on each other in a cycle (`helixflow lint` shows it)");
+    };
+    match &args.output {
+        None => super::emit(&workflow),
+        Some(path) => {
+            let written = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(path, &workflow));
+            match written {
+                Ok(()) => crate::exit::SUCCESS,
+                Err(e) => {
+                    say!("error: cannot write {}: {e}", path.display());
+                    crate::exit::INTERNAL
+                }
+            }
+        }
+    }
+}
+
+/// The environment variables each phase's job takes from secrets: the pipeline's `secret`
+/// names, then those of `--secret`, as (variable, secret) pairs.
+fn secrets(pipeline: &Pipeline, extra: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let given = pipeline.secrets.iter().map(|name| (name.clone(), name.clone()));
+    let asked = extra.iter().map(|spec| match spec.split_once('=') {
+        Some((variable, secret)) => (variable.to_owned(), secret.to_owned()),
+        None => (spec.clone(), spec.clone()),
+    });
+    for (variable, secret) in given.chain(asked) {
+        if !is_identifier(&variable) {
+            return Err(format!(
+                "--secret: \"{variable}\" is not an environment variable name (letters, digits and _, not first a digit)"
+            ));
+        }
+        if !is_identifier(&secret) || secret.to_ascii_uppercase().starts_with("GITHUB_") {
+            return Err(format!(
+                "--secret: \"{secret}\" cannot name a GitHub secret (letters, digits and _, not first a digit, not starting with GITHUB_)"
+            ));
+        }
+        if !pairs.iter().any(|(v, _)| *v == variable) {
+            pairs.push((variable, secret));
+        }
+    }
+    Ok(pairs)
+}
+
+fn is_identifier(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The paths a job uses, relative to the repository's root (where `actions/checkout` puts it).
+struct RepoPaths {
+    /// The pipeline file.
+    file: String,
+    /// The workspace (`.` at the root).
+    workspace: String,
+    /// The state folder's `runs/`.
+    runs: String,
+}
+
+impl RepoPaths {
+    fn of(pipeline: &Pipeline) -> Result<RepoPaths, String> {
+        let absolute = |path: &Path| {
+            std::path::absolute(path)
+                .map(|p| crate::language::loader::normalize(Path::new("/"), &p))
+                .map_err(|e| format!("cannot resolve {}: {e}", path.display()))
+        };
+        let file = absolute(&pipeline.file)?;
+        let workspace = absolute(&pipeline.workspace)?;
+        let root = workspace
+            .ancestors()
+            .find(|dir| dir.join(".git").exists())
+            .ok_or_else(|| {
+                format!(
+                    "{} is not in a git repository: a workflow runs on a checkout of one",
+                    workspace.display()
+                )
+            })?
+            .to_owned();
+        let relative = |path: &Path| -> Result<String, String> {
+            let rel = path.strip_prefix(&root).map_err(|_| {
+                format!(
+                    "{} is outside the repository {}",
+                    path.display(),
+                    root.display()
+                )
+            })?;
+            let text = rel.to_string_lossy().replace('\\', "/");
+            if !text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+                return Err(format!(
+                    "{} has characters a workflow's paths are not given here (letters, digits, -, _, ., /)",
+                    rel.display()
+                ));
+            }
+            Ok(if text.is_empty() { ".".to_owned() } else { text })
+        };
+        Ok(RepoPaths {
+            file: relative(&file)?,
+            workspace: relative(&workspace)?,
+            runs: relative(&workspace.join(&pipeline.state_dir).join("runs"))?,
+        })
+    }
+}
+
+/// How jobs install helixflow.
+struct Install<'a> {
+    git: &'a str,
+    rev: Option<&'a str>,
+    command: Option<&'a str>,
+}
+
+/// A job's id for a phase: `phase-` and the name's letters, digits, `-` and `_`, with a short
+/// hash when anything else had to be replaced, so that two phases never share one.
+fn job_id(phase: &str) -> String {
+    let safe: String = phase
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if safe == phase {
+        format!("phase-{safe}")
+    } else {
+        let hash = blake3::hash(phase.as_bytes()).to_hex();
+        format!("phase-{safe}-{}", &hash[..8])
+    }
+}
+
+/// A YAML scalar that Actions reads as exactly `text`: single-quoted with `'` doubled (or
+/// double-quoted with escapes when it holds a control character), and any `${{` written as an
+/// expression that gives it back, since Actions evaluates expressions in every string.
+fn quote(text: &str) -> String {
+    let text = &text.replace("${{", "${{ '${{' }}");
+    if text.chars().any(char::is_control) {
+        serde_json::to_string(text).unwrap_or_default()
+    } else {
+        format!("'{}'", text.replace('\'', "''"))
+    }
+}
+
+/// The name of a phase's artifact of one kind.
+fn artifact(kind: &str, phase: &str) -> String {
+    format!("helixflow-{kind}-{}", folder_name(phase))
+}
+
+/// The workflow, or `None` when the phases depend on each other in a cycle.
+fn github_actions(
+    pipeline: &Pipeline,
+    paths: &RepoPaths,
+    secrets: &[(String, String)],
+    install: &Install<'_>,
+    runs_on: &str,
+) -> Option<String> {
+    let graph = PhaseGraph::new(pipeline);
+    let order: Vec<usize> = graph.levels()?.into_iter().flatten().collect();
+    let index = |name: &str| pipeline.phases.iter().position(|p| p.name.value == name);
+    // Every phase each one depends on, directly or not.
+    let mut upstream: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); pipeline.phases.len()];
+    for &i in &order {
+        for dependency in &pipeline.phases[i].depends_on {
+            if let Some(d) = index(&dependency.value) {
+                let mut set = upstream[d].clone();
+                set.insert(d);
+                upstream[i].extend(set);
+            }
+        }
+    }
+    let rank = |i: &usize| order.iter().position(|o| o == i);
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Generated by `helixflow export github-actions {}`: regenerate it rather than edit it.",
+        paths.file
+    );
+    out.push_str(
+        "# One job per phase, following the pipeline's DAG; each applies the bundles of the phases it\n\
+         # depends on, runs its phase (verification and retries inside the job) and uploads its bundle,\n\
+         # run folder and JUnit report. The last job joins the journals into one run.\n",
+    );
+    let _ = writeln!(out, "name: {}", quote(&format!("helixflow: {}", pipeline.name)));
+    out.push_str("on:\n  workflow_dispatch:\npermissions:\n  contents: read\n");
+    out.push_str("env:\n");
+    let _ = writeln!(out, "  HELIXFLOW_PIPELINE: {}", quote(&paths.file));
+    let _ = writeln!(out, "  HELIXFLOW_WORKSPACE: {}", quote(&paths.workspace));
+    let _ = writeln!(out, "  HELIXFLOW_RUNS: {}", quote(&paths.runs));
+    if install.command.is_none() {
+        let _ = writeln!(out, "  HELIXFLOW_GIT: {}", quote(install.git));
+        if let Some(rev) = install.rev {
+            let _ = writeln!(out, "  HELIXFLOW_REV: {}", quote(rev));
+        }
+    }
+    out.push_str("jobs:\n");
+
+    let install_steps = |out: &mut String| {
+        out.push_str("      - uses: actions/checkout@v4\n");
+        out.push_str("      - name: Install helixflow\n");
+        match install.command {
+            Some(command) => {
+                let _ = writeln!(out, "        run: {}", quote(command));
+            }
+            None if install.rev.is_some() => out.push_str(
+                "        run: cargo install --locked --git \"$HELIXFLOW_GIT\" --rev \"$HELIXFLOW_REV\" helixflow\n",
+            ),
+            None => out.push_str(
+                "        run: cargo install --locked --git \"$HELIXFLOW_GIT\" helixflow\n",
+            ),
+        }
+    };
+    // Downloads and applies the bundles of `phases`, in dependency order; `only_passed` guards
+    // each with its job's result (the last job runs whatever happened).
+    let apply_steps = |out: &mut String, phases: &[usize], only_passed: bool| {
+        for &d in phases {
+            let name = &pipeline.phases[d].name.value;
+            let folder = folder_name(name);
+            let guard = if only_passed {
+                format!("        if: needs.{}.result == 'success'\n", job_id(name))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "      - name: {}", quote(&format!("Download the bundle of {name}")));
+            out.push_str(&guard);
+            out.push_str("        uses: actions/download-artifact@v4\n        with:\n");
+            let _ = writeln!(out, "          name: {}", artifact("bundle", name));
+            let _ = writeln!(out, "          path: ${{{{ runner.temp }}}}/bundles/{folder}");
+            let _ = writeln!(out, "      - name: {}", quote(&format!("Apply the bundle of {name}")));
+            out.push_str(&guard);
+            let _ = writeln!(
+                out,
+                "        run: helixflow bundle apply -C \"$HELIXFLOW_WORKSPACE\" \"$RUNNER_TEMP/bundles/{folder}/bundle.hxb\""
+            );
+        }
+    };
+
+    for &i in &order {
+        let phase = &pipeline.phases[i];
+        let name = &phase.name.value;
+        let folder = folder_name(name);
+        let _ = writeln!(out, "  {}:", job_id(name));
+        let _ = writeln!(out, "    name: {}", quote(&format!("phase {name}")));
+        let _ = writeln!(out, "    runs-on: {}", quote(runs_on));
+        let needs: Vec<String> = phase
+            .depends_on
+            .iter()
+            .map(|d| job_id(&d.value))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !needs.is_empty() {
+            let _ = writeln!(out, "    needs: [{}]", needs.join(", "));
+        }
+        out.push_str("    env:\n");
+        let _ = writeln!(out, "      HELIXFLOW_PHASE_NAME: {}", quote(name));
+        for (variable, secret) in secrets {
+            let _ = writeln!(out, "      {variable}: ${{{{ secrets.{secret} }}}}");
+        }
+        out.push_str("    steps:\n");
+        install_steps(&mut out);
+        let mut before: Vec<usize> = upstream[i].iter().copied().collect();
+        before.sort_by_key(|d| rank(d));
+        apply_steps(&mut out, &before, false);
+        let _ = writeln!(out, "      - name: {}", quote(&format!("Run phase {name}")));
+        out.push_str(
+            "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
+        );
+        let _ = writeln!(out, "      - name: {}", quote(&format!("Upload the bundle of {name}")));
+        out.push_str("        uses: actions/upload-artifact@v4\n        with:\n");
+        let _ = writeln!(out, "          name: {}", artifact("bundle", name));
+        let _ = writeln!(
+            out,
+            "          path: ${{{{ env.HELIXFLOW_RUNS }}}}/*/phases/{folder}/bundle.hxb"
+        );
+        out.push_str("          include-hidden-files: true\n          if-no-files-found: error\n");
+        for (kind, path) in [
+            ("journal", "${{ env.HELIXFLOW_RUNS }}/".to_owned()),
+            ("junit", "${{ runner.temp }}/junit.xml".to_owned()),
+        ] {
+            let _ = writeln!(out, "      - name: {}", quote(&format!("Upload the {kind} of {name}")));
+            out.push_str("        if: always()\n        uses: actions/upload-artifact@v4\n        with:\n");
+            let _ = writeln!(out, "          name: {}", artifact(kind, name));
+            let _ = writeln!(out, "          path: {path}");
+            out.push_str("          include-hidden-files: true\n          if-no-files-found: ignore\n");
+        }
+    }
+
+    // The last job: the pipeline's result and its one run.
+    out.push_str("  helixflow-run:\n    name: 'helixflow run'\n");
+    let _ = writeln!(out, "    runs-on: {}", quote(runs_on));
+    let all: Vec<String> = order
+        .iter()
+        .map(|&i| job_id(&pipeline.phases[i].name.value))
+        .collect();
+    let _ = writeln!(out, "    needs: [{}]", all.join(", "));
+    out.push_str("    if: always()\n    steps:\n");
+    install_steps(&mut out);
+    apply_steps(&mut out, &order, true);
+    out.push_str(
+        "      - name: Download the journals\n        uses: actions/download-artifact@v4\n        with:\n          pattern: helixflow-journal-*\n          path: ${{ runner.temp }}/journals\n",
+    );
+    out.push_str(
+        "      - name: Join the journals into one run\n        run: helixflow runs merge --file \"$HELIXFLOW_PIPELINE\" --junit \"$RUNNER_TEMP/junit.xml\" \"$RUNNER_TEMP/journals\"\n",
+    );
+    out.push_str(
+        "      - name: Summary\n        run: helixflow show --file \"$HELIXFLOW_PIPELINE\" >> \"$GITHUB_STEP_SUMMARY\"\n",
+    );
+    for (kind, path) in [
+        ("junit", "${{ runner.temp }}/junit.xml"),
+        ("run", "${{ env.HELIXFLOW_RUNS }}/"),
+    ] {
+        let _ = writeln!(out, "      - name: {}", quote(&format!("Upload the {kind}")));
+        out.push_str("        uses: actions/upload-artifact@v4\n        with:\n");
+        let _ = writeln!(out, "          name: helixflow-{kind}");
+        let _ = writeln!(out, "          path: {path}");
+        out.push_str("          include-hidden-files: true\n");
+    }
+    Some(out)
+}
