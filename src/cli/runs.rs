@@ -330,37 +330,18 @@ fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, (AttemptOutcome, Opti
 
 /// `helixflow runs merge`.
 fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> i32 {
-    // A folder without a journal of its own holds run folders (an artifact downloaded whole).
+    // A folder without a journal of its own holds run folders (artifacts downloaded whole).
     let mut dirs = Vec::new();
     for dir in &args.dirs {
-        if dir.join(journal::FILE_NAME).is_file() {
-            dirs.push(dir.clone());
-            continue;
-        }
-        let found = list_runs(dir).unwrap_or_default();
-        let found: Vec<PathBuf> = if found.is_empty() {
-            std::fs::read_dir(dir)
-                .map(|entries| {
-                    let mut inner: Vec<PathBuf> = entries
-                        .filter_map(Result::ok)
-                        .map(|e| e.path())
-                        .filter(|p| p.join(journal::FILE_NAME).is_file())
-                        .collect();
-                    inner.sort();
-                    inner
-                })
-                .unwrap_or_default()
-        } else {
-            found.into_iter().map(|run| run.path).collect()
-        };
-        if found.is_empty() {
+        let before = dirs.len();
+        find_runs(dir, 3, &mut dirs);
+        if dirs.len() == before {
             return input::fail(&format!(
                 "{} is not a run folder ({} missing) and holds none",
                 dir.display(),
                 journal::FILE_NAME
             ));
         }
-        dirs.extend(found);
     }
     let (run, events) = match crate::store::merge::merge(runs_dir, &dirs) {
         Ok(joined) => joined,
@@ -380,4 +361,27 @@ fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> i32 {
         run.run_id,
         run.path.display()
     ))
+}
+
+/// The run folders at `dir` or below it, up to `depth` levels down, in name order.
+fn find_runs(dir: &std::path::Path, depth: u32, out: &mut Vec<PathBuf>) {
+    if dir.join(journal::FILE_NAME).is_file() {
+        out.push(dir.to_owned());
+        return;
+    }
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut inner: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    inner.sort();
+    for path in inner {
+        find_runs(&path, depth - 1, out);
+    }
 }

@@ -9,6 +9,7 @@ mod check;
 mod editors;
 mod examples;
 mod fmt;
+mod github_actions;
 mod graph;
 mod lint;
 mod lint_fixtures;

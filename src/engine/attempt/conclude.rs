@@ -5,12 +5,12 @@
 use std::time::Instant;
 
 use super::{Attempt, AttemptResult};
-use crate::engine::context::{Shared, gate_env, millis};
+use crate::engine::context::{Shared, gate_env, millis, split_bookkeeping};
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
 use crate::model::Phase;
 use crate::process::{self, ChildSpec};
 use crate::store::{bundle, journal};
-use crate::workspace::{Changes, Snapshot};
+use crate::workspace::Snapshot;
 use crate::verify::feedback::{self, AgentFailure};
 
 /// Concludes an attempt that ran: writes its gate reports, and passes it, or fails it with the
@@ -70,10 +70,14 @@ pub(super) fn conclude(
     ))
 }
 
-/// Writes the bundle of a passing attempt, `phases/<phase>/bundle.hxb`: its changes to the
-/// workspace from `before`, with the phase's folder and its records in the journal so far.
-pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, changes: &Changes) -> std::io::Result<()> {
+/// Writes the bundle of a passing attempt, `phases/<phase>/bundle.hxb`: the changes from
+/// `before` (the workspace before the phase's first attempt) to `after` (the passing attempt's
+/// end), its agent's bookkeeping files left out, with the phase's folder and its records in the
+/// journal so far.
+pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> std::io::Result<()> {
     let (shared, name) = (a.shared, &a.phase.name.value);
+    let mut changes = before.diff(after);
+    split_bookkeeping(shared, a.phase, &mut changes);
     let phase_dir = shared.run.phase_dir(name);
     // The journal is written by the run's dispatcher: the latest events may not be in it yet.
     let journal = std::fs::read_to_string(shared.run.path.join(journal::FILE_NAME))
@@ -91,7 +95,7 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, changes: &Changes) -> s
         &bundle::Source {
             workspace: &shared.pipeline.workspace,
             before,
-            changes,
+            changes: &changes,
             pipeline: &shared.pipeline.name,
             phase: name,
             run_id: &shared.run.run_id,

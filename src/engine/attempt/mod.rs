@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
 use crate::event::{AttemptOutcome, Event, PhaseStatus};
 use crate::model::Phase;
+use crate::workspace::Snapshot;
 use prepare::Session;
 
 pub(crate) use prepare::{attempt_prompt, fingerprint_prompt};
@@ -48,6 +49,8 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
     let max_attempts = phase.retries.saturating_add(1);
     let mut previous_feedback: Option<(String, PathBuf)> = None;
     let mut session = Session::default();
+    // The workspace before the phase's first attempt, which its bundle starts from.
+    let mut phase_before = None;
     let mut attempt = 1;
     loop {
         shared.emit(Event::AttemptStarted {
@@ -63,6 +66,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             max_attempts,
             previous_feedback.as_ref(),
             &mut session,
+            &mut phase_before,
         )
         .await
         {
@@ -167,6 +171,7 @@ async fn one_attempt(
     max_attempts: u32,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
+    phase_before: &mut Option<Option<Arc<Snapshot>>>,
 ) -> std::io::Result<AttemptResult> {
     let phase = &shared.pipeline.phases[index];
     // From here on, the phases running alongside are noted: their changes are not this attempt's.
@@ -182,6 +187,9 @@ async fn one_attempt(
     };
 
     let before = prepare::snapshot_before(&current).await?;
+    // The phase's result is what its attempts changed together: a failed attempt's files are
+    // still there when the next one starts, so its bundle starts from before the first.
+    let first_before = phase_before.get_or_insert_with(|| before.clone()).clone();
     let prepared = match prepare::worker(&current, previous, session)? {
         Ok(prepared) => prepared,
         Err(ended) => return Ok(ended),
@@ -205,15 +213,15 @@ async fn one_attempt(
         Err(ended) => return Ok(ended),
     };
     let (agent_failure, response) = worker::agent_result(shared, phase, &exit, &current.dir).await;
-    let (reports, changes) = if agent_failure.is_none() {
+    let (reports, after) = if agent_failure.is_none() {
         verify::verify(&current, before.clone(), &live, &prepared.task, response.as_deref()).await?
     } else {
         (Vec::new(), None)
     };
     let result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
-    if let (AttemptOutcome::Passed, Some(before), Some(changes)) = (result.outcome, &before, &changes)
+    if let (AttemptOutcome::Passed, Some(before), Some(after)) = (result.outcome, first_before, after)
     {
-        conclude::bundle(&current, before, changes)?;
+        conclude::bundle(&current, &before, &after)?;
     }
     Ok(result)
 }

@@ -27,7 +27,7 @@ pub(super) async fn verify(
     live: &LiveAttempt,
     task: &str,
     response: Option<&str>,
-) -> std::io::Result<(Vec<GateReport>, Option<Changes>)> {
+) -> std::io::Result<(Vec<GateReport>, Option<Snapshot>)> {
     let (shared, phase, attempt, dir) = (a.shared, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
     let mut reports: Vec<GateReport> = Vec::new();
@@ -127,7 +127,7 @@ pub(super) async fn verify(
         emit(&report);
         reports.push(report);
     }
-    Ok((reports, tracked.then_some(changes)))
+    Ok((reports, tracked.then_some(after)))
 }
 
 /// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since.
