@@ -718,3 +718,22 @@ fn bundle_apply_check_names_conflicts_and_show_lists_the_changes() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a readable bundle"));
 }
+
+#[test]
+fn the_readme_shows_the_workflow_export_writes_for_the_four_phase_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- four-phase workflow: start -->\n```yaml\n")
+        .expect("the README's workflow");
+    let shown = &readme[start..];
+    let shown = &shown[shown.find("```yaml\n").unwrap() + 8..shown.find("```\n<!-- four-phase workflow: end -->").unwrap()];
+    let out = Command::new(BIN)
+        .args(["export", "github-actions", "examples/four-phase/pipeline.kdl"])
+        .args(["--secret", "ANTHROPIC_API_KEY"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(shown, String::from_utf8_lossy(&out.stdout), "regenerate the README's workflow");
+}
