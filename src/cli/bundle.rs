@@ -67,9 +67,13 @@ fn apply(args: &ApplyArgs) -> i32 {
     }
     let phase = &bundle.manifest.phase;
     let result = if args.check {
-        bundle
-            .check(&args.workspace)
-            .map(|conflicts| if conflicts.is_empty() { Ok(None) } else { Err(conflicts) })
+        bundle.check(&args.workspace).map(|conflicts| {
+            if conflicts.is_empty() {
+                Ok(None)
+            } else {
+                Err(conflicts)
+            }
+        })
     } else {
         bundle.apply(&args.workspace).map(|r| r.map(Some))
     };

@@ -3,9 +3,9 @@
 //! Each phase's job checks out the repository, installs helixflow, downloads the bundles of every
 //! phase it depends on (directly or not) and applies them in dependency order, runs the phase with
 //! `helixflow run --only PHASE --force` (verification and retries happen inside the job), and
-//! uploads its bundle, its run folder (the journal) and its JUnit report as artifacts. A last job
+//! uploads its bundle, its run folder (the journal) and its `JUnit` report as artifacts. A last job
 //! applies every passing phase's bundle (the pipeline's result), joins the journals into one run
-//! (`helixflow runs merge`) and publishes the JUnit report and the summary.
+//! (`helixflow runs merge`) and publishes the `JUnit` report and the summary.
 //!
 //! Nothing the pipeline's author wrote reaches a shell: phase names go into the workflow as YAML
 //! strings and environment values, and into file and artifact names only as [`folder_name`]s.
@@ -32,8 +32,8 @@ enum Command {
     ///
     /// Jobs follow the DAG with `needs:`; each applies the bundles of the phases it depends on,
     /// runs its phase with `helixflow run --only PHASE --force`, and uploads its bundle, run
-    /// folder and JUnit report as artifacts. A last job applies every bundle, joins the journals
-    /// with `helixflow runs merge` and publishes the JUnit report. The pipeline's `secret`
+    /// folder and `JUnit` report as artifacts. A last job applies every bundle, joins the journals
+    /// with `helixflow runs merge` and publishes the `JUnit` report. The pipeline's `secret`
     /// variables come from the repository's secrets of the same name; name more (the agents' API
     /// keys) with `--secret`. helixflow is installed with `cargo install --locked --git URL`
     /// (`--git`, `--rev`), or by the command given with `--install`.
@@ -92,7 +92,9 @@ pub(crate) fn run(args: &Args) -> i32 {
     };
     let Some(workflow) = github_actions(&pipeline, &paths, &secrets, &install, &args.runs_on)
     else {
-        return input::fail("the phases depend on each other in a cycle (`helixflow lint` shows it)");
+        return input::fail(
+            "the phases depend on each other in a cycle (`helixflow lint` shows it)",
+        );
     };
     match &args.output {
         None => super::emit(&workflow),
@@ -117,7 +119,10 @@ pub(crate) fn run(args: &Args) -> i32 {
 /// names, then those of `--secret`, as (variable, secret) pairs.
 fn secrets(pipeline: &Pipeline, extra: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut pairs: Vec<(String, String)> = Vec::new();
-    let given = pipeline.secrets.iter().map(|name| (name.clone(), name.clone()));
+    let given = pipeline
+        .secrets
+        .iter()
+        .map(|name| (name.clone(), name.clone()));
     let asked = extra.iter().map(|spec| match spec.split_once('=') {
         Some((variable, secret)) => (variable.to_owned(), secret.to_owned()),
         None => (spec.clone(), spec.clone()),
@@ -141,7 +146,9 @@ fn secrets(pipeline: &Pipeline, extra: &[String]) -> Result<Vec<(String, String)
 }
 
 fn is_identifier(name: &str) -> bool {
-    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -183,13 +190,20 @@ impl RepoPaths {
                 )
             })?;
             let text = rel.to_string_lossy().replace('\\', "/");
-            if !text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+            if !text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
                 return Err(format!(
                     "{} has characters a workflow's paths are not given here (letters, digits, -, _, ., /)",
                     rel.display()
                 ));
             }
-            Ok(if text.is_empty() { ".".to_owned() } else { text })
+            Ok(if text.is_empty() {
+                ".".to_owned()
+            } else {
+                text
+            })
         };
         Ok(RepoPaths {
             file: relative(&file)?,
@@ -279,7 +293,11 @@ fn github_actions(
          # depends on, runs its phase (verification and retries inside the job) and uploads its bundle,\n\
          # run folder and JUnit report. The last job joins the journals into one run.\n",
     );
-    let _ = writeln!(out, "name: {}", quote(&format!("helixflow: {}", pipeline.name)));
+    let _ = writeln!(
+        out,
+        "name: {}",
+        quote(&format!("helixflow: {}", pipeline.name))
+    );
     out.push_str("on:\n  workflow_dispatch:\npermissions:\n  contents: read\n");
     out.push_str("env:\n");
     let _ = writeln!(out, "  HELIXFLOW_PIPELINE: {}", quote(&paths.file));
@@ -319,12 +337,23 @@ fn github_actions(
             } else {
                 String::new()
             };
-            let _ = writeln!(out, "      - name: {}", quote(&format!("Download the bundle of {name}")));
+            let _ = writeln!(
+                out,
+                "      - name: {}",
+                quote(&format!("Download the bundle of {name}"))
+            );
             out.push_str(&guard);
             out.push_str("        uses: actions/download-artifact@v4\n        with:\n");
             let _ = writeln!(out, "          name: {}", artifact("bundle", name));
-            let _ = writeln!(out, "          path: ${{{{ runner.temp }}}}/bundles/{folder}");
-            let _ = writeln!(out, "      - name: {}", quote(&format!("Apply the bundle of {name}")));
+            let _ = writeln!(
+                out,
+                "          path: ${{{{ runner.temp }}}}/bundles/{folder}"
+            );
+            let _ = writeln!(
+                out,
+                "      - name: {}",
+                quote(&format!("Apply the bundle of {name}"))
+            );
             out.push_str(&guard);
             let _ = writeln!(
                 out,
@@ -364,7 +393,11 @@ fn github_actions(
         out.push_str(
             "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
         );
-        let _ = writeln!(out, "      - name: {}", quote(&format!("Upload the bundle of {name}")));
+        let _ = writeln!(
+            out,
+            "      - name: {}",
+            quote(&format!("Upload the bundle of {name}"))
+        );
         out.push_str("        uses: actions/upload-artifact@v4\n        with:\n");
         let _ = writeln!(out, "          name: {}", artifact("bundle", name));
         let _ = writeln!(
@@ -376,11 +409,19 @@ fn github_actions(
             ("journal", "${{ env.HELIXFLOW_RUNS }}/".to_owned()),
             ("junit", "${{ runner.temp }}/junit.xml".to_owned()),
         ] {
-            let _ = writeln!(out, "      - name: {}", quote(&format!("Upload the {kind} of {name}")));
-            out.push_str("        if: always()\n        uses: actions/upload-artifact@v4\n        with:\n");
+            let _ = writeln!(
+                out,
+                "      - name: {}",
+                quote(&format!("Upload the {kind} of {name}"))
+            );
+            out.push_str(
+                "        if: always()\n        uses: actions/upload-artifact@v4\n        with:\n",
+            );
             let _ = writeln!(out, "          name: {}", artifact(kind, name));
             let _ = writeln!(out, "          path: {path}");
-            out.push_str("          include-hidden-files: true\n          if-no-files-found: ignore\n");
+            out.push_str(
+                "          include-hidden-files: true\n          if-no-files-found: ignore\n",
+            );
         }
     }
 
@@ -408,7 +449,11 @@ fn github_actions(
         ("junit", "${{ runner.temp }}/junit.xml"),
         ("run", "${{ env.HELIXFLOW_RUNS }}/"),
     ] {
-        let _ = writeln!(out, "      - name: {}", quote(&format!("Upload the {kind}")));
+        let _ = writeln!(
+            out,
+            "      - name: {}",
+            quote(&format!("Upload the {kind}"))
+        );
         out.push_str("        uses: actions/upload-artifact@v4\n        with:\n");
         let _ = writeln!(out, "          name: helixflow-{kind}");
         let _ = writeln!(out, "          path: {path}");

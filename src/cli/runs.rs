@@ -36,7 +36,7 @@ struct MergeArgs {
     /// Run folders (`<state-dir>/runs/<run-id>`), or folders holding run folders.
     #[arg(required = true, value_name = "DIR")]
     dirs: Vec<PathBuf>,
-    /// Also write a JUnit XML report of the joined run to this file.
+    /// Also write a `JUnit` XML report of the joined run to this file.
     #[arg(long, value_name = "PATH")]
     junit: Option<PathBuf>,
 }
@@ -357,7 +357,11 @@ fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> i32 {
     }
     super::emit(&format!(
         "joined {} into run {} ({})\n",
-        if dirs.len() == 1 { "1 run".to_owned() } else { format!("{} runs", dirs.len()) },
+        if dirs.len() == 1 {
+            "1 run".to_owned()
+        } else {
+            format!("{} runs", dirs.len())
+        },
         run.run_id,
         run.path.display()
     ))

@@ -264,11 +264,17 @@ pub(crate) fn create(path: &Path, source: &Source<'_>) -> io::Result<Manifest> {
     list_files(source.phase_dir, Path::new(""), &mut journal)?;
     for rel in journal {
         let rel_text = rel.to_string_lossy().replace('\\', "/");
-        if rel_text == FILE_NAME || rel_text.ends_with(".tmp") {
+        // The bundle itself, and the file it is written to before its rename.
+        if rel_text == FILE_NAME || rel_text == format!("{FILE_NAME}.tmp") {
             continue;
         }
         let bytes = fs::read(source.phase_dir.join(&rel))?;
-        append_file(&mut builder, &format!("{PHASE_DIR}{rel_text}"), 0o644, &bytes)?;
+        append_file(
+            &mut builder,
+            &format!("{PHASE_DIR}{rel_text}"),
+            0o644,
+            &bytes,
+        )?;
     }
     let mut writer = builder.into_inner()?;
     io::Write::flush(&mut writer)?;
@@ -386,8 +392,8 @@ impl Bundle {
             if name == MANIFEST {
                 let mut text = Vec::new();
                 entry.read_to_end(&mut text).map_err(|e| e.to_string())?;
-                let value: serde_json::Value = serde_json::from_slice(&text)
-                    .map_err(|e| format!("{MANIFEST}: {e}"))?;
+                let value: serde_json::Value =
+                    serde_json::from_slice(&text).map_err(|e| format!("{MANIFEST}: {e}"))?;
                 if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
                     return Err(format!("{MANIFEST} does not say \"format\": \"{FORMAT}\""));
                 }
@@ -398,14 +404,13 @@ impl Bundle {
                         version.map_or_else(|| "missing".to_owned(), |v| v.to_string())
                     ));
                 }
-                manifest = Some(
-                    serde_json::from_value(value).map_err(|e| format!("{MANIFEST}: {e}"))?,
-                );
+                manifest =
+                    Some(serde_json::from_value(value).map_err(|e| format!("{MANIFEST}: {e}"))?);
             } else if let Some(rel) = name.strip_prefix(FILES) {
                 let bytes = if kind == tar::EntryType::Symlink {
                     entry
                         .link_name_bytes()
-                        .map(|b| b.into_owned())
+                        .map(std::borrow::Cow::into_owned)
                         .ok_or_else(|| format!("{name}: a symlink without a target"))?
                 } else {
                     let mut bytes = Vec::new();
@@ -462,7 +467,10 @@ impl Bundle {
             let mut parent = Path::new(path).parent();
             while let Some(folder) = parent.filter(|p| !p.as_os_str().is_empty()) {
                 if written.contains(folder.to_string_lossy().as_ref()) {
-                    return Err(format!("{path}: below {}, which is a file", folder.display()));
+                    return Err(format!(
+                        "{path}: below {}, which is a file",
+                        folder.display()
+                    ));
                 }
                 parent = folder.parent();
             }
@@ -486,7 +494,10 @@ impl Bundle {
                 continue;
             }
             let current = read_current(&workspace.join(&file.path))?;
-            if current.as_ref().is_some_and(|(_, mode, _)| *mode == 0o40000) {
+            if current
+                .as_ref()
+                .is_some_and(|(_, mode, _)| *mode == 0o40000)
+            {
                 conflicts.push(conflict("is a folder"));
                 continue;
             }
@@ -506,9 +517,9 @@ impl Bundle {
                     None => conflicts.push(conflict(
                         "does not exist, and the bundle changes an existing file",
                     )),
-                    Some(hash) if Some(&hash) != file.before.as_ref() => conflicts.push(conflict(
-                        "changed since the bundle's phase started from it",
-                    )),
+                    Some(hash) if Some(&hash) != file.before.as_ref() => {
+                        conflicts.push(conflict("changed since the bundle's phase started from it"))
+                    }
                     Some(_) => {}
                 },
             }
@@ -700,7 +711,10 @@ mod tests {
                 ("gone/x.txt", ChangeKind::Deleted),
             ]
         );
-        assert_eq!(bundle.phase_files.keys().collect::<Vec<_>>(), ["attempt-1/gates.json"]);
+        assert_eq!(
+            bundle.phase_files.keys().collect::<Vec<_>>(),
+            ["attempt-1/gates.json"]
+        );
 
         let c = copy.path();
         assert_eq!(bundle.check(c).unwrap(), []);
@@ -711,12 +725,22 @@ mod tests {
                 already: 0
             }
         );
-        assert_eq!(fs::read(c.join("bin/tool")).unwrap(), [0u8, 159, 146, 150, 255]);
         assert_eq!(
-            fs::metadata(c.join("bin/tool")).unwrap().permissions().mode() & 0o777,
+            fs::read(c.join("bin/tool")).unwrap(),
+            [0u8, 159, 146, 150, 255]
+        );
+        assert_eq!(
+            fs::metadata(c.join("bin/tool"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
             0o755
         );
-        assert_eq!(fs::read_link(c.join("bin/link")).unwrap(), Path::new("../edit.txt"));
+        assert_eq!(
+            fs::read_link(c.join("bin/link")).unwrap(),
+            Path::new("../edit.txt")
+        );
         assert_eq!(fs::read_to_string(c.join("edit.txt")).unwrap(), "new");
         assert!(!c.join("gone").exists());
         // Twice changes nothing.
@@ -755,7 +779,10 @@ mod tests {
                 "new.txt: exists already, with other contents"
             ]
         );
-        assert_eq!(fs::read_to_string(o.join("a.txt")).unwrap(), "someone else's");
+        assert_eq!(
+            fs::read_to_string(o.join("a.txt")).unwrap(),
+            "someone else's"
+        );
     }
 
     #[test]

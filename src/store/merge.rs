@@ -32,7 +32,10 @@ struct Source {
 }
 
 /// Joins the runs in `dirs` into a new run under `runs_dir`, and returns it with its events.
-pub(crate) fn merge(runs_dir: &Path, dirs: &[PathBuf]) -> Result<(RunDir, Vec<Stamped>), MergeError> {
+pub(crate) fn merge(
+    runs_dir: &Path,
+    dirs: &[PathBuf],
+) -> Result<(RunDir, Vec<Stamped>), MergeError> {
     let mut sources = Vec::new();
     for dir in dirs {
         let run = RunDir {
@@ -108,11 +111,9 @@ pub(crate) fn merge(runs_dir: &Path, dirs: &[PathBuf]) -> Result<(RunDir, Vec<St
                     status: finished,
                     exit_code: code,
                     ..
-                } => {
-                    if severity(*finished) > severity(status) {
-                        status = *finished;
-                        exit_code = *code;
-                    }
+                } if severity(*finished) > severity(status) => {
+                    status = *finished;
+                    exit_code = *code;
                 }
                 _ => {}
             }
@@ -156,14 +157,15 @@ pub(crate) fn merge(runs_dir: &Path, dirs: &[PathBuf]) -> Result<(RunDir, Vec<St
         .unwrap_or_default();
     let start = parse_time(&first);
     let since_start = |time: &str| match (start, parse_time(time)) {
-        (Some(start), Some(at)) => at
-            .duration_since(start)
-            .map_or(0, |d| d.as_millis() as u64),
+        (Some(start), Some(at)) => at.duration_since(start).map_or(0, |d| d.as_millis() as u64),
         _ => 0,
     };
 
     let run = RunDir::create(runs_dir).map_err(|e| {
-        MergeError(format!("cannot make a run folder in {}: {e}", runs_dir.display()))
+        MergeError(format!(
+            "cannot make a run folder in {}: {e}",
+            runs_dir.display()
+        ))
     })?;
     let mut joined = vec![Stamped {
         time: first.clone(),
@@ -190,8 +192,10 @@ pub(crate) fn merge(runs_dir: &Path, dirs: &[PathBuf]) -> Result<(RunDir, Vec<St
         },
     });
 
-    write(&run, &sources, &owner, &pipeline, &phases, &joined, &first, &last)
-        .map_err(|e| MergeError(format!("cannot write {}: {e}", run.path.display())))?;
+    write(
+        &run, &sources, &owner, &pipeline, &phases, &joined, &first, &last,
+    )
+    .map_err(|e| MergeError(format!("cannot write {}: {e}", run.path.display())))?;
     Ok((run, joined))
 }
 
@@ -260,7 +264,10 @@ fn phase_order(sources: &[Source], appearing: Vec<String>) -> Vec<String> {
                     .iter()
                     .filter_map(|p| {
                         let name = p.get("name")?;
-                        name.get("value").unwrap_or(name).as_str().map(str::to_owned)
+                        name.get("value")
+                            .unwrap_or(name)
+                            .as_str()
+                            .map(str::to_owned)
                     })
                     .collect(),
             )

@@ -111,12 +111,22 @@ fn repository() -> tempfile::TempDir {
     std::fs::write(r.join(".gitignore"), ".helixflow/\n").unwrap();
     git(r, &["init", "-q", "-b", "main"]);
     let out = Command::new(BIN)
-        .args(["export", "github-actions", "pipeline.kdl", "--secret", "API_TOKEN"])
+        .args([
+            "export",
+            "github-actions",
+            "pipeline.kdl",
+            "--secret",
+            "API_TOKEN",
+        ])
         .args(["-o", ".github/workflows/helixflow.yml"])
         .current_dir(r)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     git(r, &["add", "-A"]);
     git(r, &["commit", "-q", "-m", "start"]);
     repo
@@ -152,7 +162,10 @@ fn tree(root: &Path) -> BTreeMap<String, (String, bool, Vec<u8>)> {
                 walk(root, &path, out);
             } else {
                 let executable = meta.permissions().mode() & 0o111 != 0;
-                out.insert(rel, ("file".into(), executable, std::fs::read(&path).unwrap()));
+                out.insert(
+                    rel,
+                    ("file".into(), executable, std::fs::read(&path).unwrap()),
+                );
             }
         }
     }
@@ -216,7 +229,10 @@ impl Runner {
         let jobs = workflow["jobs"].as_hash().expect("jobs");
         let needs = |job: &Yaml| -> Vec<String> {
             match &job["needs"] {
-                Yaml::Array(list) => list.iter().map(|n| n.as_str().unwrap().to_owned()).collect(),
+                Yaml::Array(list) => list
+                    .iter()
+                    .map(|n| n.as_str().unwrap().to_owned())
+                    .collect(),
                 Yaml::String(one) => vec![one.clone()],
                 _ => Vec::new(),
             }
@@ -226,14 +242,10 @@ impl Runner {
             let (id, job) = jobs
                 .iter()
                 .map(|(id, job)| (id.as_str().unwrap().to_owned(), job))
-                .find(|(id, job)| {
-                    !done.contains(id) && needs(job).iter().all(|n| done.contains(n))
-                })
+                .find(|(id, job)| !done.contains(id) && needs(job).iter().all(|n| done.contains(n)))
                 .expect("a job whose needs are done (no cycle)");
             let always = job["if"].as_str() == Some("always()");
-            let blocked = needs(job)
-                .iter()
-                .any(|n| self.results[n].0 != "success");
+            let blocked = needs(job).iter().any(|n| self.results[n].0 != "success");
             if blocked && !always {
                 self.results
                     .insert(id.clone(), ("skipped".into(), PathBuf::new()));
@@ -283,11 +295,7 @@ impl Runner {
                 continue;
             }
             let ok = if let Some(uses) = step["uses"].as_str() {
-                let with = |key: &str| {
-                    step["with"][key]
-                        .as_str()
-                        .map(|v| self.expression(v, &env))
-                };
+                let with = |key: &str| step["with"][key].as_str().map(|v| self.expression(v, &env));
                 match uses.split('@').next().unwrap() {
                     "actions/checkout" => {
                         clone(&self.repo, &clone_dir);
@@ -299,25 +307,25 @@ impl Runner {
                         &with("path").unwrap(),
                         with("if-no-files-found").as_deref() == Some("error"),
                     ),
-                    "actions/download-artifact" => {
-                        self.download(&clone_dir, with("name"), with("pattern"), &with("path").unwrap())
-                    }
+                    "actions/download-artifact" => self.download(
+                        &clone_dir,
+                        with("name"),
+                        with("pattern"),
+                        &with("path").unwrap(),
+                    ),
                     other => panic!("an action this runner does not know: {other}"),
                 }
             } else if step["name"].as_str() == Some("Install helixflow") {
                 true
             } else {
                 let line = step["run"].as_str().expect("a run step");
-                self.command(line, &clone_dir, &env)
+                Self::command(line, &clone_dir, &env)
             };
             failed |= !ok;
         }
         self.folders.push(work);
         self.folders.push(temp);
-        (
-            if failed { "failure" } else { "success" }.into(),
-            clone_dir,
-        )
+        (if failed { "failure" } else { "success" }.into(), clone_dir)
     }
 
     /// `${{ secrets.X }}`, `${{ env.X }}`, `${{ runner.temp }}` in a value.
@@ -387,7 +395,13 @@ impl Runner {
         true
     }
 
-    fn download(&self, clone: &Path, name: Option<String>, pattern: Option<String>, path: &str) -> bool {
+    fn download(
+        &self,
+        clone: &Path,
+        name: Option<String>,
+        pattern: Option<String>,
+        path: &str,
+    ) -> bool {
         let into = clone.join(path);
         match (name, pattern) {
             (Some(name), None) => {
@@ -414,13 +428,16 @@ impl Runner {
 
     /// Starts a `run:` line that runs helixflow, without a shell: words split at spaces,
     /// `"…"` with `$NAME` expanded from the job's environment, and `>> FILE` appending stdout.
-    fn command(&self, line: &str, clone: &Path, env: &BTreeMap<String, String>) -> bool {
+    fn command(line: &str, clone: &Path, env: &BTreeMap<String, String>) -> bool {
         let words = split_words(line, env);
         let (args, append) = match words.iter().position(|w| w == ">>") {
             Some(at) => (&words[..at], Some(PathBuf::from(&words[at + 1]))),
             None => (&words[..], None),
         };
-        assert_eq!(args[0], "helixflow", "a run step that is not helixflow: {line}");
+        assert_eq!(
+            args[0], "helixflow",
+            "a run step that is not helixflow: {line}"
+        );
         let output = Command::new(BIN)
             .args(&args[1..])
             .current_dir(clone)
@@ -480,11 +497,17 @@ fn split_words(line: &str, env: &BTreeMap<String, String>) -> Vec<String> {
                         break;
                     }
                 }
-                word.push_str(env.get(&name).unwrap_or_else(|| panic!("${name} is not set")));
+                word.push_str(
+                    env.get(&name)
+                        .unwrap_or_else(|| panic!("${name} is not set")),
+                );
                 in_word = true;
             }
             other => {
-                assert!(!"'\\`*?;&|<(){}".contains(other), "a shell character in: {line}");
+                assert!(
+                    !"'\\`*?;&|<(){}".contains(other),
+                    "a shell character in: {line}"
+                );
                 word.push(other);
                 in_word = true;
             }
@@ -533,16 +556,27 @@ fn the_exported_jobs_run_in_fresh_clones_end_as_one_local_run_does() {
         .env("API_TOKEN", "token-from-secrets")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     // The workflow, job by job.
-    let text = std::fs::read_to_string(repo.path().join(".github/workflows/helixflow.yml")).unwrap();
+    let text =
+        std::fs::read_to_string(repo.path().join(".github/workflows/helixflow.yml")).unwrap();
     let workflow = &YamlLoader::load_from_str(&text).unwrap()[0];
     let mut runner = Runner::new(repo.path(), &secrets);
     let order = runner.run(workflow);
     assert_eq!(
         order,
-        ["phase-plan", "phase-left", "phase-right", "phase-final", "helixflow-run"]
+        [
+            "phase-plan",
+            "phase-left",
+            "phase-right",
+            "phase-final",
+            "helixflow-run"
+        ]
     );
     for (job, (result, _)) in &runner.results {
         assert_eq!(result, "success", "job {job}");
@@ -573,19 +607,40 @@ fn the_exported_jobs_run_in_fresh_clones_end_as_one_local_run_does() {
             .iter()
             .map(|(name, status, attempts, _)| format!("{name} {status} {attempts}"))
             .collect::<Vec<_>>(),
-        ["plan passed 1", "left passed 2", "right passed 1", "final passed 1"]
+        [
+            "plan passed 1",
+            "left passed 2",
+            "right passed 1",
+            "final passed 1"
+        ]
     );
-    let runs = Command::new(BIN).args(["runs"]).current_dir(last).output().unwrap();
+    let runs = Command::new(BIN)
+        .args(["runs"])
+        .current_dir(last)
+        .output()
+        .unwrap();
     let runs = String::from_utf8_lossy(&runs.stdout);
-    assert!(runs.contains("passed") && runs.contains("4/4 passed"), "{runs}");
+    assert!(
+        runs.contains("passed") && runs.contains("4/4 passed"),
+        "{runs}"
+    );
     let show = Command::new(BIN)
         .args(["show", "latest", "left"])
         .current_dir(last)
         .output()
         .unwrap();
     let show = String::from_utf8_lossy(&show.stdout);
-    assert!(show.contains("attempt 1") && show.contains("attempt 2"), "{show}");
-    assert!(runner.artifacts.path().join("helixflow-junit/junit.xml").is_file());
+    assert!(
+        show.contains("attempt 1") && show.contains("attempt 2"),
+        "{show}"
+    );
+    assert!(
+        runner
+            .artifacts
+            .path()
+            .join("helixflow-junit/junit.xml")
+            .is_file()
+    );
     let junit =
         std::fs::read_to_string(runner.artifacts.path().join("helixflow-junit/junit.xml")).unwrap();
     assert!(junit.contains(r#"<testsuite name="final""#), "{junit}");
@@ -596,7 +651,8 @@ fn a_phase_that_fails_in_its_job_fails_the_joined_run_and_its_dependents_do_not_
     let repo = repository();
     // Without the secret every agent fails: `plan` fails, the rest never start.
     let mut runner = Runner::new(repo.path(), &[]);
-    let text = std::fs::read_to_string(repo.path().join(".github/workflows/helixflow.yml")).unwrap();
+    let text =
+        std::fs::read_to_string(repo.path().join(".github/workflows/helixflow.yml")).unwrap();
     let workflow = &YamlLoader::load_from_str(&text).unwrap()[0];
     runner.run(workflow);
     let result = |job: &str| runner.results[job].0.clone();
@@ -605,10 +661,9 @@ fn a_phase_that_fails_in_its_job_fails_the_joined_run_and_its_dependents_do_not_
     assert_eq!(result("phase-final"), "skipped");
     assert_eq!(result("helixflow-run"), "success");
     let (_, last) = &runner.results["helixflow-run"];
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(latest_run(last).join("run.json")).unwrap(),
-    )
-    .unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(latest_run(last).join("run.json")).unwrap())
+            .unwrap();
     assert_eq!(summary["status"], "failed");
     assert_eq!(summary["phases"][0]["name"], "plan");
     assert_eq!(summary["phases"][0]["status"], "failed");
@@ -630,7 +685,11 @@ fn every_phase_name_reaches_the_workflow_as_a_literal() {
         .current_dir(d)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let workflow = &YamlLoader::load_from_str(&text).unwrap()[0];
     let jobs: BTreeSet<String> = workflow["jobs"]
@@ -641,7 +700,11 @@ fn every_phase_name_reaches_the_workflow_as_a_literal() {
         .collect();
     assert_eq!(jobs.len(), 3);
     let first = jobs.iter().find(|j| j.starts_with("phase-it")).unwrap();
-    assert!(first.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+    assert!(
+        first
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    );
     assert_eq!(
         workflow["jobs"][first.as_str()]["env"]["HELIXFLOW_PHASE_NAME"].as_str(),
         Some("it's ${{ '${{' }} secrets.X }}; rm -rf /")
@@ -673,9 +736,18 @@ fn bundle_apply_check_names_conflicts_and_show_lists_the_changes() {
         .unwrap();
     assert!(out.status.success());
     let bundle = latest_run(&w).join("phases/plan/bundle.hxb");
-    let show = Command::new(BIN).args(["bundle", "show"]).arg(&bundle).output().unwrap();
+    let show = Command::new(BIN)
+        .args(["bundle", "show"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
     let show = String::from_utf8_lossy(&show.stdout);
-    for line in ["created   data/blob.bin", "created   docs/plan.md", "created   tool.sh  755", "deleted   old.txt"] {
+    for line in [
+        "created   data/blob.bin",
+        "created   docs/plan.md",
+        "created   tool.sh  755",
+        "deleted   old.txt",
+    ] {
         assert!(show.contains(line), "{line} in {show}");
     }
 
@@ -697,7 +769,10 @@ fn bundle_apply_check_names_conflicts_and_show_lists_the_changes() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("2 conflicts"), "{stderr}");
-    assert!(stderr.contains("docs/plan.md: exists already, with other contents"), "{stderr}");
+    assert!(
+        stderr.contains("docs/plan.md: exists already, with other contents"),
+        "{stderr}"
+    );
     assert!(stderr.contains("old.txt: changed since"), "{stderr}");
     // Applying refuses the same way and writes nothing.
     let out = Command::new(BIN)
@@ -727,13 +802,28 @@ fn the_readme_shows_the_workflow_export_writes_for_the_four_phase_example() {
         .find("<!-- four-phase workflow: start -->\n```yaml\n")
         .expect("the README's workflow");
     let shown = &readme[start..];
-    let shown = &shown[shown.find("```yaml\n").unwrap() + 8..shown.find("```\n<!-- four-phase workflow: end -->").unwrap()];
+    let shown = &shown[shown.find("```yaml\n").unwrap() + 8
+        ..shown
+            .find("```\n<!-- four-phase workflow: end -->")
+            .unwrap()];
     let out = Command::new(BIN)
-        .args(["export", "github-actions", "examples/four-phase/pipeline.kdl"])
+        .args([
+            "export",
+            "github-actions",
+            "examples/four-phase/pipeline.kdl",
+        ])
         .args(["--secret", "ANTHROPIC_API_KEY"])
         .current_dir(root)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(shown, String::from_utf8_lossy(&out.stdout), "regenerate the README's workflow");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        shown,
+        String::from_utf8_lossy(&out.stdout),
+        "regenerate the README's workflow"
+    );
 }

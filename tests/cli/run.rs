@@ -969,7 +969,7 @@ fn runs_and_show_list_past_runs_and_feedback() {
 }
 
 #[test]
-fn changes_are_recorded_only_for_phases_whose_checks_read_them() {
+fn every_attempt_records_its_changes_and_every_passing_phase_its_bundle() {
     let test = Test::new().pipeline(
         "pipeline \"p\"\n\
          phase \"plain\" {\n    run \"echo hi > plain.txt\"\n}\n\
@@ -979,8 +979,17 @@ fn changes_are_recorded_only_for_phases_whose_checks_read_them() {
     test.with_args(&["run", "--no-progress"]).run().code(1);
     let run = latest_run(test.path());
     let changes = |phase: &str| run.join(format!("phases/{phase}/attempt-1/changes.json"));
-    // A plain step is not snapshotted: nothing would read the changes.
-    assert!(!changes("plain").exists());
+    // A plain step too: its bundle is made of its changes.
+    let plain: Value =
+        serde_json::from_str(&std::fs::read_to_string(changes("plain")).unwrap()).unwrap();
+    assert_eq!(
+        plain["created"],
+        serde_json::json!(["plain.txt"]),
+        "{plain:#}"
+    );
+    assert!(run.join("phases/plain/bundle.hxb").is_file());
+    assert!(run.join("phases/scoped/bundle.hxb").is_file());
+    assert!(!run.join("phases/stray/bundle.hxb").exists());
     let scoped: Value =
         serde_json::from_str(&std::fs::read_to_string(changes("scoped")).unwrap()).unwrap();
     assert_eq!(

@@ -10,8 +10,8 @@ use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
 use crate::model::Phase;
 use crate::process::{self, ChildSpec};
 use crate::store::{bundle, journal};
-use crate::workspace::Snapshot;
 use crate::verify::feedback::{self, AgentFailure};
+use crate::workspace::Snapshot;
 
 /// Concludes an attempt that ran: writes its gate reports, and passes it, or fails it with the
 /// feedback for the next attempt.
@@ -80,8 +80,8 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> st
     split_bookkeeping(shared, a.phase, &mut changes);
     let phase_dir = shared.run.phase_dir(name);
     // The journal is written by the run's dispatcher: the latest events may not be in it yet.
-    let journal = std::fs::read_to_string(shared.run.path.join(journal::FILE_NAME))
-        .unwrap_or_default();
+    let journal =
+        std::fs::read_to_string(shared.run.path.join(journal::FILE_NAME)).unwrap_or_default();
     let events: String = journal
         .lines()
         .filter(|line| {

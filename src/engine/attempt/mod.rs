@@ -171,7 +171,7 @@ async fn one_attempt(
     max_attempts: u32,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
-    phase_before: &mut Option<Option<Arc<Snapshot>>>,
+    phase_before: &mut Option<Arc<Snapshot>>,
 ) -> std::io::Result<AttemptResult> {
     let phase = &shared.pipeline.phases[index];
     // From here on, the phases running alongside are noted: their changes are not this attempt's.
@@ -189,7 +189,10 @@ async fn one_attempt(
     let before = prepare::snapshot_before(&current).await?;
     // The phase's result is what its attempts changed together: a failed attempt's files are
     // still there when the next one starts, so its bundle starts from before the first.
-    let first_before = phase_before.get_or_insert_with(|| before.clone()).clone();
+    if phase_before.is_none() {
+        phase_before.clone_from(&before);
+    }
+    let first_before = phase_before.clone();
     let prepared = match prepare::worker(&current, previous, session)? {
         Ok(prepared) => prepared,
         Err(ended) => return Ok(ended),
@@ -214,12 +217,20 @@ async fn one_attempt(
     };
     let (agent_failure, response) = worker::agent_result(shared, phase, &exit, &current.dir).await;
     let (reports, after) = if agent_failure.is_none() {
-        verify::verify(&current, before.clone(), &live, &prepared.task, response.as_deref()).await?
+        verify::verify(
+            &current,
+            before.clone(),
+            &live,
+            &prepared.task,
+            response.as_deref(),
+        )
+        .await?
     } else {
         (Vec::new(), None)
     };
     let result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
-    if let (AttemptOutcome::Passed, Some(before), Some(after)) = (result.outcome, first_before, after)
+    if let (AttemptOutcome::Passed, Some(before), Some(after)) =
+        (result.outcome, first_before, after)
     {
         conclude::bundle(&current, &before, &after)?;
     }
