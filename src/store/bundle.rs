@@ -8,7 +8,8 @@
 //!   files) and after (created and modified ones), its kind (`file` or `symlink`) and mode;
 //! - `files/<path>`: the contents after, of every created or modified file (a symlink entry for a
 //!   symlink, with its target), with its permission bits;
-//! - `journal/events.jsonl`: the phase's records in the run's journal, one event per line;
+//! - `journal/events.jsonl`: the phase's records in the run's journal, one event per line, as far
+//!   as the journal had them when the bundle was written (the run's own journal has them all);
 //! - `journal/phase/<path>`: the phase's folder of the run (every attempt's prompt, logs, gate
 //!   reports, feedback and `changes.json`).
 //!
