@@ -519,7 +519,8 @@ impl Bundle {
                         "does not exist, and the bundle changes an existing file",
                     )),
                     Some(hash) if Some(&hash) != file.before.as_ref() => {
-                        conflicts.push(conflict("changed since the bundle's phase started from it"))
+                        conflicts
+                            .push(conflict("changed since the bundle's phase started from it"));
                     }
                     Some(_) => {}
                 },
