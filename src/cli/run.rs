@@ -57,6 +57,11 @@ pub(crate) struct Args {
     /// Plain lines instead of progress bars (the default when standard error is not a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Write no bundles (`phases/<phase>/bundle.hxb`): the workspace is then walked before and
+    /// after an attempt only when the phase's checks read its changes, which spares short steps
+    /// in large workspaces the two walks.
+    #[arg(long)]
+    no_bundles: bool,
 }
 
 /// What `--force` and `--from` ask, checked against the pipeline's phases.
@@ -192,6 +197,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         grace,
         reports: report_files(args),
         force,
+        bundles: !args.no_bundles,
         // A person at the terminal answers `approval` gates there; otherwise the run waits for
         // `helixflow approve`.
         approver: std::io::stdin().is_terminal().then(|| {

@@ -36,6 +36,9 @@ pub(crate) struct RunOptions {
     pub approver: Option<Arc<dyn super::approver::Approver>>,
     /// Phases re-run whatever their records say (`--force`, `--from`).
     pub force: Force,
+    /// Write each passing phase's bundle (`run --no-bundles` turns it off): the workspace is
+    /// then snapshotted before and after every attempt, not only when a check reads the changes.
+    pub bundles: bool,
 }
 
 /// What the user asked to re-run whatever the records say.
@@ -58,6 +61,7 @@ impl std::fmt::Debug for RunOptions {
             .field("reports", &self.reports)
             .field("approver", &self.approver.is_some())
             .field("force", &self.force)
+            .field("bundles", &self.bundles)
             .finish()
     }
 }
@@ -78,6 +82,7 @@ impl Default for RunOptions {
             reports: Vec::new(),
             force: Force::default(),
             approver: None,
+            bundles: true,
         }
     }
 }

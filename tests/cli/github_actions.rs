@@ -827,3 +827,24 @@ fn the_readme_shows_the_workflow_export_writes_for_the_four_phase_example() {
         "regenerate the README's workflow"
     );
 }
+
+#[test]
+fn run_no_bundles_writes_none_and_walks_only_for_checks_that_read_the_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.kdl"),
+        "pipeline \"p\"\nphase \"plain\" {\n    run \"echo hi > plain.txt\"\n}\nphase \"scoped\" {\n    run \"echo hi > scoped.txt\"\n    scope \"scoped.txt\"\n}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--no-progress", "--no-bundles", "pipeline.kdl"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let run = latest_run(dir.path());
+    assert!(!run.join("phases/plain/bundle.hxb").exists());
+    assert!(!run.join("phases/scoped/bundle.hxb").exists());
+    assert!(!run.join("phases/plain/attempt-1/changes.json").exists());
+    assert!(run.join("phases/scoped/attempt-1/changes.json").is_file());
+}

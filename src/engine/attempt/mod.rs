@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
 use crate::event::{AttemptOutcome, Event, PhaseStatus};
-use crate::model::Phase;
+use crate::model::{GateKind, Phase, VerifyMode};
 use crate::workspace::Snapshot;
 use prepare::Session;
 
@@ -229,18 +229,28 @@ async fn one_attempt(
         (Vec::new(), None)
     };
     let result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
-    if let (AttemptOutcome::Passed, Some(before), Some(after)) =
-        (result.outcome, first_before, after)
+    if let (true, AttemptOutcome::Passed, Some(before), Some(after)) =
+        (shared.options.bundles, result.outcome, first_before, after)
     {
         conclude::bundle(&current, &before, &after)?;
     }
     Ok(result)
 }
 
-/// Whether snapshots are taken before and after an attempt (and `changes.json` written): for
-/// every attempt, since a passing attempt's bundle is made of its changes (`conclude::bundle`);
-/// `scope`, `protect`, `changes`, and self and sub-agent verification read them too. The walk
-/// after an attempt reads only the files whose size, times or inode changed.
-fn tracks_changes(_phase: &Phase) -> bool {
-    true
+/// Whether an attempt's changes to the workspace are read: by a passing attempt's bundle
+/// (unless `run --no-bundles`), by `scope`, `protect` and `changes`, and by self and sub-agent
+/// verification. Only then are snapshots taken before and after it (and `changes.json`
+/// written): a walk of the workspace costs more than a short step.
+fn tracks_changes(shared: &Shared, phase: &Phase) -> bool {
+    shared.options.bundles
+        || !phase.scope.is_empty()
+        || !phase.protect.is_empty()
+        || phase
+            .verify
+            .iter()
+            .any(|m| matches!(m, VerifyMode::SelfCheck | VerifyMode::SubAgent))
+        || phase
+            .gates
+            .iter()
+            .any(|g| matches!(g.kind, GateKind::Changes { .. }))
 }

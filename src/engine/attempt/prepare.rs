@@ -75,7 +75,7 @@ pub(super) struct Prepared {
 pub(super) async fn snapshot_before(a: &Attempt<'_>) -> std::io::Result<Option<Arc<Snapshot>>> {
     // The diff shown to a verifier needs the files' earlier contents.
     let keep_contents = a.phase.verify.contains(&VerifyMode::SubAgent);
-    let tracked = tracks_changes(a.phase);
+    let tracked = tracks_changes(a.shared, a.phase);
     let before = if tracked {
         a.step("snapshot");
         let options = snapshot_options(a.shared, a.phase, keep_contents, None);

@@ -36,7 +36,7 @@ pub(super) async fn verify(
     // when an expected output may be missing, for the near-miss hints. With one, the ignore
     // rules are those from before the attempt: an ignore file the agent wrote or changed
     // hides none of its changes.
-    let after = if tracks_changes(phase) || lists_files(phase) {
+    let after = if tracks_changes(shared, phase) || lists_files(phase) {
         let rules = before.as_ref().and_then(|before| before.ignore_rules());
         let options = snapshot_options(shared, phase, false, rules);
         take_snapshot(shared, options, before.as_deref()).await?
