@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::{Decoder, Origin, PromptDecl, boolean, int};
+use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
 use crate::model::{Gate, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
 
@@ -31,6 +31,9 @@ pub(crate) struct Body {
     pub on_failure: Option<OnFailure>,
     pub escalate: Option<String>,
     pub env: BTreeMap<String, String>,
+    pub max_cost: Option<f64>,
+    pub transient_retries: Option<u32>,
+    pub max_turns: Option<u32>,
 }
 
 impl Body {
@@ -53,7 +56,10 @@ impl Body {
             backoff,
             timeout,
             on_failure,
-            escalate
+            escalate,
+            max_cost,
+            transient_retries,
+            max_turns
         );
         self.depends_on.extend(own.depends_on);
         self.outputs.extend(own.outputs);
@@ -84,7 +90,10 @@ impl Body {
             backoff,
             timeout,
             on_failure,
-            escalate
+            escalate,
+            max_cost,
+            transient_retries,
+            max_turns
         );
         macro_rules! list {
             ($($field:ident),*) => { $( if self.$field.is_empty() { self.$field = defaults.$field.clone(); } )* };
@@ -184,6 +193,9 @@ impl Decoder<'_> {
             }
             "verifier" => body.verifier = first(),
             "retries" => body.retries = int(positional(child).next()),
+            "max-cost" => body.max_cost = number(positional(child).next()),
+            "transient-retries" => body.transient_retries = int(positional(child).next()),
+            "max-turns" => body.max_turns = int(positional(child).next()).filter(|&n| n > 0),
             "backoff" => body.backoff = first().and_then(|d| self.duration(&d)),
             "timeout" => body.timeout = first().and_then(|d| self.duration(&d)),
             "on-failure" => {
