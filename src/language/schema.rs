@@ -1013,7 +1013,7 @@ pub static NODES: &[NodeSchema] = &[
             "Turns per attempt.",
         )],
         min_args: 1,
-        doc: "The most turns one attempt's agent may take. `{{ max_turns }}` in the agent's `command` or `resume` passes it to a CLI that takes it (`claude --max-turns`); helixflow also counts the turns the agent's `usage` reports and fails an attempt that took more.",
+        doc: "The most turns one attempt's agent may take: helixflow counts the turns the agent's `usage` reports (Claude Code's `num_turns`, Codex's completed turns, Aider's replies, a declared `turns=`) and fails an attempt that took more, as work not done. A CLI that can stop itself is also given its own limit in its `command` (e.g. `claude --max-turns 20`).",
         ..BASE
     },
     NodeSchema {
