@@ -14,9 +14,6 @@ pub struct Dollars(f64);
 impl Eq for Dollars {}
 
 impl Dollars {
-    /// No money.
-    pub(crate) const ZERO: Dollars = Dollars(0.0);
-
     /// The amount, when it is a finite number no smaller than zero.
     #[must_use]
     pub fn new(amount: f64) -> Option<Dollars> {
@@ -76,6 +73,18 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The attempt's cost and tokens in a few words: `$0.0421, 1.6k tokens`, `cost unknown`.
+    #[must_use]
+    pub(crate) fn short(&self) -> String {
+        let cost = self
+            .cost_usd
+            .map_or_else(|| "cost unknown".to_owned(), |c| c.to_string());
+        match self.tokens() {
+            Some(tokens) if tokens > 0 => format!("{cost}, {} tokens", short_tokens(tokens)),
+            _ => cost,
+        }
+    }
+
     /// Input and output tokens together, when either is known.
     #[must_use]
     pub(crate) fn tokens(&self) -> Option<u64> {
@@ -90,11 +99,11 @@ impl Usage {
 /// cost helixflow cannot know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
-pub struct Spend {
+pub(crate) struct Spend {
     /// The sum of the known costs.
     pub known_usd: Dollars,
     /// Attempts whose cost is unknown.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, rename = "unknown-attempts", skip_serializing_if = "is_zero")]
     pub unknown: u32,
     /// Input and output tokens reported, summed.
     #[serde(default, skip_serializing_if = "is_zero_u64")]

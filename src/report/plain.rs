@@ -90,31 +90,39 @@ impl<W: Write + Send> Plain<W> {
                 attempt,
                 outcome,
                 duration_ms,
+                usage,
                 ..
             } => {
                 let label = self.attempt_label(phase, *attempt);
                 let name = one_line(phase);
                 let took = human_duration(*duration_ms);
+                let used = usage
+                    .as_ref()
+                    .map(|u| format!(" ({})", u.short()))
+                    .unwrap_or_default();
                 match outcome {
                     AttemptOutcome::Passed => {
-                        writeln!(self.out, "[{name}] attempt {label} passed in {took}")
+                        writeln!(self.out, "[{name}] attempt {label} passed in {took}{used}")
                     }
                     AttemptOutcome::Cancelled => {
-                        writeln!(self.out, "[{name}] attempt {label} cancelled after {took}")
+                        writeln!(
+                            self.out,
+                            "[{name}] attempt {label} cancelled after {took}{used}"
+                        )
                     }
                     AttemptOutcome::Failed => {
-                        let why = self
-                            .run
-                            .phase(phase)
-                            .and_then(|p| p.attempt.as_ref())
-                            .and_then(AttemptRecord::failure_summary);
-                        match why {
+                        let record = self.run.phase(phase).and_then(|p| p.attempt.as_ref());
+                        let class = record.map(AttemptRecord::class_prefix).unwrap_or_default();
+                        match record.and_then(AttemptRecord::failure_summary) {
                             Some(why) => writeln!(
                                 self.out,
-                                "[{name}] attempt {label} failed in {took}: {}",
+                                "[{name}] attempt {label} failed in {took}{used}: {class}{}",
                                 one_line(&why)
                             ),
-                            None => writeln!(self.out, "[{name}] attempt {label} failed in {took}"),
+                            None => writeln!(
+                                self.out,
+                                "[{name}] attempt {label} failed in {took}{used}"
+                            ),
                         }
                     }
                 }
@@ -146,12 +154,17 @@ impl<W: Write + Send> Plain<W> {
                 let name = one_line(phase);
                 let tried = count(*attempts as usize, "attempt", "attempts");
                 let took = human_duration(*duration_ms);
-                let line = match status {
+                let mut line = match status {
                     PhaseStatus::Passed => format!("[{name}] passed after {tried} in {took}"),
                     PhaseStatus::Failed => format!("[{name}] failed after {tried} in {took}"),
                     PhaseStatus::Cancelled => format!("[{name}] cancelled after {took}"),
                     PhaseStatus::Skipped => format!("[{name}] skipped"),
                 };
+                if let Some(spend) = self.run.phase(phase).map(|p| p.spend)
+                    && !spend.is_empty()
+                {
+                    line.push_str(&format!(", cost {}", spend.words()));
+                }
                 match reason {
                     Some(reason) => writeln!(self.out, "{line}: {}", one_line(reason)),
                     None => writeln!(self.out, "{line}"),
@@ -183,12 +196,20 @@ impl<W: Write + Send> Plain<W> {
                 status,
                 duration_ms,
                 exit_code,
-            } => writeln!(
-                self.out,
-                "run {} in {} (exit code {exit_code})",
-                run_status(*status),
-                human_duration(*duration_ms)
-            ),
+            } => {
+                let spend = self.run.spend();
+                let cost = if spend.is_empty() {
+                    String::new()
+                } else {
+                    format!(", cost {}", spend.words())
+                };
+                writeln!(
+                    self.out,
+                    "run {} in {}{cost} (exit code {exit_code})",
+                    run_status(*status),
+                    human_duration(*duration_ms)
+                )
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, P
 use crate::event::{Event, PhaseStatus, Stamped};
 
 use super::text::{one_line, sanitize};
-use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
+use crate::event::record::{PhaseRecord, RunRecord, Standing};
 use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
@@ -170,6 +170,10 @@ impl Progress {
         let mut message = format!("{running} running");
         if failed > 0 {
             let _ = write!(message, ", {failed} failed");
+        }
+        let spend = self.run.spend();
+        if !spend.is_empty() {
+            let _ = write!(message, ", {}", spend.short());
         }
         self.overall.set_message(message);
     }
@@ -339,13 +343,16 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
         if let Some(ms) = phase.duration_ms(run) {
             let _ = write!(line, "  {}", human_duration(ms));
         }
+        if !phase.spend.is_empty() {
+            let _ = write!(line, "  {}", phase.spend.short());
+        }
     }
     let why = match standing {
         Standing::Ended(PhaseStatus::Passed) => None,
         Standing::Ended(PhaseStatus::Failed) => phase
             .attempt
             .as_ref()
-            .and_then(AttemptRecord::failure_summary)
+            .and_then(|a| a.failure_summary().map(|why| a.class_prefix() + &why))
             .or_else(|| phase.reason().map(str::to_owned)),
         _ => phase.reason().map(str::to_owned),
     };
