@@ -17,8 +17,9 @@ const NOT_FOUND: i32 = 127;
 const LONGEST_WAIT: Duration = Duration::from_secs(600);
 
 /// The class of a failed run that exited with `code` and said `text` (its reported error, its
-/// standard error, the end of its output), and what marked it; `None` when no marker matches
-/// (then the failure is the work's). Fatal markers are looked at first.
+/// standard error, the end of its output), and what marked it: the exit code, or the line a
+/// pattern matched in; `None` when no marker matches (then the failure is the work's). Fatal
+/// markers are looked at first.
 pub(crate) fn classify(
     markers: &FailureMarkers,
     code: Option<i32>,
@@ -42,13 +43,17 @@ pub(crate) fn classify(
     first_match(&markers.transient_pattern, text).map(|found| (FailureClass::Transient, found))
 }
 
-/// The first match of any pattern, as `"…" matched` text.
+/// The line of the first match of any pattern, trimmed and cut to 300 characters: the message
+/// that says what went wrong.
 fn first_match(patterns: &[String], text: &str) -> Option<String> {
     patterns.iter().find_map(|pattern| {
         let regex = Regex::new(pattern).ok()?;
         let found = regex.find(text)?;
-        let shown: String = found.as_str().chars().take(120).collect();
-        Some(format!("\"{shown}\""))
+        let start = text[..found.start()].rfind('\n').map_or(0, |at| at + 1);
+        let end = text[found.end()..]
+            .find('\n')
+            .map_or(text.len(), |at| found.end() + at);
+        Some(text[start..end].trim().chars().take(300).collect())
     })
 }
 

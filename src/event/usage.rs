@@ -46,7 +46,6 @@ impl fmt::Display for Dollars {
 
 /// What one attempt's agent used, as its output reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
 pub struct Usage {
     /// The cost in US dollars: reported by the agent, or computed from its tokens with the
     /// pipeline's `price` table. `None` when helixflow cannot know it: never taken as zero.

@@ -7,7 +7,7 @@ use std::io::Write;
 use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
 
 use super::text::{one_line, sanitize};
-use crate::event::record::{AttemptRecord, RunRecord};
+use crate::event::record::{AttemptRecord, RunRecord, first_line};
 use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
@@ -113,11 +113,19 @@ impl<W: Write + Send> Plain<W> {
                     AttemptOutcome::Failed => {
                         let record = self.run.phase(phase).and_then(|p| p.attempt.as_ref());
                         let class = record.map(AttemptRecord::class_prefix).unwrap_or_default();
+                        // A failure that is not the work's says the agent's own words too.
+                        let words = record
+                            .filter(|_| !class.is_empty())
+                            .filter(|r| r.failed_exit().is_some())
+                            .and_then(AttemptRecord::error)
+                            .map(|e| format!(" ({})", first_line(e)))
+                            .unwrap_or_default();
                         match record.and_then(AttemptRecord::failure_summary) {
                             Some(why) => writeln!(
                                 self.out,
-                                "[{name}] attempt {label} failed in {took}{used}: {class}{}",
-                                one_line(&why)
+                                "[{name}] attempt {label} failed in {took}{used}: {class}{}{}",
+                                one_line(&why),
+                                one_line(&words)
                             ),
                             None => writeln!(
                                 self.out,

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cost;
 mod editors;
 mod examples;
 mod fmt;

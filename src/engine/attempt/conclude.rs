@@ -105,16 +105,22 @@ fn classify(a: &Attempt<'_>, agent_failure: Option<&AgentFailure>) -> Classified
     let Some((class, marker)) = failure::classify(&markers, code, &text) else {
         return work;
     };
-    let headline = agent_failure
-        .and_then(AgentFailure::error)
-        .or_else(|| {
-            let first = first_line(&said);
-            (!first.is_empty()).then(|| first.to_owned())
-        })
-        .unwrap_or_else(|| format!("the {} failed", worker_noun(a.phase)));
+    // A pattern's line is the message; an exit code is said after the agent's own words.
+    let message = if marker.starts_with("exit code") {
+        let headline = agent_failure
+            .and_then(AgentFailure::error)
+            .or_else(|| {
+                let first = first_line(&said);
+                (!first.is_empty()).then(|| first.to_owned())
+            })
+            .unwrap_or_else(|| format!("the {} failed", worker_noun(a.phase)));
+        format!("{} ({marker})", first_line(&headline))
+    } else {
+        marker
+    };
     Classified {
         class: Some(class),
-        message: Some(format!("{} ({marker})", first_line(&headline))),
+        message: Some(message),
         retry_after: (class == FailureClass::Transient)
             .then(|| failure::retry_after(&text))
             .flatten(),
