@@ -95,6 +95,8 @@ fn attempt_finished(
         failed_gates: failed_gates.iter().map(|g| (*g).to_owned()).collect(),
         feedback: feedback.map(str::to_owned),
         error: None,
+        usage: None,
+        class: None,
     }
 }
 
