@@ -189,6 +189,16 @@ pub struct FailureMarkers {
     pub fatal_pattern: Vec<String>,
 }
 
+impl FailureMarkers {
+    /// Whether no marker is declared.
+    pub fn is_empty(&self) -> bool {
+        self.transient_exit.is_empty()
+            && self.transient_pattern.is_empty()
+            && self.fatal_exit.is_empty()
+            && self.fatal_pattern.is_empty()
+    }
+}
+
 impl Pipeline {
     /// The redactor of a run: for each `secret` name, every value it is given — by helixflow's
     /// environment and by the `env` of the pipeline, of any agent or of any phase — since each of
@@ -290,6 +300,7 @@ pub struct Agent {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageSpec>,
     /// What marks a failure as transient or fatal.
+    #[serde(skip_serializing_if = "FailureMarkers::is_empty")]
     pub failures: FailureMarkers,
     /// Environment added for this agent.
     pub env: BTreeMap<String, String>,
