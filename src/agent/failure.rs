@@ -14,7 +14,7 @@ use crate::model::FailureMarkers;
 const NOT_FOUND: i32 = 127;
 
 /// The longest `Retry-After` honoured.
-const LONGEST_WAIT: Duration = Duration::from_secs(600);
+const LONGEST_WAIT: Duration = Duration::from_mins(10);
 
 /// The class of a failed run that exited with `code` and said `text` (its reported error, its
 /// standard error, the end of its output), and what marked it: the exit code, or the line a
@@ -131,7 +131,7 @@ mod tests {
         );
         assert_eq!(
             retry_after("Retry-After: 86400"),
-            Some(Duration::from_secs(600))
+            Some(Duration::from_mins(10))
         );
         assert_eq!(retry_after("no hint"), None);
     }

@@ -94,10 +94,7 @@ fn priced(reading: &Reading, spec: &UsageSpec, prices: &BTreeMap<String, Price>)
             let model = m.model.as_ref().or(spec.model.as_ref())?;
             let price = prices.get(model)?;
             let cached = m.cached.min(m.input);
-            #[allow(
-                clippy::cast_precision_loss,
-                reason = "token counts far below 2^52"
-            )]
+            #[allow(clippy::cast_precision_loss, reason = "token counts far below 2^52")]
             let dollars = ((m.input - cached) as f64 * price.input
                 + cached as f64 * price.cached_input.unwrap_or(price.input)
                 + m.output as f64 * price.output)
@@ -235,14 +232,14 @@ fn document(stdout_log: &Path) -> io::Result<Option<Value>> {
             .map(|(at, _)| at + 1),
     );
     Ok(starts
+        .rev()
         .filter(|&at| bytes.get(at) == Some(&b'{'))
-        .filter_map(|at| {
+        .find_map(|at| {
             serde_json::Deserializer::from_slice(&bytes[at..])
                 .into_iter::<Value>()
                 .next()?
                 .ok()
-        })
-        .last())
+        }))
 }
 
 /// Gemini CLI `--output-format json`: the tokens of every model in `stats.models`.

@@ -84,6 +84,28 @@ impl Usage {
         }
     }
 
+    /// Adds what a reviewer (a sub-agent verifier) used: its cost, unknown when either is, and
+    /// its tokens. The turns stay the worker's.
+    pub(crate) fn add_review(&mut self, review: &Usage) {
+        self.cost_usd = match (self.cost_usd, review.cost_usd) {
+            (Some(a), Some(b)) => Some(a.plus(b)),
+            _ => None,
+        };
+        self.priced |= review.priced;
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        self.input_tokens = sum(self.input_tokens, review.input_tokens);
+        self.cached_input_tokens = sum(self.cached_input_tokens, review.cached_input_tokens);
+        self.output_tokens = sum(self.output_tokens, review.output_tokens);
+        for model in &review.models {
+            if !self.models.contains(model) {
+                self.models.push(model.clone());
+            }
+        }
+    }
+
     /// Input and output tokens together, when either is known.
     #[must_use]
     pub(crate) fn tokens(&self) -> Option<u64> {
@@ -185,10 +207,7 @@ impl Spend {
 /// Tokens in a few characters: `950`, `12.3k`, `4.5M`; `-` for none.
 #[must_use]
 pub(crate) fn short_tokens(tokens: u64) -> String {
-    #[allow(
-        clippy::cast_precision_loss,
-        reason = "a count shown with one decimal"
-    )]
+    #[allow(clippy::cast_precision_loss, reason = "a count shown with one decimal")]
     let n = tokens as f64;
     match tokens {
         0 => "-".to_owned(),

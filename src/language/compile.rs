@@ -621,9 +621,7 @@ impl Compiler<'_> {
             escalate: body.escalate,
             env: body.env,
             max_cost: body.max_cost,
-            transient_retries: body
-                .transient_retries
-                .unwrap_or(DEFAULT_TRANSIENT_RETRIES),
+            transient_retries: body.transient_retries.unwrap_or(DEFAULT_TRANSIENT_RETRIES),
             max_turns: body.max_turns,
             spans: crate::model::PhaseSpans {
                 verify: body.verify.map(|v| v.span),

@@ -613,13 +613,21 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         props: &[
-            required("input", ValueType::Number, "US dollars per million input tokens."),
+            required(
+                "input",
+                ValueType::Number,
+                "US dollars per million input tokens.",
+            ),
             prop(
                 "cached-input",
                 ValueType::Number,
                 "US dollars per million input tokens read from a cache (default: `input`).",
             ),
-            required("output", ValueType::Number, "US dollars per million output tokens."),
+            required(
+                "output",
+                ValueType::Number,
+                "US dollars per million output tokens.",
+            ),
         ],
         repeatable: true,
         doc: "A model's prices, for agents that report tokens but no dollars (Codex, Gemini CLI, Aider without a cost map): the cost of an attempt is its tokens at these prices. Without a price for its model, the cost is unknown, never zero.",
@@ -1007,11 +1015,7 @@ pub static NODES: &[NodeSchema] = &[
     NodeSchema {
         name: "max-turns",
         contexts: PHASE_LIKE,
-        args: &[arg(
-            "INT",
-            ValueType::Int(1),
-            "Turns per attempt.",
-        )],
+        args: &[arg("INT", ValueType::Int(1), "Turns per attempt.")],
         min_args: 1,
         doc: "The most turns one attempt's agent may take: helixflow counts the turns the agent's `usage` reports (Claude Code's `num_turns`, Codex's completed turns, Aider's replies, a declared `turns=`) and fails an attempt that took more, as work not done. A CLI that can stop itself is also given its own limit in its `command` (e.g. `claude --max-turns 20`).",
         ..BASE

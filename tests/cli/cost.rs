@@ -16,6 +16,12 @@ use serde_json::Value;
 const AGENT: &str = r#"
 import json, os, sys
 fmt, phase = sys.argv[1], sys.argv[2]
+if fmt == "verdict":
+    verdict = {"success": True, "errors": [], "checks_passed": ["read it"], "feedback": ""}
+    print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1,
+                      "result": json.dumps(verdict), "total_cost_usd": 0.07,
+                      "usage": {"input_tokens": 500, "output_tokens": 20}}))
+    sys.exit(0)
 plan = sys.stdin.read().splitlines()[0].split(": ", 1)[-1].strip().split(",")
 attempt = int(os.environ["HELIXFLOW_ATTEMPT"])
 step = plan[min(attempt, len(plan)) - 1]
@@ -98,6 +104,12 @@ agent "gemini" {
     usage "gemini"
     transient-pattern #"RESOURCE_EXHAUSTED|"code": ?429"#
 }
+agent "reviewer" {
+    command "python3" "agent.py" "verdict" "{{ phase }}"
+    stdin #true
+    response "claude-stream-json"
+    usage "claude"
+}
 agent "aider" {
     command "python3" "agent.py" "aider" "{{ phase }}"
     stdin #true
@@ -176,11 +188,23 @@ phase "d" { agent "aider"; prompt "d: pass:0.06"; outputs { file "out/d.txt" } }
     let run = run_json(test.path());
     // Claude: $0.10 + $0.20 reported; Codex: 1M input at $1.25 and 100k output at $10 = $2.25;
     // Gemini: 1M prompt at $1.25, 50k candidates and 50k thoughts at $10 = $2.25; Aider: $0.06.
-    assert!(close(&phase(&run, "a")["cost"]["known-usd"], 0.30), "{run:#}");
+    assert!(
+        close(&phase(&run, "a")["cost"]["known-usd"], 0.30),
+        "{run:#}"
+    );
     assert_eq!(phase(&run, "a")["cost"]["attempts"], 2);
-    assert!(close(&phase(&run, "b")["cost"]["known-usd"], 2.25), "{run:#}");
-    assert!(close(&phase(&run, "c")["cost"]["known-usd"], 2.25), "{run:#}");
-    assert!(close(&phase(&run, "d")["cost"]["known-usd"], 0.06), "{run:#}");
+    assert!(
+        close(&phase(&run, "b")["cost"]["known-usd"], 2.25),
+        "{run:#}"
+    );
+    assert!(
+        close(&phase(&run, "c")["cost"]["known-usd"], 2.25),
+        "{run:#}"
+    );
+    assert!(
+        close(&phase(&run, "d")["cost"]["known-usd"], 0.06),
+        "{run:#}"
+    );
     assert!(close(&run["cost"]["known-usd"], 4.86), "{run:#}");
     assert_eq!(run["cost"].get("unknown-attempts"), None);
 
@@ -205,7 +229,11 @@ phase "d" { agent "aider"; prompt "d: pass:0.06"; outputs { file "out/d.txt" } }
         .lines()
         .skip_while(|l| !l.starts_with("phase "))
         .collect();
-    assert!(table[0].contains("cost") && table[0].contains("tokens"), "{}", outcome.stderr);
+    assert!(
+        table[0].contains("cost") && table[0].contains("tokens"),
+        "{}",
+        outcome.stderr
+    );
     let row = |name: &str| {
         *table
             .iter()
@@ -213,7 +241,11 @@ phase "d" { agent "aider"; prompt "d: pass:0.06"; outputs { file "out/d.txt" } }
             .unwrap()
     };
     assert!(row("a").contains("$0.30"), "{}", outcome.stderr);
-    assert!(row("b").contains("$2.25") && row("b").contains("1.1M"), "{}", outcome.stderr);
+    assert!(
+        row("b").contains("$2.25") && row("b").contains("1.1M"),
+        "{}",
+        outcome.stderr
+    );
     assert!(row("d").contains("$0.06"), "{}", outcome.stderr);
     assert!(outcome.stderr.contains("cost $4.86"), "{}", outcome.stderr);
     // Plain lines: each attempt's cost.
@@ -228,14 +260,21 @@ phase "d" { agent "aider"; prompt "d: pass:0.06"; outputs { file "out/d.txt" } }
         "{junit}"
     );
     // `runs` and `show` read it back.
-    let runs = test.with_args(&["runs", "--file", "pipeline.kdl"]).run().code(0);
+    let runs = test
+        .with_args(&["runs", "--file", "pipeline.kdl"])
+        .run()
+        .code(0);
     assert!(runs.stdout.contains("$4.86"), "{}", runs.stdout);
     let show = test
         .with_args(&["show", "--file", "pipeline.kdl", "latest", "a"])
         .run()
         .code(0);
     assert!(show.stdout.contains("used: $0.10"), "{}", show.stdout);
-    assert!(show.stdout.contains("failure class: work"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("failure class: work"),
+        "{}",
+        show.stdout
+    );
 }
 
 #[test]
@@ -372,10 +411,7 @@ phase "b" {
     // Two transient tries, then the one retry: four attempts in all.
     assert_eq!(b["attempts"], 4, "{run:#}");
     assert_eq!(b["failure-class"], "transient");
-    assert!(
-        b["reason"].as_str().unwrap().contains("429"),
-        "{run:#}"
-    );
+    assert!(b["reason"].as_str().unwrap().contains("429"), "{run:#}");
 }
 
 #[test]
@@ -474,7 +510,9 @@ phase "b" { agent "codex"; prompt "b: fail"; outputs { file "out/b.txt" }; retri
     let run = run_json(allow.path());
     assert_eq!(phase(&run, "b")["attempts"], 3, "{run:#}");
     assert!(
-        outcome.stderr.contains("warning: the cost of attempt 1 of \"b\" is unknown"),
+        outcome
+            .stderr
+            .contains("warning: the cost of attempt 1 of \"b\" is unknown"),
         "{}",
         outcome.stderr
     );
@@ -502,4 +540,30 @@ phase "a" { agent "claude"; prompt "a: pass:0.01"; outputs { file "out/a.txt" };
         a[0]
     );
     assert_eq!(a[0]["class"], "work");
+}
+
+#[test]
+fn a_sub_agent_review_is_paid_for_too() {
+    let test = pipeline(
+        "",
+        r#"
+phase "a" {
+    agent "claude"
+    prompt "a: pass:0.10"
+    outputs { file "out/a.txt" }
+    verify "external" "sub-agent"
+    verifier "reviewer"
+}
+"#,
+    );
+    test.with_args(&["run", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    let journal = journal(test.path());
+    let a = attempts(&journal, "a");
+    // The worker's $0.10 and the reviewer's $0.07; the turns stay the worker's.
+    assert!(close(&a[0]["usage"]["cost_usd"], 0.17), "{}", a[0]);
+    assert_eq!(a[0]["usage"]["input_tokens"], 1500);
+    assert_eq!(a[0]["usage"]["turns"], 3);
+    assert!(close(&run_json(test.path())["cost"]["known-usd"], 0.17));
 }

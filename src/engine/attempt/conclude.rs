@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use super::{Attempt, AttemptResult};
-use crate::engine::context::{Shared, gate_env, millis};
-use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
 use crate::agent::failure;
+use crate::engine::context::{Shared, gate_env, millis};
 use crate::event::usage::FailureClass;
+use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
 use crate::model::{FailureMarkers, Phase, Worker};
 use crate::process::{self, ChildSpec};
 use crate::verify::feedback::{self, AgentFailure};
@@ -92,7 +92,10 @@ fn classify(a: &Attempt<'_>, agent_failure: Option<&AgentFailure>) -> Classified
             stderr,
             reported,
             ..
-        }) => (*code, format!("{}\n{stderr}", reported.as_deref().unwrap_or_default())),
+        }) => (
+            *code,
+            format!("{}\n{stderr}", reported.as_deref().unwrap_or_default()),
+        ),
         Some(AgentFailure::Response(message)) => (None, message.clone()),
         _ => return work,
     };

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
 use crate::event::usage::{FailureClass, Spend, Usage};
 use crate::event::{AttemptOutcome, Event, PhaseStatus};
-use crate::model::{GateKind, Millis, Phase, VerifyMode};
 use crate::model::UnknownCost;
+use crate::model::{GateKind, Millis, Phase, VerifyMode};
 use crate::verify::feedback::AgentFailure;
 use prepare::Session;
 
@@ -335,9 +335,11 @@ fn transient_wait(phase: &Phase, retry_after: Option<Duration>, tries: u32) -> D
     if let Some(wait) = retry_after {
         return wait;
     }
-    let base = phase.backoff.map_or(Duration::from_secs(2), Millis::duration);
+    let base = phase
+        .backoff
+        .map_or(Duration::from_secs(2), Millis::duration);
     base.saturating_mul(1 << tries.min(16))
-        .min(Duration::from_secs(60))
+        .min(Duration::from_mins(1))
 }
 
 /// Whether an attempt's changes to the workspace are read: by `scope`, `protect` and `changes`,

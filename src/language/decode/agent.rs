@@ -6,13 +6,13 @@ use std::path::Path;
 use kdl::{KdlDocument, KdlNode};
 
 use super::{Decoder, Origin, boolean, string_text_span};
-use kdl::KdlValue;
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 use crate::language::template::Substitution;
 use crate::language::validate::{name_span, positional};
 use crate::model::{
     Agent, FailureMarkers, ResponseFormat, SessionCapture, Spanned, UsageFormat, UsageSpec,
 };
+use kdl::KdlValue;
 
 impl Decoder<'_> {
     /// Decodes an `agent NAME { … }` node.
@@ -176,7 +176,13 @@ impl Decoder<'_> {
             "regex" => UsageFormat::Regex,
             _ => return None,
         };
-        let keys = ["cost", "input-tokens", "cached-input-tokens", "output-tokens", "turns"];
+        let keys = [
+            "cost",
+            "input-tokens",
+            "cached-input-tokens",
+            "output-tokens",
+            "turns",
+        ];
         let values: Vec<Option<Spanned<String>>> =
             keys.iter().map(|key| origin.prop(node, key)).collect();
         let declared = matches!(format, UsageFormat::Json | UsageFormat::Regex);
