@@ -567,3 +567,52 @@ phase "a" {
     assert_eq!(a[0]["usage"]["turns"], 3);
     assert!(close(&run_json(test.path())["cost"]["known-usd"], 0.17));
 }
+
+#[test]
+fn lint_checks_budgets_prices_and_markers() {
+    let lint = |text: &str| {
+        Test::new()
+            .pipeline(text)
+            .args(&["lint", "--format", "json", "pipeline.kdl"])
+            .run()
+            .codes()
+    };
+    let agent = r#"agent "bot" { command "bot"; stdin #true; usage "claude" }
+phase "a" { agent "bot"; prompt "go" }
+"#;
+    // A negative budget, a budget in quotes, a price without its output price.
+    assert_eq!(
+        lint(&format!("pipeline \"p\" {{ max-cost -1 }}\n{agent}")),
+        ["HF106"]
+    );
+    assert_eq!(
+        lint(&format!("pipeline \"p\" {{ max-cost \"5\" }}\n{agent}")),
+        ["HF105"]
+    );
+    assert_eq!(
+        lint(&format!("pipeline \"p\" {{ price \"m\" input=1 }}\n{agent}")),
+        ["HF109"]
+    );
+    assert_eq!(
+        lint(&format!(
+            "pipeline \"p\" {{ max-cost 2.5; unknown-cost \"alow\" }}\n{agent}"
+        )),
+        ["HF107"]
+    );
+    // A marker that does not compile, an exit code that is not one.
+    assert_eq!(
+        lint(
+            r#"pipeline "p"
+agent "bot" { command "bot"; stdin #true; transient-pattern "(429"; fatal-exit "x" }
+phase "a" { agent "bot"; prompt "go" }
+"#
+        ),
+        ["HF302", "HF105"]
+    );
+    assert_eq!(
+        lint(&format!(
+            "pipeline \"p\" {{ max-cost 2.5 }}\n{agent}phase \"b\" {{ agent \"bot\"; prompt \"go\"; max-cost 0.5; max-turns 10; transient-retries 0 }}\n"
+        )),
+        Vec::<String>::new()
+    );
+}
