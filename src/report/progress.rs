@@ -155,6 +155,16 @@ impl Progress {
         }
     }
 
+    /// What the phase's earlier attempts cost, for its bar: `  $0.42 spent`, or nothing.
+    fn spent(&self, phase: &str) -> String {
+        self.run
+            .phase(phase)
+            .map(|p| p.spend)
+            .filter(|spend| !spend.is_empty())
+            .map(|spend| format!("  {} spent", spend.short()))
+            .unwrap_or_default()
+    }
+
     fn update_overall(&self) {
         let running = self.bars.len();
         let failed = self
@@ -195,7 +205,11 @@ impl Progress {
                 self.update_overall();
             }
             Event::AttemptStarted { phase, attempt, .. } => {
-                let message = format!("attempt {}", self.attempt_label(phase, *attempt));
+                let message = format!(
+                    "attempt {}{}",
+                    self.attempt_label(phase, *attempt),
+                    self.spent(phase)
+                );
                 self.bar_or_insert(phase).set_message(message);
             }
             Event::Step {
@@ -204,8 +218,9 @@ impl Progress {
                 step,
             } => {
                 let message = format!(
-                    "attempt {}  {}",
+                    "attempt {}{}  {}",
                     self.attempt_label(phase, *attempt),
+                    self.spent(phase),
                     one_line(step)
                 );
                 self.bar_or_insert(phase).set_message(message);
@@ -256,9 +271,9 @@ impl Progress {
                 }
             }
             Event::RunFinished { .. } => self.clear(),
-            Event::ChildExited { .. }
-            | Event::GateFinished { .. }
-            | Event::AttemptFinished { .. } => {}
+            // The run's cost so far is in the overall line.
+            Event::AttemptFinished { .. } => self.update_overall(),
+            Event::ChildExited { .. } | Event::GateFinished { .. } => {}
         }
         Ok(())
     }

@@ -590,7 +590,9 @@ phase "a" { agent "bot"; prompt "go" }
         ["HF105"]
     );
     assert_eq!(
-        lint(&format!("pipeline \"p\" {{ price \"m\" input=1 }}\n{agent}")),
+        lint(&format!(
+            "pipeline \"p\" {{ price \"m\" input=1 }}\n{agent}"
+        )),
         ["HF109"]
     );
     assert_eq!(
