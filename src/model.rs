@@ -355,6 +355,22 @@ pub enum Output {
     },
 }
 
+/// One declared input of a phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Input {
+    /// One file (absent is a state too).
+    File {
+        /// Path relative to the workspace.
+        path: String,
+    },
+    /// Every file matching a pattern.
+    Glob {
+        /// Glob relative to the workspace.
+        pattern: String,
+    },
+}
+
 /// How a phase's work is verified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -501,6 +517,12 @@ pub struct Phase {
     pub depends_on: Vec<Spanned<String>>,
     /// Expected files.
     pub outputs: Vec<Output>,
+    /// Files the work depends on; `None`: the outputs of its dependencies and its prompt file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<Input>>,
+    /// Never up to date: runs in every run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub always_run: bool,
     /// The only files this phase may change.
     pub scope: Vec<String>,
     /// Files that must stay byte-identical.

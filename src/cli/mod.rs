@@ -3,6 +3,7 @@
 
 mod approve;
 mod approver;
+mod check;
 mod compile;
 mod explain;
 mod fmt;
@@ -13,6 +14,7 @@ mod lsp;
 mod run;
 mod runs;
 mod schema;
+mod status;
 mod verify;
 
 use std::path::PathBuf;
@@ -55,6 +57,30 @@ enum Command {
     /// against the attempt's starting point, and keeps the receipt. Exits 0 when every gate
     /// passed, 1 otherwise.
     Verify(verify::Args),
+    /// Check every phase's outputs and gates against the workspace as it is, for CI.
+    ///
+    /// Proves that what agents produced still holds: each phase's expected outputs and gates are
+    /// checked, in dependency order, as `helixflow verify` checks one phase outside a run. No
+    /// agent is started and no `run` step's command runs; a `command` gate's `fix` is not run
+    /// either. Gates that judge an attempt (`scope`, `protect`, `changes`, `approval`) or the
+    /// agent's response are reported as skipped, with the reason. Every phase is checked, even
+    /// when one it depends on failed. Reports as `helixflow run` does: plain lines or progress,
+    /// the summary table, `--events`, `--junit`. Without FILE, checks helixflow.kdl or
+    /// pipeline.kdl in the current folder or the nearest parent. Exits 0 when every phase's
+    /// checks pass, 1 when one fails, 2 when the pipeline is invalid.
+    Check(check::Args),
+    /// Show which phases are up to date and why each other one would run.
+    ///
+    /// A phase is up to date when it passed before and nothing it depends on changed since:
+    /// its definition (gates, outputs, agent, declared `env`…), its rendered prompt, its
+    /// `inputs` (by default the outputs of the phases it depends on, and its prompt file), the
+    /// phases it depends on, and its own outputs since it passed. For each phase that would run,
+    /// every reason is named: never passed, which part of the definition changed (old and new
+    /// text), a diff of the prompt, which input or output files were modified, added or
+    /// deleted, which upstream phase re-runs. `helixflow run` skips up-to-date phases; `run
+    /// --force`, `--force PHASE` and `--from PHASE` run them anyway. Always exits 0 for a valid
+    /// pipeline; `--json` for tools.
+    Status(status::Args),
     /// Approve the work of a phase waiting at an `approval` gate.
     Approve(approve::ApproveArgs),
     /// Reject the work of a phase waiting at an `approval` gate; the reason becomes feedback.
@@ -127,6 +153,8 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Verify(args) => verify::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Status(args) => status::run(&args),
         Command::Approve(args) => approve::approve(&args),
         Command::Reject(args) => approve::reject(&args),
         Command::Runs(args) => runs::runs(&args),

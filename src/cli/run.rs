@@ -9,12 +9,14 @@ use std::sync::Arc;
 use super::input;
 use crate::agent::prompt::{render_argv, shell_quote};
 use crate::diagnostics::did_you_mean;
+use crate::engine::plan::{Force, PhasePlan};
 use crate::engine::{RunOptions, attempt_prompt, execute};
 use crate::event::CheckKind;
 use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
 use crate::model::{Pipeline, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, ProgressPause, Summary};
+use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow run`.
 #[derive(Debug, clap::Args)]
@@ -28,7 +30,22 @@ pub(crate) struct Args {
     /// done. One name per option, so that a pipeline file after it stays the file.
     #[arg(long, value_name = "PHASE")]
     only: Vec<String>,
-    /// Print the plan (order, levels, each agent's argv with its prompt) and run nothing.
+    /// Run phases even when they are up to date: without a value every phase; with one, that
+    /// phase (repeat the option for more), and what depends on it runs because its upstream
+    /// re-runs. Write `--force=PHASE`, or put a bare `--force` after the pipeline file.
+    #[arg(
+        long,
+        value_name = "PHASE",
+        num_args = 0..=1,
+        default_missing_value = "",
+        require_equals = false
+    )]
+    force: Option<Vec<String>>,
+    /// Run this phase and every phase downstream of it, even when they are up to date.
+    #[arg(long, value_name = "PHASE")]
+    from: Option<String>,
+    /// Print the plan (order, levels, which phases are up to date and why the others run, each
+    /// agent's argv with its prompt) and run nothing.
     #[arg(long)]
     dry_run: bool,
     /// Write every event as NDJSON to FILE (`-` for standard output).
@@ -42,7 +59,61 @@ pub(crate) struct Args {
     no_progress: bool,
 }
 
+/// What `--force` and `--from` ask, checked against the pipeline's phases.
+fn force(args: &Args, pipeline: &Pipeline) -> Result<Force, String> {
+    let mut force = Force {
+        from: args.from.clone(),
+        ..Force::default()
+    };
+    for name in args.force.iter().flatten() {
+        if name.is_empty() {
+            force.all = true;
+        } else {
+            force.phases.push(name.clone());
+        }
+    }
+    let named = force.phases.iter().map(|n| ("--force", n));
+    for (option, name) in named.chain(force.from.iter().map(|n| ("--from", n))) {
+        if pipeline.phase(name).is_none() {
+            let names = pipeline.phases.iter().map(|p| p.name.value.as_str());
+            return Err(match did_you_mean(name, names) {
+                Some(s) => format!("{option}: no phase \"{name}\"; did you mean \"{s}\"?"),
+                None => format!(
+                    "{option}: no phase \"{name}\" (to force every phase of a pipeline file, put `--force` after the file)"
+                ),
+            });
+        }
+    }
+    Ok(force)
+}
+
 pub(crate) fn run(args: &Args) -> i32 {
+    // `helixflow run --force pipeline.kdl`: a bare `--force`, then the file.
+    let mut fixed;
+    let mut args = args;
+    if args.file.is_none()
+        && let Some(forced) = &args.force
+        && let Some(at) = forced.iter().position(|v| {
+            Path::new(v)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("kdl"))
+                && Path::new(v).is_file()
+        })
+    {
+        fixed = Args {
+            file: Some(PathBuf::from(&forced[at])),
+            force: args.force.clone(),
+            from: args.from.clone(),
+            only: args.only.clone(),
+            events: args.events.clone(),
+            junit: args.junit.clone(),
+            ..*args
+        };
+        if let Some(values) = &mut fixed.force {
+            values[at] = String::new();
+        }
+        args = &fixed;
+    }
     // `--only a b` (one option, two phases) reads `b` as the pipeline file.
     if let (Some(file), Some(last)) = (&args.file, args.only.last())
         && !file.exists()
@@ -79,6 +150,10 @@ pub(crate) fn run(args: &Args) -> i32 {
     if let Err(message) = check_selection(&pipeline, &args.only) {
         return input::fail(&message);
     }
+    let force = match force(args, &pipeline) {
+        Ok(force) => force,
+        Err(message) => return input::fail(&message),
+    };
     if args.dry_run {
         let jobs = RunOptions {
             jobs: args.jobs,
@@ -87,7 +162,15 @@ pub(crate) fn run(args: &Args) -> i32 {
         .max_parallel(&pipeline);
         // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
         let redactor = pipeline.redactor();
-        return super::emit(&redactor.redact(&plan(&pipeline, &args.only, jobs)));
+        let (plans, previous) =
+            crate::engine::plan::for_run(&pipeline, &args.only, &force, &report_files(args));
+        return super::emit(&redactor.redact(&plan(
+            &pipeline,
+            &args.only,
+            jobs,
+            &plans,
+            previous.as_ref(),
+        )));
     }
     let (reporters, progress) = match reporters(args, &pipeline) {
         Ok(reporters) => reporters,
@@ -108,6 +191,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         only: args.only.clone(),
         grace,
         reports: report_files(args),
+        force,
         // A person at the terminal answers `approval` gates there; otherwise the run waits for
         // `helixflow approve`.
         approver: std::io::stdin().is_terminal().then(|| {
@@ -147,7 +231,7 @@ pub(crate) fn run(args: &Args) -> i32 {
 }
 
 /// `HELIXFLOW_KILL_GRACE`: seconds between TERM and KILL when a child is stopped (default 5).
-fn kill_grace() -> Result<std::time::Duration, String> {
+pub(super) fn kill_grace() -> Result<std::time::Duration, String> {
     match std::env::var("HELIXFLOW_KILL_GRACE") {
         Err(_) => Ok(crate::engine::GRACE),
         Ok(text) => text
@@ -174,7 +258,7 @@ fn report_files(args: &Args) -> Vec<PathBuf> {
 
 /// `path` made absolute, with its folder's symbolic links and `..` resolved when that folder
 /// exists, so that it compares with paths inside the (canonical) workspace.
-fn absolute(path: &Path) -> PathBuf {
+pub(super) fn absolute(path: &Path) -> PathBuf {
     let resolved = match (path.parent(), path.file_name()) {
         (Some(folder), Some(name)) => {
             let folder = if folder.as_os_str().is_empty() {
@@ -206,9 +290,25 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
 
 /// The run's sinks, and the handle that pauses its progress bars when they are drawn.
 fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<ProgressPause>), String> {
+    sinks(
+        args.events.as_deref(),
+        args.junit.as_deref(),
+        args.no_progress,
+        pipeline,
+    )
+}
+
+/// The reporters `--events`, `--junit` and `--no-progress` ask for, then the summary, and the
+/// handle that pauses the progress bars when they are drawn (`run` and `check` share them).
+pub(super) fn sinks(
+    events: Option<&Path>,
+    junit: Option<&Path>,
+    no_progress: bool,
+    pipeline: &Pipeline,
+) -> Result<(Sinks, Option<ProgressPause>), String> {
     // Checked before anything is written or run: a report that cannot be written is found out
     // now, not after the work is done.
-    if let Some(path) = &args.junit {
+    if let Some(path) = junit {
         // `-` means standard output to --events; here it would quietly be a file named `-`.
         if path.as_os_str() == "-" {
             return Err(
@@ -221,7 +321,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
     let mut list: Vec<Box<dyn EventSink>> = Vec::new();
     let stderr = std::io::stderr();
     let mut pause = None;
-    if !args.no_progress && stderr.is_terminal() {
+    if !no_progress && stderr.is_terminal() {
         let progress = Progress::new(pipeline.phases.len());
         pause = Some(progress.pause_handle());
         list.push(Box::new(progress));
@@ -229,7 +329,7 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
         // Buffered and flushed after each event: one `write` per event rather than one per piece.
         list.push(Box::new(Plain::new(BufWriter::new(std::io::stderr()))));
     }
-    match args.events.as_deref() {
+    match events {
         None => {}
         Some(path) if path.as_os_str() == "-" => {
             list.push(Box::new(Ndjson::new(std::io::stdout())));
@@ -240,8 +340,8 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
             list.push(Box::new(Ndjson::file(BufWriter::new(file))));
         }
     }
-    if let Some(path) = &args.junit {
-        list.push(Box::new(Junit::new(path.clone())));
+    if let Some(path) = junit {
+        list.push(Box::new(Junit::new(path)));
     }
     list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
     Ok((Sinks::new(list), pause))
@@ -249,7 +349,13 @@ fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<Progress
 
 /// The dry-run plan: levels, then each phase with its command and the prompt its first attempt
 /// gets, `max_parallel` phases at once.
-fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
+fn plan(
+    pipeline: &Pipeline,
+    only: &[String],
+    max_parallel: u32,
+    plans: &[PhasePlan],
+    previous: Option<&RunSummary>,
+) -> String {
     let mut out = String::new();
     let selected = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     let phases = pipeline
@@ -264,6 +370,14 @@ fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
         if phases == 1 { "" } else { "s" },
         pipeline.workspace.display()
     );
+    if let Some(previous) = previous {
+        let _ = writeln!(
+            out,
+            "resumes run {} ({})",
+            previous.run_id,
+            previous.current_status()
+        );
+    }
     let graph = PhaseGraph::new(pipeline);
     for (level, phases) in graph.levels().unwrap_or_default().iter().enumerate() {
         let names: Vec<&str> = phases
@@ -286,6 +400,17 @@ fn plan(pipeline: &Pipeline, only: &[String], max_parallel: u32) -> String {
         if !phase.depends_on.is_empty() {
             let deps: Vec<&str> = phase.depends_on.iter().map(|d| d.value.as_str()).collect();
             let _ = writeln!(out, "  after: {}", deps.join(", "));
+        }
+        if let Some(planned) = plans.iter().find(|p| p.phase == phase.name.value) {
+            match &planned.up_to_date {
+                Some(run_id) => {
+                    let _ = writeln!(out, "  up to date: passed in run {run_id}; skipped");
+                    continue;
+                }
+                None => {
+                    let _ = writeln!(out, "  will run: {}", planned.why());
+                }
+            }
         }
         match &phase.worker {
             Worker::Run(command) => {

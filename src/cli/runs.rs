@@ -47,8 +47,8 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:<10} {:<22} {:<16} cost",
-        "run", "status", "started", "phases"
+        "{:<20} {:<10} {:<22} {:<10} phases",
+        "run", "status", "started", "cost"
     );
     for run in &runs {
         match RunSummary::read(run) {
@@ -58,15 +58,26 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
                     .iter()
                     .filter(|p| p.status == "passed")
                     .count();
-                let phases = format!("{passed}/{} passed", summary.phases.len());
-                let _ = writeln!(
-                    out,
-                    "{:<20} {:<10} {:<22} {phases:<16} {}",
+                let fresh = summary
+                    .phases
+                    .iter()
+                    .filter(|p| p.status == "up-to-date")
+                    .count();
+                let mut line = format!(
+                    "{:<20} {:<10} {:<22} {:<10} {passed}/{} passed",
                     run.run_id,
                     summary.current_status(),
                     summary.started,
-                    summary.cost.short()
+                    summary.cost.short(),
+                    summary.phases.len()
                 );
+                if fresh > 0 {
+                    let _ = write!(line, ", {fresh} up to date");
+                }
+                if let Some(resumed) = &summary.resumes {
+                    let _ = write!(line, ", resumes {resumed}");
+                }
+                let _ = writeln!(out, "{line}");
             }
             Err(e) => {
                 let _ = writeln!(out, "{:<20} unreadable: {e}", run.run_id);
@@ -134,6 +145,9 @@ fn show_run(run: &RunDir) -> i32 {
         summary.file.display(),
         summary.started
     );
+    if let Some(resumed) = &summary.resumes {
+        let _ = writeln!(out, "resumes run {resumed}, which did not pass");
+    }
     let status = summary.current_status();
     let _ = writeln!(
         out,

@@ -8,11 +8,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
 use super::input;
+use crate::engine::check::phase_gates;
 use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
-use crate::verify::gates::{GateContext, checks_response, info as gate_info, run_gates};
+use crate::verify::gates::info as gate_info;
 use crate::workspace::{Snapshot, SnapshotOptions};
 
 /// Arguments of `helixflow verify`.
@@ -168,31 +169,18 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     std::fs::create_dir_all(&logs)
         .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
     let env: Vec<(OsString, OsString)> = crate::engine::gate_env(&pipeline, &phase);
-    let cancel = Cancel::default();
-    let context = GateContext::new(
+    let gates = runtime.block_on(phase_gates(
         &pipeline.workspace,
         std::slice::from_ref(&pipeline.state_dir),
         &phase,
         &now,
         &env,
         &logs,
-        &cancel,
+        &Cancel::default(),
         crate::engine::GRACE,
         std::sync::Arc::new(pipeline.redactor()),
-    );
-    let mut gates = runtime.block_on(run_gates(&context, &mut |_| {}));
-    for report in &mut gates {
-        let unjudged = report
-            .check_kind()
-            .and_then(|kind| gate_info(kind).outside_a_run);
-        let on_response = checks_response(&phase, &report.name);
-        if let Some(why) =
-            unjudged.or(on_response.then_some("the response exists only inside a run"))
-        {
-            report.status = GateStatus::Skipped;
-            report.details = vec![why.to_owned()];
-        }
-    }
+        &mut |_| {},
+    ));
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
     Ok((
         phase,

@@ -878,6 +878,25 @@ rules! {
         help: "Give the prompt on standard input (`stdin #true`) or as a file (`{{ prompt_file }}`).";
 
     /// ## What it catches
+    /// A phase that depends on a phase with `always-run #true`.
+    ///
+    /// ## Why
+    /// A phase is up to date only when nothing it depends on re-runs. An `always-run` phase runs
+    /// in every `helixflow run`, so every phase downstream of it runs every time too, and pays
+    /// for its agent every time. That is right when the upstream phase produces something new
+    /// each time (a review, a fetch); when it does not, declare the downstream phase's `inputs`
+    /// and let the upstream phase be up to date, or move the always-run work to the end.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "review" { agent "claude"; prompt "Review the code."; always-run #true }
+    /// phase "docs" { agent "claude"; prompt "Write the docs."; depends-on "review" }
+    /// ```
+    ALWAYS_RUN_UPSTREAM = "HF607" "always-run-upstream" Warning,
+        summary: "A phase depends on an `always-run` phase, so it is never up to date either.",
+        help: "Keep it if the phase must follow each new run of its upstream; otherwise drop the dependency or the upstream's `always-run`.";
+
+    /// ## What it catches
     /// A `max-cost` budget over a phase whose agent has no `usage`, so that helixflow cannot know
     /// what any of its attempts cost.
     ///
@@ -891,7 +910,7 @@ rules! {
     /// agent "bot" { command "bot" "{{ prompt }}" }
     /// phase "work" { agent "bot"; prompt "Write the parser." }
     /// ```
-    BUDGET_WITHOUT_USAGE = "HF607" "budget-without-usage" Warning,
+    BUDGET_WITHOUT_USAGE = "HF608" "budget-without-usage" Warning,
         summary: "A `max-cost` budget covers an agent whose cost helixflow cannot read.",
         help: "Declare the agent's `usage` (e.g. `usage \"claude\"`), and a `price` for models that report tokens only.";
 }

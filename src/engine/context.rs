@@ -35,6 +35,19 @@ pub(crate) struct RunOptions {
     pub reports: Vec<PathBuf>,
     /// Who answers `approval` gates on the spot; `None`: the run waits for `helixflow approve`.
     pub approver: Option<Arc<dyn super::approver::Approver>>,
+    /// Phases re-run whatever their records say (`--force`, `--from`).
+    pub force: Force,
+}
+
+/// What the user asked to re-run whatever the records say.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Force {
+    /// `--force` without a phase: every phase.
+    pub all: bool,
+    /// `--force PHASE`, repeatable.
+    pub phases: Vec<String>,
+    /// `--from PHASE`: that phase and every phase downstream of it.
+    pub from: Option<String>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -45,6 +58,7 @@ impl std::fmt::Debug for RunOptions {
             .field("grace", &self.grace)
             .field("reports", &self.reports)
             .field("approver", &self.approver.is_some())
+            .field("force", &self.force)
             .finish()
     }
 }
@@ -63,6 +77,7 @@ impl Default for RunOptions {
             only: Vec::new(),
             grace: GRACE,
             reports: Vec::new(),
+            force: Force::default(),
             approver: None,
         }
     }
@@ -89,6 +104,8 @@ pub(crate) struct Shared {
     /// What workspace snapshots and gate searches leave out: the state folder and helixflow's
     /// own report files.
     pub excluded: Vec<PathBuf>,
+    /// The records of passed phases: removed when a phase starts, written when it passes.
+    pub records: crate::store::passed::Records,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
     pub latest_snapshot: Mutex<Option<crate::workspace::Snapshot>>,
     /// Which phases ran alongside each attempt under way.

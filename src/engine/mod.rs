@@ -4,8 +4,11 @@
 pub(crate) mod approvals;
 mod approver;
 mod attempt;
+pub(crate) mod check;
 mod context;
 pub(crate) mod control;
+pub(crate) mod fingerprint;
+pub(crate) mod plan;
 pub(crate) mod run;
 
 pub(crate) use attempt::attempt_prompt;

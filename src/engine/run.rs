@@ -14,12 +14,14 @@ use tokio::task::JoinSet;
 use super::attempt::{PhaseResult, run_phase};
 use super::context::{LiveAttempts, RunOptions, Shared, millis};
 use super::control;
+use super::{fingerprint, plan};
 use crate::event::sink::{EventSink, Sinks};
 use crate::event::{Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::process::Cancel;
 use crate::store::journal::Journal;
+use crate::store::passed::Records;
 use crate::store::run::RunDir;
 use crate::store::run_json::RunJson;
 
@@ -42,7 +44,10 @@ pub(crate) async fn execute(
     options: RunOptions,
     reporters: Sinks,
 ) -> std::io::Result<RunOutcome> {
-    let runs_dir = pipeline.workspace.join(&pipeline.state_dir).join("runs");
+    let state_dir = pipeline.workspace.join(&pipeline.state_dir);
+    let runs_dir = state_dir.join("runs");
+    // The latest run before this one: when it did not pass, this run continues it.
+    let previous = plan::unfinished_run(&state_dir);
     let run = RunDir::create(&runs_dir).map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -63,10 +68,25 @@ pub(crate) async fn execute(
             options.only.is_empty() || options.only.contains(&pipeline.phases[i].name.value)
         })
         .collect();
+    let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
+        .chain(options.reports.iter().cloned())
+        .collect();
+    let records = Records::new(&state_dir);
+    let plans = plan::plan(
+        &pipeline,
+        &selected,
+        &options.force,
+        &records,
+        &redactor,
+        &excluded,
+        previous.as_ref(),
+    );
+    let resumes = previous.as_ref().map(|p| p.run_id.clone());
     let run_json = RunJson::start(
         &run,
         &pipeline.name,
         &pipeline.file,
+        resumes.clone(),
         selected
             .iter()
             .map(|&i| pipeline.phases[i].name.value.clone()),
@@ -87,9 +107,6 @@ pub(crate) async fn execute(
     let socket_path = control::socket_path(&run.path, &run.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
-    let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
-        .chain(options.reports.iter().cloned())
-        .collect();
     let shared = Arc::new(Shared {
         pipeline,
         run: run.clone(),
@@ -104,6 +121,7 @@ pub(crate) async fn execute(
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
         excluded,
+        records,
         latest_snapshot: Mutex::new(None),
         alongside: Mutex::default(),
         // More phases at once than there are cores (a small pipeline never has).
@@ -119,12 +137,43 @@ pub(crate) async fn execute(
             .map(|&i| shared.pipeline.phases[i].name.value.clone())
             .collect(),
         max_parallel: max_parallel as u32,
+        resumes,
     });
+    for plan in &plans {
+        match &plan.up_to_date {
+            Some(run_id) => shared.emit(Event::PhaseFinished {
+                phase: plan.phase.clone(),
+                status: PhaseStatus::UpToDate,
+                attempts: 0,
+                duration_ms: 0,
+                reason: Some(format!(
+                    "passed in run {run_id}; nothing it depends on changed since"
+                )),
+            }),
+            None => shared.emit(Event::PhaseQueued {
+                phase: plan.phase.clone(),
+                reasons: plan.reasons.iter().map(ToString::to_string).collect(),
+            }),
+        }
+    }
 
     let interrupted = Arc::new(Mutex::new(None));
     let signals = tokio::spawn(watch_signals(shared.clone(), interrupted.clone()));
     let started = Instant::now();
-    let any_failed = schedule(&shared, &selected, max_parallel, timeout, &interrupted).await;
+    let up_to_date: Vec<usize> = plans
+        .iter()
+        .filter(|p| p.is_up_to_date())
+        .map(|p| p.index)
+        .collect();
+    let any_failed = schedule(
+        &shared,
+        &selected,
+        &up_to_date,
+        max_parallel,
+        timeout,
+        &interrupted,
+    )
+    .await;
     // Aborted tasks let go of their `Shared` (and its event sender) only once they are dropped.
     signals.abort();
     let _ = signals.await;
@@ -168,6 +217,7 @@ pub(crate) async fn execute(
 async fn schedule(
     shared: &Arc<Shared>,
     selected: &[usize],
+    up_to_date: &[usize],
     max_parallel: usize,
     timeout: Option<Duration>,
     interrupted: &Arc<Mutex<Option<RunStatus>>>,
@@ -206,7 +256,13 @@ async fn schedule(
         .collect();
     // The phases neither started nor decided, in order: each pass looks at these only.
     let mut waiting: Vec<usize> = order;
+    waiting.retain(|i| !up_to_date.contains(i));
     let mut state: Vec<Option<PhaseStatus>> = vec![None; pipeline.phases.len()];
+    for &i in up_to_date {
+        state[i] = Some(PhaseStatus::UpToDate);
+    }
+    let done =
+        |s: Option<PhaseStatus>| matches!(s, Some(PhaseStatus::Passed | PhaseStatus::UpToDate));
     let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();
     let mut started = vec![false; pipeline.phases.len()];
     let mut stop_reason: Option<String> = None;
@@ -219,7 +275,7 @@ async fn schedule(
             let dependencies = &dependencies[i];
             let blocked = dependencies
                 .iter()
-                .find(|&&d| matches!(state[d], Some(s) if s != PhaseStatus::Passed));
+                .find(|&&d| state[d].is_some() && !done(state[d]));
             let reason = if let Some(&d) = blocked {
                 let how = match state[d] {
                     Some(PhaseStatus::Failed) => "failed",
@@ -251,13 +307,11 @@ async fn schedule(
                 });
                 continue;
             }
-            let ready = dependencies
-                .iter()
-                .all(|&d| state[d] == Some(PhaseStatus::Passed));
+            let ready = dependencies.iter().all(|&d| done(state[d]));
             if ready && running.len() < max_parallel {
                 started[i] = true;
                 let shared = shared.clone();
-                running.spawn(async move { (i, run_phase(shared, i).await) });
+                running.spawn(async move { (i, run_and_record(shared, i).await) });
             }
         }
         waiting.retain(|&i| !started[i] && state[i].is_none());
@@ -306,6 +360,62 @@ async fn schedule(
         });
     }
     any_failed
+}
+
+/// Runs a phase: its record goes before it starts (a phase that does not pass again, or whose
+/// helixflow is killed while it runs, is not up to date afterwards), and a new one is written
+/// once it passed, before the scheduler hears of it.
+async fn run_and_record(shared: Arc<Shared>, i: usize) -> PhaseResult {
+    let name = shared.pipeline.phases[i].name.value.clone();
+    if let Err(e) = shared.records.remove(&name) {
+        shared.emit(Event::Warning {
+            message: format!("cannot remove the record of \"{name}\": {e}"),
+        });
+    }
+    let result = run_phase(shared.clone(), i).await;
+    if result.status == PhaseStatus::Passed {
+        let recording = shared.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let shared = recording;
+            let phase = &shared.pipeline.phases[i];
+            let upstream = phase
+                .depends_on
+                .iter()
+                .map(|d| {
+                    let fingerprint = shared
+                        .records
+                        .read(&d.value)
+                        .ok()
+                        .flatten()
+                        .map_or_else(|| "none".to_owned(), |r| r.fingerprint);
+                    (d.value.clone(), fingerprint)
+                })
+                .collect();
+            let record = fingerprint::record(
+                &shared.pipeline,
+                phase,
+                &shared.run.run_id,
+                &shared.redactor,
+                &shared.excluded,
+                upstream,
+            );
+            shared.records.write(&record)
+        })
+        .await;
+        let error = match written {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(e) = error {
+            shared.emit(Event::Warning {
+                message: format!(
+                    "cannot record that \"{name}\" passed ({e}); it will run again next time"
+                ),
+            });
+        }
+    }
+    result
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
@@ -397,7 +507,7 @@ fn dispatch(
 }
 
 /// Stamps an event with the current time and the time since `started`.
-fn stamp(event: Event, started: Instant) -> Stamped {
+pub(crate) fn stamp(event: Event, started: Instant) -> Stamped {
     Stamped {
         time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -94,6 +94,8 @@ pub enum PhaseStatus {
     Skipped,
     /// Stopped by Ctrl-C or the run's timeout.
     Cancelled,
+    /// Not started: it passed in an earlier run and nothing it depends on changed since.
+    UpToDate,
 }
 
 /// How a run ended.
@@ -127,6 +129,16 @@ pub enum Event {
         phases: Vec<String>,
         /// Phases that may run at once.
         max_parallel: u32,
+        /// The earlier run this one continues, when that one failed, was interrupted or crashed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumes: Option<String>,
+    },
+    /// A phase will run in this run (it is not up to date), for these reasons.
+    PhaseQueued {
+        /// The phase.
+        phase: String,
+        /// Why it runs, one line each.
+        reasons: Vec<String>,
     },
     /// An attempt of a phase began.
     AttemptStarted {
@@ -259,11 +271,17 @@ impl Event {
                 pipeline,
                 phases,
                 max_parallel,
+                resumes,
             } => Self::RunStarted {
                 run_id,
                 pipeline,
                 phases,
                 max_parallel,
+                resumes,
+            },
+            Self::PhaseQueued { phase, reasons } => Self::PhaseQueued {
+                phase,
+                reasons: all(reasons),
             },
             Self::AttemptStarted {
                 phase,

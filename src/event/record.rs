@@ -11,6 +11,8 @@ use crate::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_ST
 pub(crate) struct RunRecord {
     /// The pipeline's name, once the run started.
     pub pipeline: Option<String>,
+    /// The earlier run this one continues.
+    pub resumes: Option<String>,
     /// Phases in `RunStarted` order, then any others in the order they first appeared.
     pub phases: Vec<PhaseRecord>,
     index: HashMap<String, usize>,
@@ -32,6 +34,8 @@ pub(crate) struct PhaseRecord {
     pub attempt: Option<AttemptRecord>,
     /// How it ended, once it did.
     pub end: Option<PhaseEnd>,
+    /// Why it ran (it was not up to date).
+    pub reasons: Vec<String>,
     /// What its attempts' agents used, summed.
     pub spend: Spend,
 }
@@ -93,6 +97,7 @@ impl Standing {
             Standing::Ended(PhaseStatus::Failed) => "failed",
             Standing::Ended(PhaseStatus::Skipped) => "skipped",
             Standing::Ended(PhaseStatus::Cancelled) => "cancelled",
+            Standing::Ended(PhaseStatus::UpToDate) => "up to date",
             Standing::Unfinished => "unfinished",
             Standing::NotStarted => "not started",
         }
@@ -106,9 +111,13 @@ impl RunRecord {
         self.last_elapsed_ms = self.last_elapsed_ms.max(now);
         match &stamped.event {
             Event::RunStarted {
-                pipeline, phases, ..
+                pipeline,
+                phases,
+                resumes,
+                ..
             } => {
                 self.pipeline = Some(pipeline.clone());
+                self.resumes.clone_from(resumes);
                 for phase in phases {
                     self.phase_mut(phase);
                 }
@@ -190,6 +199,9 @@ impl RunRecord {
                     reason: reason.clone(),
                 });
             }
+            Event::PhaseQueued { phase, reasons } => {
+                self.phase_mut(phase).reasons.clone_from(reasons);
+            }
             Event::RunFinished { duration_ms, .. } => self.finished_ms = Some(*duration_ms),
             Event::RetryScheduled { .. } | Event::Escalated { .. } | Event::Warning { .. } => {}
         }
@@ -226,6 +238,7 @@ impl RunRecord {
                 started_ms: None,
                 attempt: None,
                 end: None,
+                reasons: Vec::new(),
                 spend: Spend::default(),
             });
             self.index.insert(name.to_owned(), self.phases.len() - 1);

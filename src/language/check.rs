@@ -50,6 +50,7 @@ pub(crate) fn pipeline(
         }
     }
     overlapping_scopes(pipeline, &graph, diagnostics);
+    always_run_upstream(pipeline, diagnostics);
     budgets_without_usage(pipeline, diagnostics);
     unused(pipeline, templates, defaults, main_file, diagnostics);
 }
@@ -82,6 +83,30 @@ fn budgets_without_usage(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
                 )
                 .label("cost unknown"),
             );
+        }
+    }
+}
+
+/// A dependency on an `always-run` phase: the dependent is never up to date.
+fn always_run_upstream(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
+    for phase in &pipeline.phases {
+        for dependency in &phase.depends_on {
+            if pipeline
+                .phase(&dependency.value)
+                .is_some_and(|upstream| upstream.always_run)
+            {
+                diagnostics.push(
+                    Diagnostic::new(
+                        &rules::ALWAYS_RUN_UPSTREAM,
+                        dependency.span,
+                        format!(
+                            "\"{}\" has `always-run #true`, so phase \"{}\" runs in every run too",
+                            dependency.value, phase.name.value
+                        ),
+                    )
+                    .label("re-runs with it every time"),
+                );
+            }
         }
     }
 }

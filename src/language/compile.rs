@@ -604,6 +604,8 @@ impl Compiler<'_> {
             vars: body.vars,
             depends_on: body.depends_on,
             outputs: body.outputs.into_iter().map(|o| o.value).collect(),
+            inputs: body.inputs,
+            always_run: body.always_run.unwrap_or(false),
             scope: body.scope.iter().map(|s| s.value.clone()).collect(),
             protect: body.protect.into_iter().map(|s| s.value).collect(),
             gates: body.gates,

@@ -22,6 +22,8 @@ pub enum Context {
     Defaults,
     /// Inside `outputs { … }`.
     Outputs,
+    /// Inside `inputs { … }`.
+    Inputs,
     /// Inside `gates { … }`.
     Gates,
     /// Inside `vars { … }`: any name, one value.
@@ -39,6 +41,7 @@ impl Context {
             Context::Template => "`template`",
             Context::Defaults => "`defaults`",
             Context::Outputs => "`outputs`",
+            Context::Inputs => "`inputs`",
             Context::Gates => "`gates`",
             Context::Vars => "`vars`",
         }
@@ -912,6 +915,26 @@ pub static NODES: &[NodeSchema] = &[
         ..BASE
     },
     NodeSchema {
+        name: "inputs",
+        contexts: PHASE_OR_TEMPLATE,
+        children: Some(Context::Inputs),
+        children_required: true,
+        repeatable: true,
+        doc: "Files whose content the phase's work depends on: when one changes, the phase is no longer up to date and runs again. Without `inputs`, a phase depends on the outputs of the phases it depends on and on its prompt file.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "always-run",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "BOOL",
+            ValueType::Bool,
+            "Whether the phase runs even when it is up to date.",
+        )],
+        doc: "Never treat the phase as up to date (a review, a deploy): it runs in every `helixflow run`.",
+        ..BASE
+    },
+    NodeSchema {
         name: "scope",
         contexts: PHASE_LIKE,
         args: &[arg("GLOB", ValueType::Glob, "Files the phase may touch.")],
@@ -1069,6 +1092,33 @@ pub static NODES: &[NodeSchema] = &[
         )],
         repeatable: true,
         doc: "A template parameter. Phases give it as a property (`NAME=VALUE`); `{{ NAME }}` in the template's strings is replaced, and it is also a prompt variable.",
+        ..BASE
+    },
+    // inputs { … }
+    NodeSchema {
+        name: "file",
+        contexts: &[Context::Inputs],
+        args: &[arg(
+            "PATH",
+            ValueType::Path,
+            "A file relative to the workspace.",
+        )],
+        min_args: 1,
+        repeatable: true,
+        doc: "One input file; its absence is part of the phase's state too (creating it makes the phase run again).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "glob",
+        contexts: &[Context::Inputs],
+        args: &[arg(
+            "PATTERN",
+            ValueType::Glob,
+            "A glob relative to the workspace.",
+        )],
+        min_args: 1,
+        repeatable: true,
+        doc: "Every file matching a pattern; a file added, changed or deleted makes the phase run again.",
         ..BASE
     },
     // outputs { … }

@@ -143,6 +143,9 @@ fn cases(phase: &PhaseRecord) -> Vec<Case> {
         Standing::Ended(PhaseStatus::Skipped) => Some(Verdict::Skipped {
             message: reason.unwrap_or_else(|| "skipped".to_owned()),
         }),
+        Standing::Ended(PhaseStatus::UpToDate) => Some(Verdict::Skipped {
+            message: reason.unwrap_or_else(|| "up to date".to_owned()),
+        }),
         Standing::Ended(PhaseStatus::Cancelled) if cases.is_empty() => Some(Verdict::Skipped {
             message: reason.unwrap_or_else(|| "cancelled".to_owned()),
         }),
@@ -198,8 +201,12 @@ fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
     for gate in &attempt.gates {
         let verdict = match gate.status {
             GateStatus::Passed => Verdict::Passed,
+            // Why it was skipped (fail-fast, a cancelled run, a gate only an attempt can judge).
             GateStatus::Skipped => Verdict::Skipped {
-                message: "not run".to_owned(),
+                message: gate
+                    .details
+                    .first()
+                    .map_or_else(|| "not run".to_owned(), Clone::clone),
             },
             GateStatus::Failed => Verdict::Failed {
                 message: gate

@@ -51,12 +51,30 @@ impl<W: Write + Send> Plain<W> {
                 pipeline,
                 phases,
                 max_parallel,
-            } => writeln!(
+                resumes,
+            } => {
+                writeln!(
+                    self.out,
+                    "run {}: pipeline {}, {}, up to {max_parallel} at once",
+                    one_line(run_id),
+                    one_line(pipeline),
+                    count(phases.len(), "phase", "phases"),
+                )?;
+                match resumes {
+                    Some(earlier) => writeln!(
+                        self.out,
+                        "run {}: resumes run {}, which did not pass",
+                        one_line(run_id),
+                        one_line(earlier)
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Event::PhaseQueued { phase, reasons } => writeln!(
                 self.out,
-                "run {}: pipeline {}, {}, up to {max_parallel} at once",
-                one_line(run_id),
-                one_line(pipeline),
-                count(phases.len(), "phase", "phases"),
+                "[{}] will run: {}",
+                one_line(phase),
+                one_line(&reasons.join("; "))
             ),
             Event::AttemptStarted { phase, attempt, .. } => {
                 let label = self.attempt_label(phase, *attempt);
@@ -167,15 +185,22 @@ impl<W: Write + Send> Plain<W> {
                     PhaseStatus::Failed => format!("[{name}] failed after {tried} in {took}"),
                     PhaseStatus::Cancelled => format!("[{name}] cancelled after {took}"),
                     PhaseStatus::Skipped => format!("[{name}] skipped"),
+                    PhaseStatus::UpToDate => format!("[{name}] up to date"),
                 };
                 if let Some(spend) = self.run.phase(phase).map(|p| p.spend)
                     && !spend.is_empty()
                 {
                     line.push_str(&format!(", cost {}", spend.words()));
                 }
+                // Nothing started: an up-to-date phase cost nothing, and says so.
+                let free = if *status == PhaseStatus::UpToDate {
+                    " (cost $0.00)"
+                } else {
+                    ""
+                };
                 match reason {
-                    Some(reason) => writeln!(self.out, "{line}: {}", one_line(reason)),
-                    None => writeln!(self.out, "{line}"),
+                    Some(reason) => writeln!(self.out, "{line}: {}{free}", one_line(reason)),
+                    None => writeln!(self.out, "{line}{free}"),
                 }
             }
             Event::Escalated { phase, code } => {

@@ -273,7 +273,7 @@ impl Progress {
             Event::RunFinished { .. } => self.clear(),
             // The run's cost so far is in the overall line.
             Event::AttemptFinished { .. } => self.update_overall(),
-            Event::ChildExited { .. } | Event::GateFinished { .. } => {}
+            Event::ChildExited { .. } | Event::GateFinished { .. } | Event::PhaseQueued { .. } => {}
         }
         Ok(())
     }
@@ -346,6 +346,7 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
         Some(PhaseStatus::Passed) => ("✓", "passed"),
         Some(PhaseStatus::Failed) => ("✗", "failed"),
         Some(PhaseStatus::Cancelled) => ("■", "cancelled"),
+        Some(PhaseStatus::UpToDate) => ("✓", "up to date"),
         Some(PhaseStatus::Skipped) | None => ("-", standing.label()),
     };
     let mut line = format!("{mark} {padded_name}  {label:<9}");

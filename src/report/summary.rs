@@ -110,6 +110,7 @@ impl<W: Write + Send> EventSink for Summary<W> {
 /// One phase's cells.
 fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; COLUMNS] {
     let attempts = match (phase.attempts(), phase.max_attempts) {
+        (0, _) if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) => "-".to_owned(),
         (0, _) => "0".to_owned(),
         (made, Some(max)) => format!("{made}/{max}"),
         (made, None) => made.to_string(),
@@ -117,12 +118,18 @@ fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; COLUMNS]
     let duration = phase
         .duration_ms(run)
         .map_or_else(|| "-".to_owned(), human_duration);
+    // An up-to-date phase started nothing: it cost nothing, and says so.
+    let cost = if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) {
+        crate::event::usage::Dollars::default().to_string()
+    } else {
+        phase.spend.short()
+    };
     [
         one_line(&phase.name),
         label(phase.standing(), running).to_owned(),
         attempts,
         duration,
-        phase.spend.short(),
+        cost,
         short_tokens(phase.spend.tokens),
         one_line(&failing(phase)),
     ]
@@ -138,6 +145,7 @@ fn failing(phase: &PhaseRecord) -> String {
     };
     match phase.standing() {
         Standing::Ended(PhaseStatus::Passed) | Standing::NotStarted => String::new(),
+        Standing::Ended(PhaseStatus::UpToDate) => reason(),
         Standing::Ended(PhaseStatus::Skipped | PhaseStatus::Cancelled) => reason(),
         Standing::Ended(PhaseStatus::Failed) | Standing::Unfinished => {
             let Some(attempt) = &phase.attempt else {
@@ -174,6 +182,7 @@ fn totals(run: &RunRecord, running: bool) -> String {
         format!("{} skipped", tally(Standing::Ended(PhaseStatus::Skipped))),
     ];
     for rare in [
+        Standing::Ended(PhaseStatus::UpToDate),
         Standing::Ended(PhaseStatus::Cancelled),
         Standing::Unfinished,
         Standing::NotStarted,
@@ -235,6 +244,7 @@ mod tests {
                 pipeline: "p".to_owned(),
                 phases: vec!["a".to_owned(), "b".to_owned()],
                 max_parallel: 1,
+                resumes: None,
             },
             Event::AttemptStarted {
                 phase: "a".to_owned(),

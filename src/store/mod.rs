@@ -2,5 +2,6 @@
 //! sinks of its events: the journal (`events.jsonl`) and the summary (`run.json`).
 
 pub(crate) mod journal;
+pub(crate) mod passed;
 pub(crate) mod run;
 pub(crate) mod run_json;

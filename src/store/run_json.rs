@@ -43,6 +43,9 @@ pub(crate) struct RunSummary {
     pub exit_code: Option<i32>,
     /// The helixflow process running it (to tell a crashed run from a running one).
     pub pid: u32,
+    /// The earlier run this one continues, when that one failed, was interrupted or crashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumes: Option<String>,
     /// Per phase, in file order.
     pub phases: Vec<PhaseSummary>,
     /// What every attempt's agent used, summed; an unknown cost is counted apart, never as zero.
@@ -105,6 +108,9 @@ pub(crate) struct PhaseSummary {
     /// Why it failed or was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why it ran: what made it not up to date.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
     /// What its attempts' agents used, summed.
     #[serde(default, skip_serializing_if = "Spend::is_empty")]
     pub cost: Spend,
@@ -135,6 +141,7 @@ impl RunJson {
         run: &RunDir,
         pipeline: &str,
         file: &Path,
+        resumes: Option<String>,
         phases: impl IntoIterator<Item = String>,
     ) -> io::Result<Self> {
         let summary = RunSummary {
@@ -146,6 +153,7 @@ impl RunJson {
             status: "running".into(),
             exit_code: None,
             pid: std::process::id(),
+            resumes,
             phases: phases
                 .into_iter()
                 .map(|name| PhaseSummary {
@@ -156,6 +164,7 @@ impl RunJson {
                     failed_gates: Vec::new(),
                     error: None,
                     reason: None,
+                    reasons: Vec::new(),
                     cost: Spend::default(),
                     failure_class: None,
                 })
@@ -258,6 +267,12 @@ impl RunJson {
                 }
                 true
             }
+            Event::PhaseQueued { phase, reasons } => {
+                if let Some(i) = at(phase) {
+                    phases[i].reasons.clone_from(reasons);
+                }
+                true
+            }
             Event::RunFinished {
                 status, exit_code, ..
             } => {
@@ -334,7 +349,8 @@ mod tests {
     fn a_change_is_written_within_a_second_and_the_end_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path()).unwrap();
-        let mut run_json = RunJson::start(&run, "p", Path::new("p.kdl"), ["a".to_owned()]).unwrap();
+        let mut run_json =
+            RunJson::start(&run, "p", Path::new("p.kdl"), None, ["a".to_owned()]).unwrap();
         let read = || RunSummary::read(&run).unwrap();
         assert_eq!(read().phases[0].status, "pending");
         assert_eq!(run_json.next_tick(), None);

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check;
 mod cost;
 mod editors;
 mod examples;
@@ -17,4 +18,5 @@ mod misc;
 mod prompts;
 mod run;
 mod scope_protect;
+mod uptodate;
 mod verify_modes;

@@ -410,8 +410,8 @@ fn a_retry_continues_its_own_session_never_a_verifier_s_or_a_sibling_s() {
         recorded(&test, "worker", "a", 1)["argv"][1],
         recorded(&test, "worker", "b", 1)["argv"][1]
     );
-    // A second run starts new sessions.
-    test.with_args(&["run", "--no-progress"])
+    // A second run (forced: every phase is up to date) starts new sessions.
+    test.with_args(&["run", "--no-progress", "--force"])
         .env("PASS_FIRST", "1")
         .run()
         .code(0);

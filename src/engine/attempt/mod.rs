@@ -23,7 +23,7 @@ use crate::model::{GateKind, Millis, Phase, VerifyMode};
 use crate::verify::feedback::AgentFailure;
 use prepare::Session;
 
-pub(crate) use prepare::attempt_prompt;
+pub(crate) use prepare::{attempt_prompt, fingerprint_prompt};
 
 /// How a phase ended, for the scheduler.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::conclude::fatal;
-use super::verify::verify_instructions;
+use super::verify::{stable_verify_instructions, verify_instructions};
 use super::{Attempt, AttemptResult, tracks_changes};
 use crate::agent::prompt::{PromptContext, render_argv, render_prompt};
 use crate::agent::prompt_file::PromptFile;
@@ -304,12 +304,34 @@ pub(crate) fn attempt_prompt(
     } else {
         String::new()
     };
+    prompt_with(phase, attempt, max_attempts, feedback, &instructions)
+}
+
+/// The first attempt's prompt as a phase's fingerprint sees it: no feedback, and `self` mode's
+/// instructions naming `helixflow` wherever this binary is installed.
+pub(crate) fn fingerprint_prompt(phase: &Phase) -> Result<String, minijinja::Error> {
+    let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
+        stable_verify_instructions(phase)
+    } else {
+        String::new()
+    };
+    let max_attempts = phase.retries.saturating_add(1);
+    prompt_with(phase, 1, max_attempts, "", &instructions)
+}
+
+fn prompt_with(
+    phase: &Phase,
+    attempt: u32,
+    max_attempts: u32,
+    feedback: &str,
+    instructions: &str,
+) -> Result<String, minijinja::Error> {
     let context = PromptContext {
         phase,
         attempt,
         max_attempts,
         feedback,
-        verify_instructions: &instructions,
+        verify_instructions: instructions,
     };
     render_prompt(phase.prompt.as_ref().map_or("", |p| p.text()), &context)
 }

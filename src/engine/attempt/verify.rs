@@ -283,10 +283,20 @@ async fn sub_agent(
 
 /// What a `self`-verified agent is told: the outputs, the gates, and the exact command.
 pub(super) fn verify_instructions(phase: &Phase) -> String {
+    instructions_with(phase, &verify_program())
+}
+
+/// The verify instructions as the phase's fingerprint sees them: with `helixflow` as the program,
+/// so that where this binary is installed (which the agent is told) does not make phases run again.
+pub(super) fn stable_verify_instructions(phase: &Phase) -> String {
+    instructions_with(phase, "helixflow")
+}
+
+fn instructions_with(phase: &Phase, program: &str) -> String {
     let mut text = String::from("## Verify your work before you finish\n\n");
     text.push_str(&format!(
         "Before you finish, run this command in the workspace:\n\n    {} verify\n\n",
-        crate::agent::prompt::shell_quote(&verify_program())
+        crate::agent::prompt::shell_quote(program)
     ));
     text.push_str(
         "It checks the expected outputs and the gates below and records a receipt. This phase passes only if \

@@ -6,7 +6,7 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
-use crate::model::{Gate, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
+use crate::model::{Gate, Input, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
 
 /// A phase body as written in a phase, a template or `defaults`, before they are merged.
 #[derive(Debug, Default, Clone)]
@@ -18,6 +18,9 @@ pub(crate) struct Body {
     pub vars: BTreeMap<String, String>,
     pub depends_on: Vec<Spanned<String>>,
     pub outputs: Vec<Spanned<Output>>,
+    /// `None` when no `inputs` block was written.
+    pub inputs: Option<Vec<Input>>,
+    pub always_run: Option<bool>,
     pub scope: Vec<Spanned<String>>,
     pub protect: Vec<Spanned<String>>,
     pub gates: Vec<Gate>,
@@ -59,8 +62,12 @@ impl Body {
             escalate,
             max_cost,
             transient_retries,
-            max_turns
+            max_turns,
+            always_run
         );
+        if let Some(own_inputs) = own.inputs {
+            self.inputs.get_or_insert_with(Vec::new).extend(own_inputs);
+        }
         self.depends_on.extend(own.depends_on);
         self.outputs.extend(own.outputs);
         self.scope.extend(own.scope);
@@ -93,7 +100,8 @@ impl Body {
             escalate,
             max_cost,
             transient_retries,
-            max_turns
+            max_turns,
+            always_run
         );
         macro_rules! list {
             ($($field:ident),*) => { $( if self.$field.is_empty() { self.$field = defaults.$field.clone(); } )* };
@@ -155,6 +163,28 @@ impl Decoder<'_> {
                     }
                 }
             }
+            "inputs" => {
+                let inputs = body.inputs.get_or_insert_with(Vec::new);
+                for input in child.children().map(KdlDocument::nodes).unwrap_or_default() {
+                    let Some(first) = origin.arg(input, 0) else {
+                        continue;
+                    };
+                    match input.name().value() {
+                        "file" => {
+                            self.workspace_path(&first);
+                            inputs.push(Input::File { path: first.value });
+                        }
+                        "glob" => {
+                            self.glob(&first);
+                            inputs.push(Input::Glob {
+                                pattern: first.value,
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            "always-run" => body.always_run = boolean(child),
             "scope" | "protect" => {
                 let globs = origin.args(child);
                 for glob in &globs {

@@ -36,7 +36,7 @@ pub(super) fn all_files(ctx: &GateContext<'_>) -> Vec<String> {
 /// `.gitignore`: an expected output is expected wherever it is (build folders are often ignored).
 /// Only the folders the globs can match under are walked; `.git` and `exclude` (the state folder)
 /// never are.
-pub(super) fn glob_files(
+pub(crate) fn glob_files(
     workspace: &Path,
     exclude: &[PathBuf],
     patterns: &[String],
@@ -109,7 +109,7 @@ pub(super) fn glob_set(patterns: &[String]) -> Result<GlobSet, String> {
 }
 
 /// A relative path without `.` components or doubled separators, as snapshots write paths.
-pub(super) fn clean(path: &str) -> String {
+pub(crate) fn clean(path: &str) -> String {
     path.split('/')
         .filter(|part| !part.is_empty() && *part != ".")
         .collect::<Vec<_>>()

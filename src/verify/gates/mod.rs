@@ -49,6 +49,7 @@ mod scope;
 mod sections;
 mod syntax;
 
+pub(crate) use files::{clean, glob_files};
 pub use outputs::resolve_outputs;
 pub(crate) use scope::claimed_by_others;
 

@@ -1,0 +1,92 @@
+//! `helixflow check`: every phase's outputs and gates against the workspace as it is, in
+//! dependency order, with the reporters of `helixflow run`, and without starting any agent.
+
+use std::path::PathBuf;
+
+use super::input;
+use super::run::{absolute, kill_grace, sinks};
+use crate::engine::check::{CheckOptions, check};
+
+/// Arguments of `helixflow check`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<PathBuf>,
+    /// Write every event as NDJSON to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Write a `JUnit` XML report to FILE (a file: not `-`).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Plain lines instead of progress bars (the default when standard error is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let (compilation, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    // Gate commands run in the workspace: it must be absolute, as in a run.
+    match std::fs::canonicalize(&pipeline.workspace) {
+        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
+        Ok(workspace) => {
+            return input::fail(&format!(
+                "the workspace {} is not a folder",
+                workspace.display()
+            ));
+        }
+        Err(e) => {
+            return input::fail(&format!(
+                "the workspace {} cannot be used: {e}",
+                pipeline.workspace.display()
+            ));
+        }
+    }
+    if !compilation.diagnostics.is_empty() {
+        input::report(&compilation.diagnostics, &compilation.sources);
+    }
+    let grace = match kill_grace() {
+        Ok(grace) => grace,
+        Err(message) => return input::fail(&message),
+    };
+    let (reporters, _progress) = match sinks(
+        args.events.as_deref(),
+        args.junit.as_deref(),
+        args.no_progress,
+        &pipeline,
+    ) {
+        Ok(reporters) => reporters,
+        Err(message) => return input::fail(&message),
+    };
+    let options = CheckOptions {
+        grace,
+        reports: args
+            .events
+            .iter()
+            .filter(|path| path.as_os_str() != "-")
+            .chain(&args.junit)
+            .map(|path| absolute(path))
+            .collect(),
+    };
+    // Should helixflow itself be killed, the watchdog stops the gate command it leaves behind.
+    if let Err(e) = crate::process::watchdog::start(grace) {
+        say!(
+            "warning: no watchdog for this check ({e}): if helixflow is killed, a gate command may go on running"
+        );
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            say!("error: cannot start the runtime: {e}");
+            return crate::exit::INTERNAL;
+        }
+    };
+    let code = runtime.block_on(check(pipeline, options, reporters));
+    crate::process::watchdog::finish();
+    code
+}

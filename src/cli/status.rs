@@ -1,0 +1,116 @@
+//! `helixflow status`: which phases a run would skip as up to date, and why each other one would
+//! run.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::input;
+use crate::engine::plan::{Force, PhasePlan, Reason, for_run};
+
+/// Arguments of `helixflow status`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<PathBuf>,
+    /// Print the plan as JSON: each phase with `up-to-date` (the run it passed in) or its
+    /// `reasons`, each with a `reason` kind, its details and a `text`.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: &Args) -> i32 {
+    let (_, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    match std::fs::canonicalize(&pipeline.workspace) {
+        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
+        _ => {
+            return input::fail(&format!(
+                "the workspace {} is not a folder",
+                pipeline.workspace.display()
+            ));
+        }
+    }
+    let (plans, previous) = for_run(&pipeline, &[], &Force::default(), &[]);
+    let redactor = pipeline.redactor();
+    let text = if args.json {
+        let phases: Vec<serde_json::Value> = plans.iter().map(phase_json).collect();
+        let value = json!({
+            "pipeline": pipeline.name,
+            "resumes": previous.as_ref().map(|p| p.run_id.clone()),
+            "phases": phases,
+        });
+        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        text.push('\n');
+        text
+    } else {
+        human(
+            &pipeline.name,
+            &plans,
+            previous.as_ref().map(|p| p.run_id.as_str()),
+        )
+    };
+    super::emit(&redactor.redact(&text))
+}
+
+fn phase_json(plan: &PhasePlan) -> serde_json::Value {
+    let reasons: Vec<serde_json::Value> = plan
+        .reasons
+        .iter()
+        .map(|reason| {
+            let mut value = serde_json::to_value(reason).unwrap_or_default();
+            if let Some(object) = value.as_object_mut() {
+                object.insert("text".to_owned(), json!(reason.to_string()));
+            }
+            value
+        })
+        .collect();
+    json!({
+        "phase": plan.phase,
+        "status": if plan.is_up_to_date() { "up-to-date" } else { "will-run" },
+        "up-to-date": plan.up_to_date,
+        "reasons": reasons,
+    })
+}
+
+fn human(pipeline: &str, plans: &[PhasePlan], resumes: Option<&str>) -> String {
+    let mut out = String::new();
+    let fresh = plans.iter().filter(|p| p.is_up_to_date()).count();
+    let _ = writeln!(
+        out,
+        "pipeline \"{pipeline}\": {fresh} of {} phases up to date, {} will run",
+        plans.len(),
+        plans.len() - fresh
+    );
+    if let Some(run_id) = resumes {
+        let _ = writeln!(out, "the next run resumes run {run_id}, which did not pass");
+    }
+    let width = plans
+        .iter()
+        .map(|p| p.phase.chars().count())
+        .max()
+        .unwrap_or(0);
+    for plan in plans {
+        if let Some(run_id) = &plan.up_to_date {
+            let _ = writeln!(
+                out,
+                "✓ {:<width$}  up to date (passed in run {run_id})",
+                plan.phase
+            );
+            continue;
+        }
+        let _ = writeln!(out, "→ {:<width$}  will run", plan.phase);
+        for reason in &plan.reasons {
+            let _ = writeln!(out, "    - {reason}");
+            if let Reason::PromptChanged { diff, .. } = reason {
+                for line in diff.lines() {
+                    let _ = writeln!(out, "      {line}");
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,285 @@
+//! A phase's fingerprint: everything its work depends on, part by part, so that a change can be
+//! named. The compiled phase and its agent (canonical JSON, flattened to named parts), the
+//! environment the pipeline declares for it (secret values hashed), the first attempt's prompt
+//! (rendered, without feedback), the content of its inputs, and the fingerprints of the phases
+//! it depends on. The inherited environment of the shell is not part of it.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::attempt::fingerprint_prompt;
+use crate::model::{Input, Phase, Pipeline, Prompt, Worker};
+use crate::redact::Redactor;
+use crate::store::passed::{FileStamp, PhaseRecord, RECORD_VERSION};
+use crate::verify::gates::{clean, glob_files, resolve_outputs};
+
+/// What a phase is now, before its inputs are read.
+#[derive(Debug, Clone)]
+pub(crate) struct Definition {
+    /// Named parts of the compiled phase, its agent and its declared environment.
+    pub parts: BTreeMap<String, String>,
+    /// The template the phase was made from.
+    pub template: Option<String>,
+    /// The first attempt's prompt, redacted.
+    pub prompt: String,
+    /// BLAKE3 of the prompt before redaction.
+    pub prompt_hash: String,
+}
+
+/// The definition of `phase` as it stands in `pipeline`.
+pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor) -> Definition {
+    let mut parts = BTreeMap::new();
+    if let Ok(Value::Object(mut fields)) = serde_json::to_value(phase) {
+        for key in [
+            "name",
+            "prompt",
+            "prompt-includes",
+            "prompt_includes",
+            "template",
+        ] {
+            fields.remove(key);
+        }
+        flatten("", &Value::Object(fields), &mut parts);
+    }
+    if let Worker::Agent(name) = &phase.worker
+        && let Some(agent) = pipeline.agents.get(&name.value)
+        && let Ok(Value::Object(mut fields)) = serde_json::to_value(agent)
+    {
+        fields.remove("name");
+        fields.remove("file");
+        flatten("agent", &Value::Object(fields), &mut parts);
+    }
+    for (name, value) in &pipeline.env {
+        parts.insert(format!("pipeline env.{name}"), value.clone());
+    }
+    // Secret values: only their hash is kept.
+    for (part, value) in &mut parts {
+        let name = part.rsplit_once("env.").map(|(_, name)| name);
+        if name.is_some_and(|name| pipeline.secrets.iter().any(|s| s == name)) {
+            *value = format!("secret, blake3 {}", &hex(value.as_bytes())[..16]);
+        }
+    }
+    let prompt = match phase.worker {
+        Worker::Agent(_) => fingerprint_prompt(phase)
+            .unwrap_or_else(|e| format!("(the prompt cannot be rendered: {e})")),
+        Worker::Run(_) => String::new(),
+    };
+    Definition {
+        parts,
+        template: phase.template.clone(),
+        prompt_hash: hex(prompt.as_bytes()),
+        prompt: redactor.redact(&prompt),
+    }
+}
+
+/// Flattens a JSON value into named parts: objects by key (`agent.command`), each gate by its
+/// name (``gate `tests` command``), other arrays and scalars as compact JSON.
+fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, String>) {
+    let join = |key: &str| {
+        if prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{prefix}.{key}")
+        }
+    };
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                flatten(&join(key), value, out);
+            }
+        }
+        Value::Array(items) if prefix == "gates" => {
+            for (i, item) in items.iter().enumerate() {
+                let mut item = item.clone();
+                let name = item
+                    .as_object_mut()
+                    .and_then(|o| o.remove("name"))
+                    .and_then(|n| n.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| i.to_string());
+                if let Value::Object(fields) = item {
+                    for (key, value) in fields {
+                        // A `command` gate's command is serialized as `run`.
+                        let key = if key == "run" { "command" } else { &key };
+                        out.insert(format!("gate `{name}` {key}"), text(&value));
+                    }
+                }
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), text(other));
+        }
+    }
+}
+
+/// A JSON value as a person reads it: strings without quotes.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// BLAKE3 in hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+/// The workspace-relative paths a phase reads: its `inputs`, or by default the outputs of the
+/// phases it depends on and its prompt file.
+pub(crate) fn input_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
+    let workspace = &pipeline.workspace;
+    let mut paths: Vec<String> = Vec::new();
+    if let Some(inputs) = &phase.inputs {
+        let mut globs = Vec::new();
+        for input in inputs {
+            match input {
+                Input::File { path } => paths.push(clean(path)),
+                Input::Glob { pattern } => globs.push(pattern.clone()),
+            }
+        }
+        if !globs.is_empty() {
+            paths.extend(glob_files(workspace, exclude, &globs).unwrap_or_default());
+        }
+    } else {
+        for dependency in &phase.depends_on {
+            if let Some(upstream) = pipeline.phase(&dependency.value) {
+                paths.extend(resolve_outputs(workspace, upstream, exclude));
+            }
+        }
+        if let Some(Prompt::File { path, .. }) = &phase.prompt {
+            paths.push(clean(&path.to_string_lossy()));
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The paths of a phase's own outputs that exist now.
+pub(crate) fn output_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
+    resolve_outputs(&pipeline.workspace, phase, exclude)
+}
+
+/// Stamps of the files at `paths` that exist (an absent file has none). A file whose size and
+/// modification time equal its stamp in `known` keeps that stamp's hash, unread.
+pub(crate) fn stamps(
+    workspace: &Path,
+    paths: &[String],
+    known: Option<&BTreeMap<String, FileStamp>>,
+) -> BTreeMap<String, FileStamp> {
+    let mut out = BTreeMap::new();
+    for path in paths {
+        let full = workspace.join(path);
+        let Ok(meta) = std::fs::metadata(&full) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        let size = meta.len();
+        let reused = known
+            .and_then(|k| k.get(path))
+            .filter(|s| s.size == size && s.mtime_ns == mtime_ns && mtime_ns != 0)
+            .map(|s| s.hash.clone());
+        let hash = match reused {
+            Some(hash) => hash,
+            None => match hash_file(&full) {
+                Ok(hash) => hash,
+                Err(_) => continue,
+            },
+        };
+        out.insert(
+            path.clone(),
+            FileStamp {
+                size,
+                mtime_ns,
+                hash,
+            },
+        );
+    }
+    out
+}
+
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    let mut file = std::fs::File::open(path)?;
+    let mut buffer = vec![0; 64 * 1024];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// The one hash of a definition, inputs and upstream fingerprints.
+pub(crate) fn digest(
+    definition: &Definition,
+    inputs: &BTreeMap<String, FileStamp>,
+    upstream: &BTreeMap<String, String>,
+) -> String {
+    let mut hasher = blake3::Hasher::new();
+    let mut field = |label: &str, value: &str| {
+        hasher.update(label.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(&(value.len() as u64).to_le_bytes());
+        hasher.update(value.as_bytes());
+    };
+    for (part, value) in &definition.parts {
+        field(&format!("part {part}"), value);
+    }
+    field("template", definition.template.as_deref().unwrap_or(""));
+    field("prompt", &definition.prompt_hash);
+    for (path, stamp) in inputs {
+        field(&format!("input {path}"), &stamp.hash);
+    }
+    for (phase, fingerprint) in upstream {
+        field(&format!("upstream {phase}"), fingerprint);
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
+/// The record of a phase that just passed.
+pub(crate) fn record(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    run_id: &str,
+    redactor: &Redactor,
+    exclude: &[PathBuf],
+    upstream: BTreeMap<String, String>,
+) -> PhaseRecord {
+    let definition = definition(pipeline, phase, redactor);
+    let inputs = stamps(
+        &pipeline.workspace,
+        &input_paths(pipeline, phase, exclude),
+        None,
+    );
+    let outputs = stamps(
+        &pipeline.workspace,
+        &output_paths(pipeline, phase, exclude),
+        None,
+    );
+    PhaseRecord {
+        version: RECORD_VERSION,
+        phase: phase.name.value.clone(),
+        run_id: run_id.to_owned(),
+        fingerprint: digest(&definition, &inputs, &upstream),
+        definition: definition.parts,
+        template: definition.template,
+        prompt: definition.prompt,
+        prompt_hash: definition.prompt_hash,
+        inputs,
+        outputs,
+        upstream,
+    }
+}

@@ -1,0 +1,492 @@
+//! Which phases a run starts and why: each selected phase is *up to date* (it passed before and
+//! nothing it depends on changed since) or *will run*, with every reason found. `helixflow run`
+//! skips the up-to-date ones, `run --dry-run` and `helixflow status` show the same plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::fingerprint::{self, Definition};
+use crate::graph::PhaseGraph;
+use crate::model::Pipeline;
+use crate::redact::Redactor;
+use crate::store::passed::{FileStamp, PhaseRecord, Records};
+use crate::store::run::list_runs;
+use crate::store::run_json::RunSummary;
+
+pub(crate) use super::context::Force;
+
+/// One changed part of a phase's definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct PartChange {
+    /// The part, e.g. ``gate `tests` command``.
+    pub part: String,
+    /// Its text when the phase passed (none: the part is new).
+    pub old: Option<String>,
+    /// Its text now (none: the part is gone).
+    pub new: Option<String>,
+}
+
+/// Files that differ from a record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct FileChanges {
+    pub added: Vec<String>,
+    pub modified: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+impl FileChanges {
+    fn between(
+        then: &BTreeMap<String, FileStamp>,
+        now: &BTreeMap<String, FileStamp>,
+    ) -> FileChanges {
+        let mut changes = FileChanges::default();
+        for (path, stamp) in now {
+            match then.get(path) {
+                None => changes.added.push(path.clone()),
+                Some(old) if old.hash != stamp.hash => changes.modified.push(path.clone()),
+                Some(_) => {}
+            }
+        }
+        changes.deleted = then
+            .keys()
+            .filter(|p| !now.contains_key(*p))
+            .cloned()
+            .collect();
+        changes
+    }
+
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.modified.is_empty() && self.deleted.is_empty()
+    }
+}
+
+impl fmt::Display for FileChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut groups = Vec::new();
+        for (label, paths) in [
+            ("modified", &self.modified),
+            ("added", &self.added),
+            ("deleted", &self.deleted),
+        ] {
+            if !paths.is_empty() {
+                groups.push(format!("{label} {}", list(paths)));
+            }
+        }
+        f.write_str(&groups.join("; "))
+    }
+}
+
+/// Why a phase will run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "reason")]
+pub(crate) enum Reason {
+    /// No record of a pass (first run, or it failed or was interrupted since).
+    NeverPassed,
+    /// `always-run #true`.
+    AlwaysRun,
+    /// `--force`, or `--force PHASE` naming it.
+    Forced,
+    /// `--from PHASE`: it is that phase or downstream of it.
+    From { phase: String },
+    /// The compiled phase, its agent or its declared environment changed.
+    DefinitionChanged {
+        changes: Vec<PartChange>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        template: Option<String>,
+    },
+    /// The rendered prompt changed.
+    PromptChanged {
+        diff: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        template: Option<String>,
+    },
+    /// Input files changed.
+    InputsChanged { files: FileChanges },
+    /// Its outputs changed since it passed (someone edited them).
+    OutputsChanged { files: FileChanges },
+    /// Phases it depends on run in this run.
+    UpstreamRuns { phases: Vec<String> },
+    /// Phases it depends on passed again since it did.
+    UpstreamChanged { phases: Vec<String> },
+    /// The run this one continues did not finish it: it failed, was cancelled, or was running
+    /// when that run stopped. It starts again with a fresh budget of attempts.
+    Resumed {
+        run_id: String,
+        /// `failed`, `cancelled` or `running`.
+        was: String,
+        /// The attempts it has now.
+        attempts: u32,
+    },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NeverPassed => f.write_str("never passed"),
+            Reason::AlwaysRun => f.write_str("`always-run #true`"),
+            Reason::Forced => f.write_str("forced"),
+            Reason::From { phase } => write!(f, "`--from {phase}`"),
+            Reason::DefinitionChanged { changes, template } => {
+                let parts: Vec<String> = changes
+                    .iter()
+                    .map(|c| match (&c.old, &c.new) {
+                        (Some(old), Some(new)) => {
+                            format!(
+                                "{} changed: `{}` → `{}`",
+                                part_name(&c.part),
+                                short(old),
+                                short(new)
+                            )
+                        }
+                        (None, Some(new)) => {
+                            format!("{} added: `{}`", part_name(&c.part), short(new))
+                        }
+                        (Some(old), None) => {
+                            format!("{} removed (was `{}`)", part_name(&c.part), short(old))
+                        }
+                        (None, None) => part_name(&c.part),
+                    })
+                    .collect();
+                write!(f, "definition changed: {}", parts.join("; "))?;
+                if let Some(template) = template {
+                    write!(f, " (the phase is made from template `{template}`)")?;
+                }
+                Ok(())
+            }
+            Reason::PromptChanged { template, .. } => {
+                f.write_str("prompt changed")?;
+                if let Some(template) = template {
+                    write!(f, " (the phase is made from template `{template}`)")?;
+                }
+                Ok(())
+            }
+            Reason::InputsChanged { files } => write!(f, "input changed: {files}"),
+            Reason::OutputsChanged { files } => {
+                write!(f, "output changed since it passed: {files}")
+            }
+            Reason::UpstreamRuns { phases } => write!(f, "upstream re-runs: {}", list(phases)),
+            Reason::UpstreamChanged { phases } => {
+                write!(f, "upstream passed again since: {}", list(phases))
+            }
+            Reason::Resumed {
+                run_id,
+                was,
+                attempts,
+            } => {
+                let how = match was.as_str() {
+                    "running" => format!("was running when run {run_id} stopped"),
+                    other => format!("{other} in run {run_id}"),
+                };
+                let budget = if *attempts == 1 {
+                    "1 attempt".to_owned()
+                } else {
+                    format!("{attempts} attempts")
+                };
+                write!(f, "{how}; starts again with a fresh budget of {budget}")
+            }
+        }
+    }
+}
+
+/// A part's name as a person reads it.
+fn part_name(part: &str) -> String {
+    match part {
+        "worker.run" => "`run` command".to_owned(),
+        "worker.agent" => "agent".to_owned(),
+        other if other.starts_with("gate `") => other.to_owned(),
+        other => format!("`{other}`"),
+    }
+}
+
+fn list(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut shown: Vec<String> = items.iter().take(SHOWN).map(|i| format!("`{i}`")).collect();
+    if items.len() > SHOWN {
+        shown.push(format!("and {} more", items.len() - SHOWN));
+    }
+    shown.join(", ")
+}
+
+/// A value shortened to one line for a reason.
+fn short(text: &str) -> String {
+    const LIMIT: usize = 120;
+    let line = text.replace('\n', "⏎");
+    if line.chars().count() > LIMIT {
+        let cut: String = line.chars().take(LIMIT).collect();
+        format!("{cut}…")
+    } else {
+        line
+    }
+}
+
+/// One selected phase's place in the plan.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PhasePlan {
+    /// The phase.
+    pub phase: String,
+    /// Index in the pipeline's phases.
+    #[serde(skip)]
+    pub index: usize,
+    /// The run in which it passed, when it is up to date.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub up_to_date: Option<String>,
+    /// Why it will run (empty when up to date).
+    pub reasons: Vec<Reason>,
+}
+
+impl PhasePlan {
+    /// Whether the phase is skipped as up to date.
+    pub(crate) fn is_up_to_date(&self) -> bool {
+        self.up_to_date.is_some()
+    }
+
+    /// The reasons on one line.
+    pub(crate) fn why(&self) -> String {
+        self.reasons
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The plan of the `selected` phases (indices into the pipeline's phases), in topological order.
+pub(crate) fn plan(
+    pipeline: &Pipeline,
+    selected: &[usize],
+    force: &Force,
+    records: &Records,
+    redactor: &Redactor,
+    exclude: &[PathBuf],
+    previous: Option<&RunSummary>,
+) -> Vec<PhasePlan> {
+    let graph = PhaseGraph::new(pipeline);
+    let order: Vec<usize> = graph
+        .levels()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter(|i| selected.contains(i))
+        .collect();
+    let name = |i: usize| pipeline.phases[i].name.value.as_str();
+    // `--from`: that phase and everything downstream.
+    let mut from: BTreeSet<&str> = BTreeSet::new();
+    if let Some(start) = &force.from {
+        from.insert(start.as_str());
+        for i in graph_order(pipeline) {
+            let phase = &pipeline.phases[i];
+            if phase
+                .depends_on
+                .iter()
+                .any(|d| from.contains(d.value.as_str()))
+            {
+                from.insert(name(i));
+            }
+        }
+    }
+    let mut will_run: BTreeSet<&str> = BTreeSet::new();
+    // Fingerprints of records, read once (also of phases outside the selection).
+    let mut cache: BTreeMap<String, Option<PhaseRecord>> = BTreeMap::new();
+    let mut read = |phase: &str| -> Option<PhaseRecord> {
+        cache
+            .entry(phase.to_owned())
+            .or_insert_with(|| records.read(phase).ok().flatten())
+            .clone()
+    };
+    let mut plans = Vec::new();
+    for i in order {
+        let phase = &pipeline.phases[i];
+        let mut reasons = Vec::new();
+        if force.all || force.phases.iter().any(|p| p == name(i)) {
+            reasons.push(Reason::Forced);
+        }
+        if from.contains(name(i)) {
+            reasons.push(Reason::From {
+                phase: force.from.clone().unwrap_or_default(),
+            });
+        }
+        if phase.always_run {
+            reasons.push(Reason::AlwaysRun);
+        }
+        let upstream_runs: Vec<String> = phase
+            .depends_on
+            .iter()
+            .filter(|d| will_run.contains(d.value.as_str()))
+            .map(|d| d.value.clone())
+            .collect();
+        let record = read(name(i));
+        let upstream: BTreeMap<String, String> = phase
+            .depends_on
+            .iter()
+            .map(|d| {
+                let fingerprint =
+                    read(&d.value).map_or_else(|| "none".to_owned(), |r| r.fingerprint);
+                (d.value.clone(), fingerprint)
+            })
+            .collect();
+        let definition = fingerprint::definition(pipeline, phase, redactor);
+        let input_paths = fingerprint::input_paths(pipeline, phase, exclude);
+        let inputs = fingerprint::stamps(
+            &pipeline.workspace,
+            &input_paths,
+            record.as_ref().map(|r| &r.inputs),
+        );
+        let stopped = previous.and_then(|run| {
+            let summary = run.phases.iter().find(|p| p.name == name(i))?;
+            let was = match summary.status.as_str() {
+                "failed" | "cancelled" => summary.status.clone(),
+                "running" => "running".to_owned(),
+                _ => return None,
+            };
+            Some(Reason::Resumed {
+                run_id: run.run_id.clone(),
+                was,
+                attempts: phase.retries.saturating_add(1),
+            })
+        });
+        match &record {
+            None => reasons.push(stopped.unwrap_or(Reason::NeverPassed)),
+            Some(record) => {
+                compare(record, &definition, &inputs, &upstream, &mut reasons);
+                let output_paths = fingerprint::output_paths(pipeline, phase, exclude);
+                let outputs =
+                    fingerprint::stamps(&pipeline.workspace, &output_paths, Some(&record.outputs));
+                let files = FileChanges::between(&record.outputs, &outputs);
+                if !files.is_empty() {
+                    reasons.push(Reason::OutputsChanged { files });
+                }
+            }
+        }
+        if !upstream_runs.is_empty() {
+            reasons.push(Reason::UpstreamRuns {
+                phases: upstream_runs,
+            });
+        }
+        let up_to_date = if reasons.is_empty() {
+            record.as_ref().map(|r| r.run_id.clone())
+        } else {
+            will_run.insert(name(i));
+            None
+        };
+        plans.push(PhasePlan {
+            phase: name(i).to_owned(),
+            index: i,
+            up_to_date,
+            reasons,
+        });
+    }
+    plans
+}
+
+/// Every phase in a topological order (the whole pipeline, for `--from`).
+fn graph_order(pipeline: &Pipeline) -> Vec<usize> {
+    PhaseGraph::new(pipeline)
+        .levels()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// What differs between a record and the phase now.
+fn compare(
+    record: &PhaseRecord,
+    definition: &Definition,
+    inputs: &BTreeMap<String, FileStamp>,
+    upstream: &BTreeMap<String, String>,
+    reasons: &mut Vec<Reason>,
+) {
+    let mut changes = Vec::new();
+    let parts: BTreeSet<&String> = record
+        .definition
+        .keys()
+        .chain(definition.parts.keys())
+        .collect();
+    for part in parts {
+        let old = record.definition.get(part);
+        let new = definition.parts.get(part);
+        if old != new {
+            changes.push(PartChange {
+                part: part.clone(),
+                old: old.cloned(),
+                new: new.cloned(),
+            });
+        }
+    }
+    if record.template != definition.template {
+        changes.push(PartChange {
+            part: "template".to_owned(),
+            old: record.template.clone(),
+            new: definition.template.clone(),
+        });
+    }
+    if !changes.is_empty() {
+        reasons.push(Reason::DefinitionChanged {
+            changes,
+            template: definition.template.clone(),
+        });
+    }
+    if record.prompt_hash != definition.prompt_hash {
+        let diff = similar::TextDiff::from_lines(&record.prompt, &definition.prompt)
+            .unified_diff()
+            .context_radius(2)
+            .header("prompt when it passed", "prompt now")
+            .to_string();
+        reasons.push(Reason::PromptChanged {
+            diff,
+            template: definition.template.clone(),
+        });
+    }
+    let files = FileChanges::between(&record.inputs, inputs);
+    if !files.is_empty() {
+        reasons.push(Reason::InputsChanged { files });
+    }
+    let changed: Vec<String> = upstream
+        .iter()
+        .filter(|(phase, fingerprint)| record.upstream.get(*phase) != Some(*fingerprint))
+        .map(|(phase, _)| phase.clone())
+        .collect();
+    if !changed.is_empty() {
+        reasons.push(Reason::UpstreamChanged { phases: changed });
+    }
+}
+
+/// The latest run in the state folder when it did not pass (failed, interrupted or crashed): the
+/// run the next one continues.
+pub(crate) fn unfinished_run(state_dir: &Path) -> Option<RunSummary> {
+    list_runs(&state_dir.join("runs"))
+        .ok()
+        .and_then(|runs| runs.last().cloned())
+        .and_then(|last| RunSummary::read(&last).ok())
+        .filter(|summary| summary.current_status() != "passed")
+}
+
+/// The plan of a run of `pipeline` with these options, as `run` would make it now.
+pub(crate) fn for_run(
+    pipeline: &Pipeline,
+    only: &[String],
+    force: &Force,
+    reports: &[PathBuf],
+) -> (Vec<PhasePlan>, Option<RunSummary>) {
+    let selected: Vec<usize> = (0..pipeline.phases.len())
+        .filter(|&i| only.is_empty() || only.contains(&pipeline.phases[i].name.value))
+        .collect();
+    let state_dir = pipeline.workspace.join(&pipeline.state_dir);
+    let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
+        .chain(reports.iter().cloned())
+        .collect();
+    let previous = unfinished_run(&state_dir);
+    let plans = plan(
+        pipeline,
+        &selected,
+        force,
+        &Records::new(&state_dir),
+        &pipeline.redactor(),
+        &excluded,
+        previous.as_ref(),
+    );
+    (plans, previous)
+}

@@ -1,0 +1,456 @@
+//! Up-to-date phases: what a second run skips, what re-runs and why (`status`), `--force` and
+//! `--from`, resuming after a failure, and records that survive `SIGKILL` at any moment.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::Test;
+
+/// Writes `out/<phase>.txt` from its input files, and notes the call in `calls.log`. It fails
+/// while `fail-<phase>` exists, and sleeps `SLEEP` seconds first when set.
+const AGENT: &str = r#"
+import os, sys, time
+phase = sys.argv[1]
+time.sleep(float(os.environ.get("SLEEP", "0")))
+with open("calls.log", "a") as log:
+    log.write(phase + "\n")
+if os.path.exists("fail-" + phase):
+    print("cannot do it")
+    sys.exit(1)
+os.makedirs("out", exist_ok=True)
+text = phase
+for source in sys.argv[2:]:
+    if os.path.exists(source):
+        text += "|" + open(source).read()
+tmp = "out/" + phase + ".tmp"
+with open(tmp, "w") as out:
+    out.write(text)
+os.replace(tmp, "out/" + phase + ".txt")
+"#;
+
+const PIPELINE: &str = r#"pipeline "p"
+agent "bot" {
+    command "python3" "agent.py" "{{ phase }}" "data/c.txt" "out/a.txt"
+}
+template "step" {
+    param "what"
+    agent "bot"
+    prompt "Write {{ what }}"
+    retries 0
+}
+phase "a" {
+    agent "bot"
+    prompt file="prompts/a.md"
+    retries 0
+    outputs { file "out/a.txt" }
+}
+phase "b" {
+    agent "bot"
+    prompt "Write b from a"
+    retries 0
+    depends-on "a"
+    outputs { file "out/b.txt" }
+}
+phase "c" {
+    agent "bot"
+    prompt "Write c"
+    retries 0
+    inputs { file "data/c.txt" }
+    outputs { file "out/c.txt" }
+    gates { command "test -s out/c.txt" name="nonempty" }
+}
+phase "d" use="step" what="d" {
+    outputs { file "out/d.txt" }
+}
+"#;
+
+fn project() -> Test {
+    Test::new()
+        .file("agent.py", AGENT)
+        .file("prompts/a.md", "Write a.\n")
+        .file("data/c.txt", "one\n")
+        .pipeline(PIPELINE)
+}
+
+/// The phases the agent was called for since the log was last taken, in order.
+fn take_calls(test: &Test) -> Vec<String> {
+    let path = test.path().join("calls.log");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    text.lines().map(str::to_owned).collect()
+}
+
+fn set(calls: &[String]) -> BTreeSet<&str> {
+    calls.iter().map(String::as_str).collect()
+}
+
+/// `status --json`: the phases that will run, and the text of every reason, by phase.
+fn will_run(test: &Test) -> (BTreeSet<String>, String) {
+    let status = test.with_args(&["status", "--json"]).run().code(0).json();
+    let mut phases = BTreeSet::new();
+    let mut reasons = String::new();
+    for phase in status["phases"].as_array().unwrap() {
+        if phase["status"] == "will-run" {
+            let name = phase["phase"].as_str().unwrap();
+            phases.insert(name.to_owned());
+            for reason in phase["reasons"].as_array().unwrap() {
+                reasons.push_str(&format!("{name}: {}\n", reason["text"].as_str().unwrap()));
+            }
+        }
+    }
+    (phases, reasons)
+}
+
+fn names(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|&n| n.to_owned()).collect()
+}
+
+fn edit(test: &Test, path: &str, text: &str) {
+    // A later modification time than the record's, whatever the clock's granularity.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(test.path().join(path), text).unwrap();
+}
+
+#[test]
+fn a_second_run_invokes_no_agent_and_says_every_phase_is_up_to_date() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(
+        set(&take_calls(&test)),
+        BTreeSet::from(["a", "b", "c", "d"])
+    );
+    let junit = test.path().join("junit.xml");
+    let second = test
+        .with_args(&["run", "--no-progress", "--junit", junit.to_str().unwrap()])
+        .run()
+        .code(0);
+    assert!(take_calls(&test).is_empty(), "no agent runs again");
+    assert!(
+        second.stderr.contains("[a] up to date: passed in run"),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        second
+            .stderr
+            .contains("0 passed, 0 failed, 0 skipped, 4 up to date"),
+        "{}",
+        second.stderr
+    );
+    let report = std::fs::read_to_string(junit).unwrap();
+    assert!(
+        report.contains("<skipped message=\"passed in run"),
+        "{report}"
+    );
+    let run = crate::common::run_phase(test.path(), "a");
+    assert_eq!(run["status"], "up-to-date");
+    let (phases, _) = will_run(&test);
+    assert!(phases.is_empty(), "{phases:?}");
+}
+
+#[test]
+fn a_run_after_a_failure_resumes_it_and_reruns_only_what_did_not_pass() {
+    let test = project().file("fail-c", "");
+    let first = test.with_args(&["run", "--no-progress"]).run().code(1);
+    let calls = take_calls(&test);
+    assert!(
+        calls.contains(&"c".to_owned()),
+        "{calls:?}\n{}",
+        first.stderr
+    );
+    let first_passed: BTreeSet<String> = ["a", "b", "d"]
+        .iter()
+        .filter(|p| {
+            test.path()
+                .join(format!(".helixflow/passed/{p}.json"))
+                .exists()
+        })
+        .map(|p| (*p).to_owned())
+        .collect();
+    std::fs::remove_file(test.path().join("fail-c")).unwrap();
+    let (phases, reasons) = will_run(&test);
+    let expected: BTreeSet<String> = names(&["a", "b", "c", "d"])
+        .difference(&first_passed)
+        .cloned()
+        .collect();
+    assert_eq!(phases, expected, "{reasons}");
+    assert!(
+        reasons.contains("c: failed in run") && reasons.contains("fresh budget of 1 attempt"),
+        "{reasons}"
+    );
+    let second = test.with_args(&["run", "--no-progress"]).run().code(0);
+    let calls = take_calls(&test);
+    assert_eq!(
+        set(&calls),
+        expected.iter().map(String::as_str).collect(),
+        "a passed phase's agent ran again\n{}",
+        second.stderr
+    );
+    assert!(second.stderr.contains("resumes run"), "{}", second.stderr);
+    let runs = test.with_args(&["runs"]).run().code(0);
+    assert!(runs.stdout.contains(", resumes "), "{}", runs.stdout);
+}
+
+#[test]
+fn each_edit_reruns_exactly_the_phases_it_affects_and_status_names_the_cause() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    take_calls(&test);
+
+    // The prompt file of `a`: `a` re-runs, and `b` after it.
+    edit(&test, "prompts/a.md", "Write a, better.\n");
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["a", "b"]), "{reasons}");
+    assert!(reasons.contains("a: prompt changed"), "{reasons}");
+    assert!(reasons.contains("b: upstream re-runs: `a`"), "{reasons}");
+    let status = test.with_args(&["status"]).run().code(0);
+    assert!(
+        status.stdout.contains("-Write a.") && status.stdout.contains("+Write a, better."),
+        "{}",
+        status.stdout
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(set(&take_calls(&test)), BTreeSet::from(["a", "b"]));
+
+    // A declared input of `c`.
+    edit(&test, "data/c.txt", "two\n");
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["c"]), "{reasons}");
+    assert!(
+        reasons.contains("c: input changed: modified `data/c.txt`"),
+        "{reasons}"
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(take_calls(&test), ["c"]);
+
+    // Someone edits the generated output of `b`.
+    edit(&test, "out/b.txt", "edited by hand");
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["b"]), "{reasons}");
+    assert!(
+        reasons.contains("b: output changed since it passed: modified `out/b.txt`"),
+        "{reasons}"
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(take_calls(&test), ["b"]);
+
+    // A gate of `c`.
+    let pipeline = PIPELINE.replace("test -s out/c.txt", "test -f out/c.txt");
+    edit(&test, "pipeline.kdl", &pipeline);
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["c"]), "{reasons}");
+    assert!(
+        reasons.contains(
+            "c: definition changed: gate `nonempty` command changed: `test -s out/c.txt` → `test -f out/c.txt`"
+        ),
+        "{reasons}"
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(take_calls(&test), ["c"]);
+
+    // The shared template `d` is made from.
+    let pipeline = pipeline.replace(
+        "prompt \"Write {{ what }}\"",
+        "prompt \"Now write {{ what }}\"",
+    );
+    edit(&test, "pipeline.kdl", &pipeline);
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["d"]), "{reasons}");
+    assert!(
+        reasons.contains("d: prompt changed (the phase is made from template `step`)"),
+        "{reasons}"
+    );
+    let pipeline = pipeline.replace(
+        "template \"step\" {\n    param \"what\"\n    agent \"bot\"",
+        "template \"step\" {\n    param \"what\"\n    agent \"bot\"\n    timeout \"5m\"",
+    );
+    edit(&test, "pipeline.kdl", &pipeline);
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["d"]), "{reasons}");
+    assert!(
+        reasons.contains("(the phase is made from template `step`)"),
+        "{reasons}"
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(take_calls(&test), ["d"]);
+
+    // Nothing else changed: nothing runs.
+    let (phases, reasons) = will_run(&test);
+    assert!(phases.is_empty(), "{reasons}");
+}
+
+#[test]
+fn force_and_from_run_what_they_name() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    take_calls(&test);
+    test.with_args(&["run", "--no-progress", "--force"])
+        .run()
+        .code(0);
+    assert_eq!(
+        set(&take_calls(&test)),
+        BTreeSet::from(["a", "b", "c", "d"])
+    );
+    // A bare `--force` before the file still means every phase of that file.
+    test.with_args(&["run", "--no-progress", "--force", "pipeline.kdl"])
+        .run()
+        .code(0);
+    assert_eq!(
+        set(&take_calls(&test)),
+        BTreeSet::from(["a", "b", "c", "d"])
+    );
+    let forced = test
+        .with_args(&["run", "--no-progress", "--force=a"])
+        .run()
+        .code(0);
+    assert_eq!(set(&take_calls(&test)), BTreeSet::from(["a", "b"]));
+    assert!(
+        forced.stderr.contains("[a] will run: forced")
+            && forced
+                .stderr
+                .contains("[b] will run: upstream re-runs: `a`"),
+        "{}",
+        forced.stderr
+    );
+    test.with_args(&["run", "--no-progress", "--force", "c", "--force", "d"])
+        .run()
+        .code(0);
+    assert_eq!(set(&take_calls(&test)), BTreeSet::from(["c", "d"]));
+    test.with_args(&["run", "--no-progress", "--from", "a"])
+        .run()
+        .code(0);
+    assert_eq!(set(&take_calls(&test)), BTreeSet::from(["a", "b"]));
+    let unknown = test
+        .with_args(&["run", "--no-progress", "--force=e"])
+        .run()
+        .code(2);
+    assert!(
+        unknown.stderr.contains("--force: no phase \"e\""),
+        "{}",
+        unknown.stderr
+    );
+    let dry = test
+        .with_args(&["run", "--dry-run", "--from", "b"])
+        .run()
+        .code(0);
+    assert!(
+        dry.stdout.contains("up to date: passed in run")
+            && dry.stdout.contains("will run: `--from b`"),
+        "{}",
+        dry.stdout
+    );
+    assert!(take_calls(&test).is_empty());
+}
+
+#[test]
+fn always_run_phases_are_never_up_to_date() {
+    let pipeline = PIPELINE.replace(
+        "phase \"c\" {\n    agent \"bot\"",
+        "phase \"c\" {\n    always-run #true\n    agent \"bot\"",
+    );
+    let test = project().pipeline(&pipeline);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    take_calls(&test);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(take_calls(&test), ["c"]);
+}
+
+/// The records on the disk, by phase.
+fn recorded(workspace: &Path) -> BTreeSet<String> {
+    ["a", "b", "c", "d"]
+        .iter()
+        .filter(|p| {
+            workspace
+                .join(format!(".helixflow/passed/{p}.json"))
+                .exists()
+        })
+        .map(|p| (*p).to_owned())
+        .collect()
+}
+
+/// Every phase any run's journal shows as passed.
+fn journalled_passes(workspace: &Path) -> BTreeSet<String> {
+    let mut passed = BTreeSet::new();
+    let Ok(runs) = std::fs::read_dir(workspace.join(".helixflow/runs")) else {
+        return passed;
+    };
+    for run in runs.flatten() {
+        let journal = std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default();
+        for line in journal.lines() {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if event["event"] == "phase-finished" && event["status"] == "passed" {
+                passed.insert(event["phase"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    passed
+}
+
+#[test]
+fn sigkill_at_any_moment_leaves_records_only_of_phases_that_passed() {
+    // A chain, one phase at a time, each agent taking a little while: kills land before, during
+    // and between phases.
+    let pipeline = PIPELINE
+        .replace("phase \"c\" {", "phase \"c\" {\n    depends-on \"b\"")
+        .replace(
+            "phase \"d\" use=\"step\" what=\"d\" {",
+            "phase \"d\" use=\"step\" what=\"d\" {\n    depends-on \"c\"",
+        );
+    for delay_ms in [0u64, 60, 150, 250, 400, 550, 700, 900] {
+        let test = project().pipeline(&pipeline);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+            .args(["run", "--no-progress"])
+            .current_dir(test.path())
+            .env("SLEEP", "0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The watchdog stops the agent the killed helixflow leaves behind.
+        std::thread::sleep(Duration::from_millis(300));
+        let records = recorded(test.path());
+        // A phase the journal says passed has its record: it is written before the scheduler
+        // hears of the pass.
+        let passed = journalled_passes(test.path());
+        assert!(
+            passed.is_subset(&records),
+            "killed after {delay_ms} ms: passes {passed:?} but records {records:?}"
+        );
+        // A record is complete and belongs to work that is there: its output as recorded.
+        for phase in &records {
+            let text = std::fs::read_to_string(
+                test.path().join(format!(".helixflow/passed/{phase}.json")),
+            )
+            .unwrap();
+            let record: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("a partial record of {phase} ({e}): {text}"));
+            let output = format!("out/{phase}.txt");
+            let size = std::fs::metadata(test.path().join(&output))
+                .unwrap_or_else(|e| panic!("{phase} has a record but no {output}: {e}"))
+                .len();
+            assert_eq!(record["outputs"][&output]["size"], size, "{text}");
+        }
+        take_calls(&test);
+        test.with_args(&["run", "--no-progress"]).run().code(0);
+        let rerun = set(&take_calls(&test))
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<BTreeSet<_>>();
+        let expected: BTreeSet<String> = names(&["a", "b", "c", "d"])
+            .difference(&records)
+            .cloned()
+            .collect();
+        assert_eq!(
+            rerun, expected,
+            "killed after {delay_ms} ms with records {records:?}: the next run re-ran {rerun:?}"
+        );
+    }
+}
