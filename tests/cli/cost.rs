@@ -618,3 +618,31 @@ phase "a" { agent "bot"; prompt "go" }
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn an_up_to_date_phase_costs_nothing_and_says_so() {
+    let test = pipeline(
+        "",
+        r#"
+phase "a" { agent "claude"; prompt "a: pass:0.10"; outputs { file "out/a.txt" } }
+"#,
+    );
+    let first = test
+        .with_args(&["run", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    assert!(first.stderr.contains("cost $0.10"), "{}", first.stderr);
+    let second = test
+        .with_args(&["run", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    assert!(
+        second.stderr.contains("[a] up to date: passed in run")
+            && second.stderr.contains("(cost $0.00)"),
+        "{}",
+        second.stderr
+    );
+    let row = second.stderr.lines().find(|l| l.starts_with("a ")).unwrap();
+    assert!(row.contains("$0.00"), "{row}");
+    assert_eq!(run_json(test.path()).get("cost"), None);
+}
