@@ -117,6 +117,7 @@ pub(crate) async fn execute(
         stopping: AtomicBool::new(false),
         retries_left,
         cancel_reason: Mutex::new(String::new()),
+        spend: Mutex::default(),
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
         excluded,
