@@ -2,9 +2,10 @@
 //! nothing it depends on changed since) or *will run*, with every reason found. `helixflow run`
 //! skips the up-to-date ones, `run --dry-run` and `helixflow status` show the same plan.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde::Serialize;
 
@@ -264,12 +265,16 @@ pub(crate) fn plan(
     previous: Option<&RunSummary>,
 ) -> Vec<PhasePlan> {
     let graph = PhaseGraph::new(pipeline);
+    let mut is_selected = vec![false; pipeline.phases.len()];
+    for &i in selected {
+        is_selected[i] = true;
+    }
     let order: Vec<usize> = graph
         .levels()
         .unwrap_or_default()
         .into_iter()
         .flatten()
-        .filter(|i| selected.contains(i))
+        .filter(|&i| is_selected[i])
         .collect();
     let name = |i: usize| pipeline.phases[i].name.value.as_str();
     // `--from`: that phase and everything downstream.
@@ -289,12 +294,14 @@ pub(crate) fn plan(
     }
     let mut will_run: BTreeSet<&str> = BTreeSet::new();
     // Fingerprints of records, read once (also of phases outside the selection).
-    let mut cache: BTreeMap<String, Option<PhaseRecord>> = BTreeMap::new();
-    let mut read = |phase: &str| -> Option<PhaseRecord> {
-        cache
-            .entry(phase.to_owned())
-            .or_insert_with(|| records.read(phase).ok().flatten())
-            .clone()
+    let mut cache: HashMap<String, Option<Rc<PhaseRecord>>> = HashMap::new();
+    let mut read = |phase: &str| -> Option<Rc<PhaseRecord>> {
+        if let Some(cached) = cache.get(phase) {
+            return cached.clone();
+        }
+        let record = records.read(phase).ok().flatten().map(Rc::new);
+        cache.insert(phase.to_owned(), record.clone());
+        record
     };
     let mut plans = Vec::new();
     for i in order {
@@ -323,7 +330,7 @@ pub(crate) fn plan(
             .iter()
             .map(|d| {
                 let fingerprint =
-                    read(&d.value).map_or_else(|| "none".to_owned(), |r| r.fingerprint);
+                    read(&d.value).map_or_else(|| "none".to_owned(), |r| r.fingerprint.clone());
                 (d.value.clone(), fingerprint)
             })
             .collect();

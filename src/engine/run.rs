@@ -255,12 +255,12 @@ async fn schedule(
         })
         .collect();
     // The phases neither started nor decided, in order: each pass looks at these only.
-    let mut waiting: Vec<usize> = order;
-    waiting.retain(|i| !up_to_date.contains(i));
     let mut state: Vec<Option<PhaseStatus>> = vec![None; pipeline.phases.len()];
     for &i in up_to_date {
         state[i] = Some(PhaseStatus::UpToDate);
     }
+    let mut waiting: Vec<usize> = order;
+    waiting.retain(|&i| state[i].is_none());
     let done =
         |s: Option<PhaseStatus>| matches!(s, Some(PhaseStatus::Passed | PhaseStatus::UpToDate));
     let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();
