@@ -217,6 +217,16 @@ impl Pipeline {
     }
 }
 
+impl Agent {
+    /// The arguments that pass a phase's `max-turns` to this agent's CLI, when it takes one.
+    pub fn turn_limit_args(&self, max_turns: Option<u32>) -> Vec<String> {
+        match (&self.max_turns_option, max_turns) {
+            (Some(option), Some(turns)) => vec![option.clone(), turns.to_string()],
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl Pipeline {
     /// The phase with this name.
     pub fn phase(&self, name: &str) -> Option<&Phase> {
@@ -290,6 +300,10 @@ pub struct Agent {
     /// ignore them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bookkeeping: Vec<String>,
+    /// The option the CLI takes a turn limit with (`--max-turns`): a phase's `max-turns N` is
+    /// passed as this option and `N` after the rest of the argv.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_turns_option: Option<String>,
     /// Wall-clock limit per run of the agent, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,

@@ -429,8 +429,9 @@ fn plan(
                     ("session_id", "<new session id>".to_owned()),
                 ]);
                 let shown = |argv: &[String], values: &BTreeMap<&str, String>| {
-                    render_argv(argv, values)
-                        .iter()
+                    let mut argv = render_argv(argv, values);
+                    argv.extend(agent.turn_limit_args(phase.max_turns));
+                    argv.iter()
                         .map(|a| shell_quote(a))
                         .collect::<Vec<_>>()
                         .join(" ")

@@ -742,6 +742,18 @@ pub static NODES: &[NodeSchema] = &[
         ..BASE
     },
     NodeSchema {
+        name: "max-turns-option",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "OPTION",
+            ValueType::String,
+            "The CLI's option for a turn limit, e.g. `--max-turns`.",
+        )],
+        min_args: 1,
+        doc: "How the CLI takes a limit on its turns (Claude Code: `--max-turns`). A phase's `max-turns N` is then passed as `OPTION N` after the rest of `command` (and of `resume`), as well as checked by helixflow from the turns the agent reports.",
+        ..BASE
+    },
+    NodeSchema {
         name: "usage",
         contexts: &[Context::Agent],
         args: &[arg(

@@ -543,6 +543,50 @@ phase "a" { agent "claude"; prompt "a: pass:0.01"; outputs { file "out/a.txt" };
 }
 
 #[test]
+fn max_turns_is_passed_to_a_cli_that_takes_it() {
+    let agents = AGENTS.replace(
+        "    usage \"claude\"\n    transient-pattern",
+        "    usage \"claude\"\n    max-turns-option \"--max-turns\"\n    transient-pattern",
+    );
+    let test = Test::new().file("agent.py", AGENT).file(
+        "pipeline.kdl",
+        &format!(
+            "pipeline \"p\"\n{agents}\n{}",
+            r#"
+phase "a" { agent "claude"; prompt "a: pass:0.01"; outputs { file "out/a.txt" }; max-turns 7 }
+phase "b" { agent "claude"; prompt "b: pass:0.01"; outputs { file "out/b.txt" } }
+"#
+        ),
+    );
+    test.with_args(&["run", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    let argv = |phase: &str| -> Vec<String> {
+        let path =
+            latest_run(test.path()).join(format!("phases/{phase}/attempt-1/invocation.json"));
+        let invocation: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        invocation["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(argv("a")[argv("a").len() - 2..], ["--max-turns", "7"]);
+    assert!(
+        !argv("b").contains(&"--max-turns".to_owned()),
+        "{:?}",
+        argv("b")
+    );
+    let dry = test
+        .with_args(&["run", "pipeline.kdl", "--dry-run", "--force"])
+        .run()
+        .code(0);
+    assert!(dry.stdout.contains("--max-turns 7"), "{}", dry.stdout);
+}
+
+#[test]
 fn a_sub_agent_review_is_paid_for_too() {
     let test = pipeline(
         "",

@@ -196,7 +196,8 @@ fn agent_child(
                 .unwrap_or_default(),
         );
     }
-    let argv = render_argv(argv_template, &values);
+    let mut argv = render_argv(argv_template, &values);
+    argv.extend(agent.turn_limit_args(phase.max_turns));
     // Standard input carries the message of this invocation: the prompt that starts a
     // session, or the feedback that continues one.
     let stdin = agent

@@ -34,6 +34,7 @@ impl Decoder<'_> {
             evidence_tools: None,
             session_id: None,
             bookkeeping: Vec::new(),
+            max_turns_option: None,
             timeout: None,
             idle_timeout: None,
             usage: None,
@@ -100,6 +101,9 @@ impl Decoder<'_> {
                     }
                 }
                 "usage" => agent.usage = self.usage_spec(child, origin),
+                "max-turns-option" => {
+                    agent.max_turns_option = origin.arg(child, 0).map(|option| option.value);
+                }
                 kind @ ("transient-exit" | "fatal-exit") => {
                     let codes = positional(child).filter_map(|e| match e.value() {
                         KdlValue::Integer(n) => i32::try_from(*n).ok(),
