@@ -236,6 +236,10 @@ pub(crate) struct PhasePlan {
     pub up_to_date: Option<String>,
     /// Why it will run (empty when up to date).
     pub reasons: Vec<Reason>,
+    /// An up-to-date phase's record with the new modification times of files whose content did
+    /// not change: `run` writes it back.
+    #[serde(skip)]
+    pub restamped: Option<PhaseRecord>,
 }
 
 impl PhasePlan {
@@ -354,6 +358,7 @@ pub(crate) fn plan(
                 attempts: phase.retries.saturating_add(1),
             })
         });
+        let mut restamped = None;
         match &record {
             None => reasons.push(stopped.unwrap_or(Reason::NeverPassed)),
             Some(record) => {
@@ -365,6 +370,14 @@ pub(crate) fn plan(
                 if !files.is_empty() {
                     reasons.push(Reason::OutputsChanged { files });
                 }
+                // Same content under a new modification time (a `touch`, a checkout): the
+                // record takes the new times, so the next check need not read the file again.
+                if record.inputs != inputs || record.outputs != outputs {
+                    let mut newer = PhaseRecord::clone(record);
+                    newer.inputs = inputs;
+                    newer.outputs = outputs;
+                    restamped = Some(newer);
+                }
             }
         }
         if !upstream_runs.is_empty() {
@@ -375,6 +388,7 @@ pub(crate) fn plan(
         let up_to_date = if reasons.is_empty() {
             record.as_ref().map(|r| r.run_id.clone())
         } else {
+            restamped = None;
             will_run.insert(name(i));
             None
         };
@@ -383,6 +397,7 @@ pub(crate) fn plan(
             index: i,
             up_to_date,
             reasons,
+            restamped,
         });
     }
     plans

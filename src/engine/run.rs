@@ -140,6 +140,13 @@ pub(crate) async fn execute(
         resumes,
     });
     for plan in &plans {
+        if let Some(record) = &plan.restamped
+            && let Err(e) = shared.records.write(record)
+        {
+            shared.emit(Event::Warning {
+                message: format!("cannot update the record of \"{}\": {e}", plan.phase),
+            });
+        }
         match &plan.up_to_date {
             Some(run_id) => shared.emit(Event::PhaseFinished {
                 phase: plan.phase.clone(),
