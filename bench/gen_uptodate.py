@@ -66,7 +66,8 @@ for i in range(phases):
 with open(os.path.join(out_dir, "build.ninja"), "w") as f:
     f.write("\n".join(ninja) + "\n")
 
-task = ["version: '3'", "tasks:"]
+# `run: once`: a task several others depend on runs once per invocation, as in a DAG.
+task = ["version: '3'", "run: once", "tasks:"]
 for i in range(phases):
     task.append(f"  p{i}:")
     if deps[i]:

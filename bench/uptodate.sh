@@ -27,24 +27,28 @@ if [ -z "${HELIXFLOW:-}" ]; then
 fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/helixflow-uptodate.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-python3 bench/gen_uptodate.py "$dir" "$phases"
-cd "$dir"
-"$HELIXFLOW" run --no-progress >/dev/null 2>&1 || { echo "helixflow's first run failed"; exit 1; }
-ninja >/dev/null
-task --silent >/dev/null 2>&1 || task >/dev/null
+# Each tool gets its own copy of the same DAG and files: they write the same outputs, and each
+# judges "up to date" against its own record of them.
+for tool in helixflow ninja task; do
+    python3 bench/gen_uptodate.py "$dir/$tool" "$phases"
+done
+(cd "$dir/helixflow" && "$HELIXFLOW" run --no-progress >/dev/null 2>&1) || { echo "helixflow's first run failed"; exit 1; }
+(cd "$dir/ninja" && ninja >/dev/null)
+(cd "$dir/task" && task --silent >/dev/null 2>&1)
 # Each must now do nothing: helixflow reports every phase up to date, ninja has no work.
-"$HELIXFLOW" status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); bad=[p["phase"] for p in d["phases"] if p["status"]!="up-to-date"]; sys.exit(f"not up to date: {bad[:5]}" if bad else 0)'
-ninja -n | grep -q "no work to do" || { echo "ninja has work left"; exit 1; }
+(cd "$dir/helixflow" && "$HELIXFLOW" status --json) | python3 -c 'import json,sys; d=json.load(sys.stdin); bad=[p["phase"] for p in d["phases"] if p["status"]!="up-to-date"]; sys.exit(f"not up to date: {bad[:5]}" if bad else 0)'
+case "$(cd "$dir/ninja" && ninja -n)" in *"no work to do"*) ;; *) echo "ninja has work left"; exit 1 ;; esac
 
-python3 - "$runs" "$HELIXFLOW" <<'PY'
-import statistics, subprocess, sys, time
-runs, helixflow = int(sys.argv[1]), sys.argv[2]
+python3 - "$runs" "$HELIXFLOW" "$dir" <<'PY'
+import os, statistics, subprocess, sys, time
+runs, helixflow, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def median(cmd):
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    cwd = os.path.join(root, {"task": "task", "ninja": "ninja"}.get(cmd[0], "helixflow"))
+    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 results = {

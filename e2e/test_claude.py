@@ -191,7 +191,7 @@ phase "hello" {
             self.assertTrue(is_feedback(given))
             self.assertEqual(given.strip(), turn.last_user.strip())
             self.assertNotIn("TASK-7781", stdin2, "a resume gets the feedback, not the prompt again")
-            dry = world.run("--dry-run")
+            dry = world.run("--dry-run", "--force")  # the phase passed: up to date otherwise
             self.assertIn("--resume", dry.stdout + dry.stderr, "--dry-run shows the resume argv (defect 13)")
             self.assertServerClean(server)
 

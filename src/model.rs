@@ -91,6 +91,112 @@ pub struct Pipeline {
     pub agents: BTreeMap<String, Agent>,
     /// Phases in file order.
     pub phases: Vec<Phase>,
+    /// The most the run may spend, in US dollars: no attempt starts once it is spent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// What a budget does when an attempt's cost is unknown.
+    pub unknown_cost: UnknownCost,
+    /// US dollars per million tokens, by model, for agents that report tokens but no dollars.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// What a `max-cost` budget does when the cost of an attempt is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnknownCost {
+    /// No new attempt starts: the budget cannot be held.
+    #[default]
+    Fail,
+    /// Attempts go on, with a warning; only the known costs count against the budget.
+    Allow,
+}
+
+/// A model's prices, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct Price {
+    /// Per million input tokens not read from a cache.
+    pub input: f64,
+    /// Per million input tokens read from a cache (default: the input price).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<f64>,
+    /// Per million output tokens.
+    pub output: f64,
+}
+
+/// Where an agent's output reports what it used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsageFormat {
+    /// Claude Code's final `result` event (`stream-json` or `json`): dollars, tokens, turns.
+    Claude,
+    /// Codex's `exec --json` `turn.completed` events: tokens, no dollars.
+    Codex,
+    /// Gemini CLI's `--output-format json` `stats`: tokens per model, no dollars.
+    Gemini,
+    /// Aider's `Tokens: … sent, … received. Cost: $… message, $… session.` lines.
+    Aider,
+    /// Fields of the last JSON object on standard output that has any of them, by dotted key.
+    Json,
+    /// Regexes over standard output and standard error: the first group of the last match.
+    Regex,
+}
+
+/// How an agent's usage is read: the format, and for `json` and `regex` where each value is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct UsageSpec {
+    /// Where the output reports usage.
+    pub format: UsageFormat,
+    /// The cost in US dollars (`json`: a dotted key; `regex`: a pattern).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
+    /// Input tokens, cached ones included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<String>,
+    /// Input tokens read from a cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<String>,
+    /// Output tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<String>,
+    /// Turns taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<String>,
+    /// The model priced when the output does not name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// What marks an agent's failed run as transient (tried again after a wait, without spending
+/// retries) or fatal (not tried again): exit codes, and regexes over its reported error, its
+/// standard error and the end of its standard output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub struct FailureMarkers {
+    /// Exit codes of a transient failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transient_exit: Vec<i32>,
+    /// Patterns of a transient failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transient_pattern: Vec<String>,
+    /// Exit codes of a fatal failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fatal_exit: Vec<i32>,
+    /// Patterns of a fatal failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fatal_pattern: Vec<String>,
+}
+
+impl FailureMarkers {
+    /// Whether no marker is declared.
+    pub fn is_empty(&self) -> bool {
+        self.transient_exit.is_empty()
+            && self.transient_pattern.is_empty()
+            && self.fatal_exit.is_empty()
+            && self.fatal_pattern.is_empty()
+    }
 }
 
 impl Pipeline {
@@ -108,6 +214,16 @@ impl Pipeline {
             values.extend(inherited.into_iter().chain(set).map(|v| (name.clone(), v)));
         }
         Redactor::new(values)
+    }
+}
+
+impl Agent {
+    /// The arguments that pass a phase's `max-turns` to this agent's CLI, when it takes one.
+    pub fn turn_limit_args(&self, max_turns: Option<u32>) -> Vec<String> {
+        match (&self.max_turns_option, max_turns) {
+            (Some(option), Some(turns)) => vec![option.clone(), turns.to_string()],
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -184,12 +300,22 @@ pub struct Agent {
     /// ignore them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bookkeeping: Vec<String>,
+    /// The option the CLI takes a turn limit with (`--max-turns`): a phase's `max-turns N` is
+    /// passed as this option and `N` after the rest of the argv.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_turns_option: Option<String>,
     /// Wall-clock limit per run of the agent, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,
     /// Longest time without output, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
     pub idle_timeout: Option<Millis>,
+    /// How the usage the agent reports is read; `None`: its cost is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageSpec>,
+    /// What marks a failure as transient or fatal.
+    #[serde(skip_serializing_if = "FailureMarkers::is_empty")]
+    pub failures: FailureMarkers,
     /// Environment added for this agent.
     pub env: BTreeMap<String, String>,
 }
@@ -440,6 +566,14 @@ pub struct Phase {
     /// Run when the phase finally fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalate: Option<String>,
+    /// The most this phase's attempts may spend, in US dollars.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// Tries after a transient failure, which spend neither `retries` nor the `retry-budget`.
+    pub transient_retries: u32,
+    /// The most turns one attempt's agent may take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
     /// Environment added for this phase.
     pub env: BTreeMap<String, String>,
     /// Where some settings were written, for diagnostics.

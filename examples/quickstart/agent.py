@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """A scripted stand-in for a coding agent, so the quickstart runs offline.
 
-It is called as `agent.py PHASE PROMPT` from the workspace, writes the phase's files, and prints
-what it did. Like a hurried real agent, its first attempt at "code" contains a syntax error; on a
-retry it reads the feedback helixflow gives it (HELIXFLOW_FEEDBACK_FILE) and fixes the error.
+It is called as `agent.py PHASE` from the workspace with the prompt on standard input, writes the
+phase's files, and reports what it did as Claude Code does with `--output-format stream-json`: one
+JSON event per line, ending with a `result` event that carries the response, the tokens used and
+the cost in US dollars (here made up from the prompt's length at Claude Sonnet's prices). Like a
+hurried real agent, its first attempt at "code" contains a syntax error; on a retry it reads the
+feedback helixflow gives it (HELIXFLOW_FEEDBACK_FILE) and fixes the error.
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -65,24 +69,63 @@ if __name__ == "__main__":
 """
 
 
+SAID = []
+WRITTEN = []
+
+
+def say(text):
+    """One assistant message, as a stream-json event."""
+    SAID.append(text)
+    event = {"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}
+    print(json.dumps(event), flush=True)
+
+
 def write(path, text):
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
-    print(f"wrote {path} ({len(text)} bytes)")
+    WRITTEN.append(text)
+    say(f"wrote {path} ({len(text)} bytes)")
+
+
+def result(prompt, is_error=False):
+    """The final `result` event: the response, the usage and what it cost."""
+    input_tokens = len(prompt) // 4 + 2000
+    output_tokens = sum(len(text) for text in WRITTEN) // 4 + 50
+    # Claude Sonnet: $3 per million input tokens, $15 per million output tokens.
+    cost = round((input_tokens * 3 + output_tokens * 15) / 1e6, 6)
+    event = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": is_error,
+        "num_turns": len(SAID),
+        "result": "\n".join(SAID),
+        "session_id": "quickstart",
+        "total_cost_usd": cost,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        "modelUsage": {
+            "claude-sonnet-4-5": {
+                "inputTokens": input_tokens,
+                "outputTokens": output_tokens,
+                "costUSD": cost,
+            }
+        },
+    }
+    print(json.dumps(event), flush=True)
 
 
 def main():
     phase, prompt = sys.argv[1], sys.stdin.read()
     attempt = int(os.environ.get("HELIXFLOW_ATTEMPT", "1"))
-    print(f"[{phase}] attempt {attempt}: {prompt.splitlines()[0]}")
+    print(json.dumps({"type": "system", "subtype": "init", "session_id": "quickstart"}))
+    say(f"[{phase}] attempt {attempt}: {prompt.splitlines()[0]}")
     if phase == "plan":
         write("out/PLAN.md", PLAN)
     elif phase == "code":
         feedback_file = os.environ.get("HELIXFLOW_FEEDBACK_FILE")
         feedback = Path(feedback_file).read_text() if feedback_file else ""
         if "out/calc.py:" in feedback and "syntax" in feedback:
-            print("the feedback reports a syntax error in out/calc.py; fixing it")
+            say("the feedback reports a syntax error in out/calc.py; fixing it")
             write("out/calc.py", CALC)
         else:
             write("out/calc.py", CALC_BROKEN)
@@ -91,8 +134,10 @@ def main():
     elif phase == "tests":
         write("out/test_calc.py", TESTS)
     else:
-        print(f"unknown phase {phase}", file=sys.stderr)
+        say(f"unknown phase {phase}")
+        result(prompt, is_error=True)
         return 1
+    result(prompt)
     return 0
 
 

@@ -24,29 +24,10 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    let (compilation, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
-        Ok(checked) => checked,
+    let pipeline = match input::runnable_pipeline(args.file.clone()) {
+        Ok(pipeline) => pipeline,
         Err(code) => return code,
     };
-    // Gate commands run in the workspace: it must be absolute, as in a run.
-    match std::fs::canonicalize(&pipeline.workspace) {
-        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
-        Ok(workspace) => {
-            return input::fail(&format!(
-                "the workspace {} is not a folder",
-                workspace.display()
-            ));
-        }
-        Err(e) => {
-            return input::fail(&format!(
-                "the workspace {} cannot be used: {e}",
-                pipeline.workspace.display()
-            ));
-        }
-    }
-    if !compilation.diagnostics.is_empty() {
-        input::report(&compilation.diagnostics, &compilation.sources);
-    }
     let grace = match kill_grace() {
         Ok(grace) => grace,
         Err(message) => return input::fail(&message),

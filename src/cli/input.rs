@@ -78,6 +78,31 @@ pub(crate) fn checked_pipeline(
     Ok((compilation, pipeline))
 }
 
+/// A checked pipeline to run or check: its workspace made absolute (children run in it and get
+/// paths into the state folder), and its warnings reported.
+pub(crate) fn runnable_pipeline(file: Option<PathBuf>) -> Result<crate::model::Pipeline, i32> {
+    let (compilation, mut pipeline) = checked_pipeline(file)?;
+    match std::fs::canonicalize(&pipeline.workspace) {
+        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
+        Ok(workspace) => {
+            return Err(fail(&format!(
+                "the workspace {} is not a folder",
+                workspace.display()
+            )));
+        }
+        Err(e) => {
+            return Err(fail(&format!(
+                "the workspace {} cannot be used: {e}",
+                pipeline.workspace.display()
+            )));
+        }
+    }
+    if !compilation.diagnostics.is_empty() {
+        report(&compilation.diagnostics, &compilation.sources);
+    }
+    Ok(pipeline)
+}
+
 /// The folder of a pipeline's runs (`<workspace>/<state-dir>/runs`). Past runs must stay
 /// inspectable while the file is being edited, so a file with errors does not stop this: the
 /// settings are taken from what can be read of it, else the defaults (the file's folder and

@@ -129,29 +129,10 @@ pub(crate) fn run(args: &Args) -> i32 {
             file.display()
         ));
     }
-    let (compilation, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
-        Ok(checked) => checked,
+    let pipeline = match input::runnable_pipeline(args.file.clone()) {
+        Ok(pipeline) => pipeline,
         Err(code) => return code,
     };
-    // Children run in the workspace and get paths into the run folder: both must be absolute.
-    match std::fs::canonicalize(&pipeline.workspace) {
-        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
-        Ok(workspace) => {
-            return input::fail(&format!(
-                "the workspace {} is not a folder",
-                workspace.display()
-            ));
-        }
-        Err(e) => {
-            return input::fail(&format!(
-                "the workspace {} cannot be used: {e}",
-                pipeline.workspace.display()
-            ));
-        }
-    }
-    if !compilation.diagnostics.is_empty() {
-        input::report(&compilation.diagnostics, &compilation.sources);
-    }
     if let Err(message) = check_selection(&pipeline, &args.only) {
         return input::fail(&message);
     }
@@ -435,8 +416,9 @@ fn plan(
                     ("session_id", "<new session id>".to_owned()),
                 ]);
                 let shown = |argv: &[String], values: &BTreeMap<&str, String>| {
-                    render_argv(argv, values)
-                        .iter()
+                    let mut argv = render_argv(argv, values);
+                    argv.extend(agent.turn_limit_args(phase.max_turns));
+                    argv.iter()
                         .map(|a| shell_quote(a))
                         .collect::<Vec<_>>()
                         .join(" ")

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::input;
+use crate::event::usage::{FailureClass, Usage};
 use crate::event::{AttemptOutcome, Event};
 use crate::report::replay;
 use crate::store::journal;
@@ -71,8 +72,8 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:<10} {:<22} phases",
-        "run", "status", "started"
+        "{:<20} {:<10} {:<22} {:<10} phases",
+        "run", "status", "started", "cost"
     );
     for run in &runs {
         match RunSummary::read(run) {
@@ -88,10 +89,11 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
                     .filter(|p| p.status == "up-to-date")
                     .count();
                 let mut line = format!(
-                    "{:<20} {:<10} {:<22} {passed}/{} passed",
+                    "{:<20} {:<10} {:<22} {:<10} {passed}/{} passed",
                     run.run_id,
                     summary.current_status(),
                     summary.started,
+                    summary.cost.short(),
                     summary.phases.len()
                 );
                 if fresh > 0 {
@@ -257,7 +259,17 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
     for (n, path) in attempts {
         let _ = writeln!(out, "── attempt {n} ({})", path.display());
         let end = ends.get(&n);
-        let outcome = end.map(|(outcome, _)| *outcome);
+        let outcome = end.map(|end| end.outcome);
+        if let Some(usage) = end.and_then(|end| end.usage.as_ref()) {
+            let turns = usage
+                .turns
+                .map(|t| format!(", {t} turns"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "   used: {}{turns}", usage.short());
+        }
+        if let Some(class) = end.and_then(|end| end.class) {
+            let _ = writeln!(out, "   failure class: {}", class.as_str());
+        }
         if let Ok(gates) = std::fs::read_to_string(path.join("gates.json"))
             && let Ok(serde_json::Value::Array(reports)) =
                 serde_json::from_str::<serde_json::Value>(&gates)
@@ -282,7 +294,7 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
             }
             (Some(AttemptOutcome::Failed), None) => {
                 let why = end
-                    .and_then(|(_, error)| error.as_deref())
+                    .and_then(|end| end.error.as_deref())
                     .unwrap_or("no feedback was written");
                 let _ = writeln!(out, "   failed: {why}");
             }
@@ -307,9 +319,18 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
     super::emit(&out)
 }
 
-/// How each attempt of `phase` ended, by attempt number: the outcome and error of its
-/// `attempt-finished` event in the run's journal. An attempt without one has not finished.
-fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, (AttemptOutcome, Option<String>)> {
+/// How one attempt ended, as its `attempt-finished` event says.
+struct AttemptEnd {
+    outcome: AttemptOutcome,
+    error: Option<String>,
+    usage: Option<Usage>,
+    class: Option<FailureClass>,
+}
+
+/// How each attempt of `phase` ended, by attempt number: the outcome, error, usage and failure
+/// class of its `attempt-finished` event in the run's journal. An attempt without one has not
+/// finished.
+fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, AttemptEnd> {
     let Ok(events) = journal::read(run) else {
         return HashMap::new();
     };
@@ -321,8 +342,18 @@ fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, (AttemptOutcome, Opti
                 attempt,
                 outcome,
                 error,
+                usage,
+                class,
                 ..
-            } if of == phase => Some((attempt, (outcome, error))),
+            } if of == phase => Some((
+                attempt,
+                AttemptEnd {
+                    outcome,
+                    error,
+                    usage,
+                    class,
+                },
+            )),
             _ => None,
         })
         .collect()

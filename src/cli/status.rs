@@ -21,19 +21,10 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    let (_, mut pipeline) = match input::checked_pipeline(args.file.clone()) {
-        Ok(checked) => checked,
+    let pipeline = match input::runnable_pipeline(args.file.clone()) {
+        Ok(pipeline) => pipeline,
         Err(code) => return code,
     };
-    match std::fs::canonicalize(&pipeline.workspace) {
-        Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
-        _ => {
-            return input::fail(&format!(
-                "the workspace {} is not a folder",
-                pipeline.workspace.display()
-            ));
-        }
-    }
     let (plans, previous) = for_run(&pipeline, &[], &Force::default(), &[]);
     let redactor = pipeline.redactor();
     let text = if args.json {

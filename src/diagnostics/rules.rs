@@ -415,6 +415,27 @@ rules! {
         help: "Set `response \"claude-stream-json\"` or `response \"codex-json\"` with the CLI's matching output option, or use `evidence REGEX` instead.";
 
     /// ## What it catches
+    /// `usage "json"` or `usage "regex"` without any of `cost=`, `input-tokens=`,
+    /// `cached-input-tokens=`, `output-tokens=`, `turns=`; or those properties on a format that
+    /// knows where its values are (`claude`, `codex`, `gemini`, `aider`).
+    ///
+    /// ## Why
+    /// A declared format reads only what is declared: without a key or pattern it reads nothing,
+    /// and every attempt's cost would be unknown. A built-in format ignores the properties, which
+    /// would only mislead.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// agent "bot" {
+    ///     command "bot" "{{ prompt }}"
+    ///     usage "json"
+    /// }
+    /// ```
+    USAGE_FIELDS = "HF130" "usage-fields" Error,
+        summary: "`usage` declares values its format does not read, or none it needs.",
+        help: "Give `usage \"json\"` dotted keys and `usage \"regex\"` patterns (`cost=`, `input-tokens=`, …); give the built-in formats none.";
+
+    /// ## What it catches
     /// Two phases, agents or templates with the same name (also across imports).
     ///
     /// ## Why
@@ -874,6 +895,24 @@ rules! {
     ALWAYS_RUN_UPSTREAM = "HF607" "always-run-upstream" Warning,
         summary: "A phase depends on an `always-run` phase, so it is never up to date either.",
         help: "Keep it if the phase must follow each new run of its upstream; otherwise drop the dependency or the upstream's `always-run`.";
+
+    /// ## What it catches
+    /// A `max-cost` budget over a phase whose agent has no `usage`, so that helixflow cannot know
+    /// what any of its attempts cost.
+    ///
+    /// ## Why
+    /// With `unknown-cost "fail"` (the default) such a phase stops after its first attempt; with
+    /// `"allow"` the budget does not count it at all.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// pipeline "p" { max-cost 5 }
+    /// agent "bot" { command "bot" "{{ prompt }}" }
+    /// phase "work" { agent "bot"; prompt "Write the parser." }
+    /// ```
+    BUDGET_WITHOUT_USAGE = "HF608" "budget-without-usage" Warning,
+        summary: "A `max-cost` budget covers an agent whose cost helixflow cannot read.",
+        help: "Declare the agent's `usage` (e.g. `usage \"claude\"`), and a `price` for models that report tokens only.";
 }
 
 #[cfg(test)]

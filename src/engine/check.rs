@@ -121,6 +121,8 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
                         failed_gates: Vec::new(),
                         feedback: None,
                         error: Some(reason.clone()),
+                        usage: None,
+                        class: None,
                     });
                     emit(Event::PhaseFinished {
                         phase: name,
@@ -193,6 +195,8 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
             failed_gates,
             feedback: None,
             error: None,
+            usage: None,
+            class: None,
         });
         emit(Event::PhaseFinished {
             phase: name,

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use crate::event::usage::{Spend, Usage};
 use crate::event::{Event, GateReport, RunStatus};
 use crate::model::{Phase, Pipeline, Worker};
 use crate::process::Cancel;
@@ -99,6 +100,8 @@ pub(crate) struct Shared {
     /// Retries left in the run's budget; `None` is unlimited.
     pub(super) retries_left: Option<AtomicU32>,
     pub(super) cancel_reason: Mutex<String>,
+    /// What the run's attempts cost so far, for its `max-cost`.
+    pub(super) spend: Mutex<Spend>,
     /// Attempts now running, for `helixflow verify` over the control socket.
     pub live: LiveAttempts,
     /// The control socket's path, when it could be opened.
@@ -144,6 +147,18 @@ impl Shared {
         self.retries_left
             .as_ref()
             .map(|left| left.load(Ordering::SeqCst))
+    }
+
+    /// What the run's attempts cost so far.
+    pub(crate) fn spend(&self) -> Spend {
+        self.spend.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// Adds an attempt's usage to the run's spend.
+    pub(crate) fn add_spend(&self, usage: &Usage) {
+        if let Ok(mut spend) = self.spend.lock() {
+            spend.add(usage);
+        }
     }
 
     /// Why running phases were cancelled.

@@ -2,9 +2,10 @@
 //! nothing it depends on changed since) or *will run*, with every reason found. `helixflow run`
 //! skips the up-to-date ones, `run --dry-run` and `helixflow status` show the same plan.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde::Serialize;
 
@@ -235,6 +236,10 @@ pub(crate) struct PhasePlan {
     pub up_to_date: Option<String>,
     /// Why it will run (empty when up to date).
     pub reasons: Vec<Reason>,
+    /// An up-to-date phase's record with the new modification times of files whose content did
+    /// not change: `run` writes it back.
+    #[serde(skip)]
+    pub restamped: Option<PhaseRecord>,
 }
 
 impl PhasePlan {
@@ -264,12 +269,16 @@ pub(crate) fn plan(
     previous: Option<&RunSummary>,
 ) -> Vec<PhasePlan> {
     let graph = PhaseGraph::new(pipeline);
+    let mut is_selected = vec![false; pipeline.phases.len()];
+    for &i in selected {
+        is_selected[i] = true;
+    }
     let order: Vec<usize> = graph
         .levels()
         .unwrap_or_default()
         .into_iter()
         .flatten()
-        .filter(|i| selected.contains(i))
+        .filter(|&i| is_selected[i])
         .collect();
     let name = |i: usize| pipeline.phases[i].name.value.as_str();
     // `--from`: that phase and everything downstream.
@@ -289,12 +298,14 @@ pub(crate) fn plan(
     }
     let mut will_run: BTreeSet<&str> = BTreeSet::new();
     // Fingerprints of records, read once (also of phases outside the selection).
-    let mut cache: BTreeMap<String, Option<PhaseRecord>> = BTreeMap::new();
-    let mut read = |phase: &str| -> Option<PhaseRecord> {
-        cache
-            .entry(phase.to_owned())
-            .or_insert_with(|| records.read(phase).ok().flatten())
-            .clone()
+    let mut cache: HashMap<String, Option<Rc<PhaseRecord>>> = HashMap::new();
+    let mut read = |phase: &str| -> Option<Rc<PhaseRecord>> {
+        if let Some(cached) = cache.get(phase) {
+            return cached.clone();
+        }
+        let record = records.read(phase).ok().flatten().map(Rc::new);
+        cache.insert(phase.to_owned(), record.clone());
+        record
     };
     let mut plans = Vec::new();
     for i in order {
@@ -323,7 +334,7 @@ pub(crate) fn plan(
             .iter()
             .map(|d| {
                 let fingerprint =
-                    read(&d.value).map_or_else(|| "none".to_owned(), |r| r.fingerprint);
+                    read(&d.value).map_or_else(|| "none".to_owned(), |r| r.fingerprint.clone());
                 (d.value.clone(), fingerprint)
             })
             .collect();
@@ -347,6 +358,7 @@ pub(crate) fn plan(
                 attempts: phase.retries.saturating_add(1),
             })
         });
+        let mut restamped = None;
         match &record {
             None => reasons.push(stopped.unwrap_or(Reason::NeverPassed)),
             Some(record) => {
@@ -358,6 +370,14 @@ pub(crate) fn plan(
                 if !files.is_empty() {
                     reasons.push(Reason::OutputsChanged { files });
                 }
+                // Same content under a new modification time (a `touch`, a checkout): the
+                // record takes the new times, so the next check need not read the file again.
+                if record.inputs != inputs || record.outputs != outputs {
+                    let mut newer = PhaseRecord::clone(record);
+                    newer.inputs = inputs;
+                    newer.outputs = outputs;
+                    restamped = Some(newer);
+                }
             }
         }
         if !upstream_runs.is_empty() {
@@ -368,6 +388,7 @@ pub(crate) fn plan(
         let up_to_date = if reasons.is_empty() {
             record.as_ref().map(|r| r.run_id.clone())
         } else {
+            restamped = None;
             will_run.insert(name(i));
             None
         };
@@ -376,6 +397,7 @@ pub(crate) fn plan(
             index: i,
             up_to_date,
             reasons,
+            restamped,
         });
     }
     plans

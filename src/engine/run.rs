@@ -117,6 +117,7 @@ pub(crate) async fn execute(
         stopping: AtomicBool::new(false),
         retries_left,
         cancel_reason: Mutex::new(String::new()),
+        spend: Mutex::default(),
         live: LiveAttempts::default(),
         socket: listener.as_ref().map(|_| socket_path.clone()),
         excluded,
@@ -139,6 +140,13 @@ pub(crate) async fn execute(
         resumes,
     });
     for plan in &plans {
+        if let Some(record) = &plan.restamped
+            && let Err(e) = shared.records.write(record)
+        {
+            shared.emit(Event::Warning {
+                message: format!("cannot update the record of \"{}\": {e}", plan.phase),
+            });
+        }
         match &plan.up_to_date {
             Some(run_id) => shared.emit(Event::PhaseFinished {
                 phase: plan.phase.clone(),
@@ -254,12 +262,12 @@ async fn schedule(
         })
         .collect();
     // The phases neither started nor decided, in order: each pass looks at these only.
-    let mut waiting: Vec<usize> = order;
-    waiting.retain(|i| !up_to_date.contains(i));
     let mut state: Vec<Option<PhaseStatus>> = vec![None; pipeline.phases.len()];
     for &i in up_to_date {
         state[i] = Some(PhaseStatus::UpToDate);
     }
+    let mut waiting: Vec<usize> = order;
+    waiting.retain(|&i| state[i].is_none());
     let done =
         |s: Option<PhaseStatus>| matches!(s, Some(PhaseStatus::Passed | PhaseStatus::UpToDate));
     let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();

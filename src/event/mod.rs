@@ -7,6 +7,7 @@ mod check;
 mod exit;
 pub(crate) mod record;
 pub(crate) mod sink;
+pub(crate) mod usage;
 
 pub(crate) use check::CheckKind;
 pub use exit::ChildExit;
@@ -196,6 +197,13 @@ pub enum Event {
         /// the `evidence`.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// What the agent used, as its output reported it (none for a `run` step, or an agent
+        /// that never started).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<usage::Usage>,
+        /// How a failed attempt failed: `transient`, `fatal` or `work`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<usage::FailureClass>,
     },
     /// A failed phase will be tried again.
     RetryScheduled {
@@ -324,6 +332,8 @@ impl Event {
                 failed_gates,
                 feedback,
                 error,
+                usage,
+                class,
             } => Self::AttemptFinished {
                 phase,
                 attempt,
@@ -332,6 +342,8 @@ impl Event {
                 failed_gates: all(failed_gates),
                 feedback: feedback.map(r),
                 error: error.map(r),
+                usage,
+                class,
             },
             Self::RetryScheduled {
                 phase,

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use crate::event::usage::{FailureClass, Spend};
 use crate::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped};
 
 /// The run so far.
@@ -35,6 +36,8 @@ pub(crate) struct PhaseRecord {
     pub end: Option<PhaseEnd>,
     /// Why it ran (it was not up to date).
     pub reasons: Vec<String>,
+    /// What its attempts' agents used, summed.
+    pub spend: Spend,
 }
 
 /// How a phase ended.
@@ -71,6 +74,8 @@ pub(crate) struct AttemptEnd {
     pub feedback: Option<String>,
     /// Why the agent or `run` step failed, when how it exited does not say.
     pub error: Option<String>,
+    /// How it failed.
+    pub class: Option<FailureClass>,
 }
 
 /// Where a phase stands, including the states a run that ended abnormally leaves behind.
@@ -159,8 +164,13 @@ impl RunRecord {
                 failed_gates,
                 feedback,
                 error,
+                usage,
+                class,
                 ..
             } => {
+                if let Some(usage) = usage {
+                    self.phase_mut(phase).spend.add(usage);
+                }
                 let record = self.attempt_mut(phase, *attempt, now);
                 if record.exit.is_none() {
                     // It never ran, or never exited: the step it was in says what it was.
@@ -172,6 +182,7 @@ impl RunRecord {
                     failed_gates: failed_gates.clone(),
                     feedback: feedback.clone(),
                     error: error.clone(),
+                    class: *class,
                 });
             }
             Event::PhaseFinished {
@@ -201,6 +212,15 @@ impl RunRecord {
         self.index.get(name).map(|&i| &self.phases[i])
     }
 
+    /// What every phase's attempts used, summed.
+    pub(crate) fn spend(&self) -> Spend {
+        let mut total = Spend::default();
+        for phase in &self.phases {
+            total.merge(&phase.spend);
+        }
+        total
+    }
+
     /// The run's length: from `RunFinished`, else up to the latest event.
     pub(crate) fn duration_ms(&self) -> u64 {
         self.finished_ms.unwrap_or(self.last_elapsed_ms)
@@ -219,6 +239,7 @@ impl RunRecord {
                 attempt: None,
                 end: None,
                 reasons: Vec::new(),
+                spend: Spend::default(),
             });
             self.index.insert(name.to_owned(), self.phases.len() - 1);
             self.phases.len() - 1
@@ -297,6 +318,16 @@ impl AttemptRecord {
             "the run command"
         } else {
             "the agent"
+        }
+    }
+
+    /// The class of a failure that is not the work's, as a prefix: `transient: `, `fatal: `.
+    pub(crate) fn class_prefix(&self) -> String {
+        match self.end.as_ref().and_then(|end| end.class) {
+            Some(class @ (FailureClass::Transient | FailureClass::Fatal)) => {
+                format!("{}: ", class.as_str())
+            }
+            _ => String::new(),
         }
     }
 

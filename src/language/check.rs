@@ -51,7 +51,40 @@ pub(crate) fn pipeline(
     }
     overlapping_scopes(pipeline, &graph, diagnostics);
     always_run_upstream(pipeline, diagnostics);
+    budgets_without_usage(pipeline, diagnostics);
     unused(pipeline, templates, defaults, main_file, diagnostics);
+}
+
+/// A `max-cost` (the run's or the phase's) over a phase whose agent reads no `usage`: warned once
+/// per phase, at the phase's name.
+fn budgets_without_usage(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
+    for phase in &pipeline.phases {
+        let Worker::Agent(agent) = &phase.worker else {
+            continue;
+        };
+        let budget = match (phase.max_cost, pipeline.max_cost) {
+            (Some(_), _) => "its `max-cost`",
+            (None, Some(_)) => "the run's `max-cost`",
+            (None, None) => continue,
+        };
+        if pipeline
+            .agents
+            .get(&agent.value)
+            .is_some_and(|a| a.usage.is_none())
+        {
+            diagnostics.push(
+                Diagnostic::new(
+                    &rules::BUDGET_WITHOUT_USAGE,
+                    phase.name.span,
+                    format!(
+                        "phase \"{}\" is under {budget}, but agent \"{}\" has no `usage`: what its attempts cost is unknown",
+                        phase.name.value, agent.value
+                    ),
+                )
+                .label("cost unknown"),
+            );
+        }
+    }
 }
 
 /// A dependency on an `always-run` phase: the dependent is never up to date.

@@ -22,6 +22,8 @@ use crate::model::{
 pub(super) const DEFAULT_MAX_PARALLEL: u32 = 4;
 /// Default `retries`.
 pub(super) const DEFAULT_RETRIES: u32 = 2;
+/// Tries after transient failures, when a phase does not say.
+pub(super) const DEFAULT_TRANSIENT_RETRIES: u32 = 3;
 
 /// Everything one compilation produced.
 #[derive(Debug)]
@@ -213,6 +215,9 @@ impl Compiler<'_> {
             imports: Vec::new(),
             agents: BTreeMap::new(),
             phases: Vec::new(),
+            max_cost: None,
+            unknown_cost: crate::model::UnknownCost::default(),
+            prices: BTreeMap::new(),
         };
         for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
             let arg = |i: usize| {
@@ -232,6 +237,28 @@ impl Compiler<'_> {
                         int().filter(|&n| n > 0).unwrap_or(DEFAULT_MAX_PARALLEL);
                 }
                 "retry-budget" => pipeline.retry_budget = int(),
+                "max-cost" => pipeline.max_cost = super::decode::number(positional(child).next()),
+                "unknown-cost" => {
+                    pipeline.unknown_cost = match arg(0).as_ref().map(|a| a.value.as_str()) {
+                        Some("allow") => crate::model::UnknownCost::Allow,
+                        _ => crate::model::UnknownCost::Fail,
+                    };
+                }
+                "price" => {
+                    let prop = |key: &str| super::decode::number(child.entry(key));
+                    if let (Some(model), Some(input), Some(output)) =
+                        (arg(0), prop("input"), prop("output"))
+                    {
+                        pipeline.prices.insert(
+                            model.value,
+                            crate::model::Price {
+                                input,
+                                cached_input: prop("cached-input"),
+                                output,
+                            },
+                        );
+                    }
+                }
                 "timeout" => pipeline.timeout = arg(0).and_then(|d| decoder.duration(&d)),
                 "state-dir" => {
                     if let Some(dir) = arg(0) {
@@ -595,6 +622,9 @@ impl Compiler<'_> {
             on_failure: body.on_failure.unwrap_or(OnFailure::Stop),
             escalate: body.escalate,
             env: body.env,
+            max_cost: body.max_cost,
+            transient_retries: body.transient_retries.unwrap_or(DEFAULT_TRANSIENT_RETRIES),
+            max_turns: body.max_turns,
             spans: crate::model::PhaseSpans {
                 verify: body.verify.map(|v| v.span),
                 scope: body.scope.iter().map(|s| s.span).collect(),

@@ -67,6 +67,8 @@ pub enum ValueType {
     Name,
     /// An integer no smaller than the bound.
     Int(i64),
+    /// A number no smaller than zero, with or without a fraction (an amount of US dollars).
+    Number,
     /// `#true` or `#false`.
     Bool,
     /// A duration such as `"90s"` or `"1h 30m"`.
@@ -92,6 +94,7 @@ impl ValueType {
             ValueType::String | ValueType::Shell | ValueType::Template => "a string".into(),
             ValueType::Name => "a name (string)".into(),
             ValueType::Int(min) => format!("an integer ≥ {min}"),
+            ValueType::Number => "a number ≥ 0".into(),
             ValueType::Bool => "#true or #false".into(),
             ValueType::Duration => "a duration string such as \"90s\"".into(),
             ValueType::Regex => "a regular expression (string)".into(),
@@ -281,6 +284,46 @@ pub(crate) const RESPONSE_FORMATS: &[Choice] = &[
     Choice {
         value: "codex-json",
         doc: "The last `agent_message` of Codex's `exec --json` events; `turn.failed` and `error` events are the agent's error.",
+    },
+];
+
+/// Where an agent's output reports usage.
+pub(crate) const USAGE_FORMATS: &[Choice] = &[
+    Choice {
+        value: "claude",
+        doc: "Claude Code's final `result` event (`--output-format stream-json` or `json`): `total_cost_usd`, `usage` tokens, `num_turns`, `modelUsage`.",
+    },
+    Choice {
+        value: "codex",
+        doc: "Codex `exec --json`: the `usage` of every `turn.completed` event (tokens, no dollars: priced with `price`).",
+    },
+    Choice {
+        value: "gemini",
+        doc: "Gemini CLI `--output-format json`: the tokens per model in `stats.models` (no dollars: priced with `price`).",
+    },
+    Choice {
+        value: "aider",
+        doc: "Aider's `Tokens: … sent, … received. Cost: $… message, $… session.` lines.",
+    },
+    Choice {
+        value: "json",
+        doc: "The declared dotted keys (`cost=`, `input-tokens=`, …) of the last JSON object on standard output that has any of them.",
+    },
+    Choice {
+        value: "regex",
+        doc: "The declared patterns (`cost=`, `input-tokens=`, …) over standard output and standard error: the first group of each one's last match.",
+    },
+];
+
+/// What a budget does with an unknown cost.
+pub(crate) const UNKNOWN_COST: &[Choice] = &[
+    Choice {
+        value: "fail",
+        doc: "No new attempt starts once an attempt's cost is unknown: the budget cannot be held (the default).",
+    },
+    Choice {
+        value: "allow",
+        doc: "Attempts go on, with a warning; only known costs count against the budget.",
     },
 ];
 
@@ -538,6 +581,61 @@ pub static NODES: &[NodeSchema] = &[
         doc: "Environment variables whose values are redacted from every log, event and report.",
         ..BASE
     },
+    NodeSchema {
+        name: "max-cost",
+        contexts: &[
+            Context::Pipeline,
+            Context::Phase,
+            Context::Template,
+            Context::Defaults,
+        ],
+        args: &[arg("USD", ValueType::Number, "US dollars.")],
+        min_args: 1,
+        doc: "A budget in US dollars: for the whole run (in `pipeline`), or for one phase's attempts. Before each attempt helixflow adds up what was spent; once it reaches the budget no new attempt starts (running ones finish: their work is paid for) and the phase fails, naming the budget and the spend. An unknown cost is handled per `unknown-cost`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "unknown-cost",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "ACTION",
+            ValueType::Choice(UNKNOWN_COST),
+            "What a budget does with an unknown cost.",
+        )],
+        min_args: 1,
+        doc: "What a `max-cost` budget does when an attempt's cost is unknown (the agent reports none and no `price` applies): `fail` (default) starts no new attempt, `allow` goes on with a warning, counting the known costs only.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "price",
+        contexts: &[Context::Pipeline],
+        args: &[arg(
+            "MODEL",
+            ValueType::String,
+            "The model's name as the agent reports it, or as its `usage model=` names it.",
+        )],
+        min_args: 1,
+        props: &[
+            required(
+                "input",
+                ValueType::Number,
+                "US dollars per million input tokens.",
+            ),
+            prop(
+                "cached-input",
+                ValueType::Number,
+                "US dollars per million input tokens read from a cache (default: `input`).",
+            ),
+            required(
+                "output",
+                ValueType::Number,
+                "US dollars per million output tokens.",
+            ),
+        ],
+        repeatable: true,
+        doc: "A model's prices, for agents that report tokens but no dollars (Codex, Gemini CLI, Aider without a cost map): the cost of an attempt is its tokens at these prices. Without a price for its model, the cost is unknown, never zero.",
+        ..BASE
+    },
     // agent { … }
     NodeSchema {
         name: "command",
@@ -641,6 +739,110 @@ pub static NODES: &[NodeSchema] = &[
         min_args: 1,
         variadic: true,
         doc: "Files the agent's CLI keeps for itself (histories, caches). `scope` and `changes` do not count them, a verifier that writes them is not voided for it (they are still undone), and each attempt's journal lists them in `bookkeeping.json`; `protect` still covers them.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "max-turns-option",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "OPTION",
+            ValueType::String,
+            "The CLI's option for a turn limit, e.g. `--max-turns`.",
+        )],
+        min_args: 1,
+        doc: "How the CLI takes a limit on its turns (Claude Code: `--max-turns`). A phase's `max-turns N` is then passed as `OPTION N` after the rest of `command` (and of `resume`), as well as checked by helixflow from the turns the agent reports.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "usage",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "FORMAT",
+            ValueType::Choice(USAGE_FORMATS),
+            "Where the output reports usage.",
+        )],
+        min_args: 1,
+        props: &[
+            prop(
+                "cost",
+                ValueType::String,
+                "`json`: the dotted key of the cost in US dollars; `regex`: a pattern whose first group is it.",
+            ),
+            prop(
+                "input-tokens",
+                ValueType::String,
+                "`json`: the dotted key of the input tokens (cached ones included); `regex`: a pattern.",
+            ),
+            prop(
+                "cached-input-tokens",
+                ValueType::String,
+                "`json`: the dotted key of the input tokens read from a cache; `regex`: a pattern.",
+            ),
+            prop(
+                "output-tokens",
+                ValueType::String,
+                "`json`: the dotted key of the output tokens; `regex`: a pattern.",
+            ),
+            prop(
+                "turns",
+                ValueType::String,
+                "`json`: the dotted key of the turns taken; `regex`: a pattern.",
+            ),
+            prop(
+                "model",
+                ValueType::String,
+                "The model whose `price` applies when the output does not name one (Codex, Aider, `json`, `regex`).",
+            ),
+        ],
+        doc: "How helixflow reads what an attempt's agent used: its cost in US dollars, tokens and turns, shown in every report and counted against `max-cost`. A cost the output does not give is computed from the tokens with the pipeline's `price` table; otherwise it is unknown, shown as such, and never counted as zero.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "transient-exit",
+        contexts: &[Context::Agent],
+        args: &[arg("CODE", ValueType::Int(0), "An exit code.")],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Exit codes of a transient failure (a rate limit, an overloaded service, a network error): the attempt is tried again after a backoff, honouring a Retry-After the output gives, without spending the phase's `retries` or the run's `retry-budget`, up to the phase's `transient-retries`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "transient-pattern",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "REGEX",
+            ValueType::Regex,
+            "Matched against the agent's reported error, its standard error and the end of its output.",
+        )],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Patterns of a transient failure (e.g. `API Error: 429`, `overloaded`), looked for only when the agent failed; see `transient-exit`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "fatal-exit",
+        contexts: &[Context::Agent],
+        args: &[arg("CODE", ValueType::Int(0), "An exit code.")],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Exit codes of a fatal failure (authentication, an invalid configuration): the phase fails at once, with the agent's message first, and is not retried. Exit code 127 (a command not found) is always fatal. Fatal markers are looked at before transient ones.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "fatal-pattern",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "REGEX",
+            ValueType::Regex,
+            "Matched against the agent's reported error, its standard error and the end of its output.",
+        )],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "Patterns of a fatal failure (e.g. `Invalid API key`, `API Error: 401`), looked for only when the agent failed; see `fatal-exit`.",
         ..BASE
     },
     NodeSchema {
@@ -831,6 +1033,26 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         doc: "Retries after the first attempt (default 2), while the run's `retry-budget` allows.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "transient-retries",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "INT",
+            ValueType::Int(0),
+            "Tries after transient failures.",
+        )],
+        min_args: 1,
+        doc: "How many times an attempt that failed transiently (see the agent's `transient-exit` and `transient-pattern`) is tried again (default 3). These tries spend neither `retries` nor the run's `retry-budget`; they wait a backoff (the phase's `backoff`, else 2s, doubling each time, at most 60s) or the Retry-After the output gives, within the run's `timeout`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "max-turns",
+        contexts: PHASE_LIKE,
+        args: &[arg("INT", ValueType::Int(1), "Turns per attempt.")],
+        min_args: 1,
+        doc: "The most turns one attempt's agent may take: helixflow counts the turns the agent's `usage` reports (Claude Code's `num_turns`, Codex's completed turns, Aider's replies, a declared `turns=`) and fails an attempt that took more, as work not done. A CLI that can stop itself is also given its own limit in its `command` (e.g. `claude --max-turns 20`).",
         ..BASE
     },
     NodeSchema {

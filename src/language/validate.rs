@@ -308,8 +308,13 @@ impl Validator<'_> {
                 ),
             )
             .label(format!("expected {}", ty.describe()));
-            if let (ValueType::Int(_), KdlValue::String(s)) = (ty, found)
-                && s.trim().parse::<i64>().is_ok()
+            let numeric = match (ty, found) {
+                (ValueType::Int(_), KdlValue::String(s)) => s.trim().parse::<i64>().is_ok(),
+                (ValueType::Number, KdlValue::String(s)) => s.trim().parse::<f64>().is_ok(),
+                _ => false,
+            };
+            if let KdlValue::String(s) = found
+                && numeric
             {
                 d = d
                     .help(format!("write the number without quotes: {}", s.trim()))
@@ -334,6 +339,28 @@ impl Validator<'_> {
                 }
             }
             (ValueType::Int(_), other) => self.diagnostics.push(wrong_type(other)),
+            (ValueType::Number, KdlValue::Integer(n)) if *n < 0 => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::OUT_OF_RANGE,
+                        span,
+                        format!("`{node}` must be at least 0, found {n}"),
+                    )
+                    .label("out of range"),
+                );
+            }
+            (ValueType::Number, KdlValue::Float(n)) if !n.is_finite() || *n < 0.0 => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::OUT_OF_RANGE,
+                        span,
+                        format!("`{node}` must be a finite number of at least 0, found {n}"),
+                    )
+                    .label("out of range"),
+                );
+            }
+            (ValueType::Number, KdlValue::Integer(_) | KdlValue::Float(_)) => {}
+            (ValueType::Number, other) => self.diagnostics.push(wrong_type(other)),
             (ValueType::Bool, KdlValue::Bool(_)) => {}
             (ValueType::Bool, other) => self.diagnostics.push(wrong_type(other)),
             (ValueType::Choice(choices), KdlValue::String(s)) => {

@@ -272,6 +272,25 @@ fn write_suite(xml: &mut String, phase: &PhaseRecord, cases: &[Case], run: &RunR
     if let Some(reason) = phase.reason() {
         property("reason", reason);
     }
+    let spend = phase.spend;
+    if !spend.is_empty() {
+        // An unknown cost is said so, never written as a number.
+        if spend.unknown < spend.attempts {
+            property("cost-usd", &format!("{:.6}", spend.known_usd.amount()));
+        }
+        if spend.unknown > 0 {
+            property("cost-unknown-attempts", &spend.unknown.to_string());
+        }
+        property("tokens", &spend.tokens.to_string());
+    }
+    if let Some(class) = phase
+        .attempt
+        .as_ref()
+        .and_then(|a| a.end.as_ref())
+        .and_then(|end| end.class)
+    {
+        property("failure-class", class.as_str());
+    }
     xml.push_str("    </properties>\n");
     for case in cases {
         let head = format!(

@@ -7,7 +7,7 @@ use std::io::Write;
 use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
 
 use super::text::{one_line, sanitize};
-use crate::event::record::{AttemptRecord, RunRecord};
+use crate::event::record::{AttemptRecord, RunRecord, first_line};
 use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
@@ -108,31 +108,47 @@ impl<W: Write + Send> Plain<W> {
                 attempt,
                 outcome,
                 duration_ms,
+                usage,
                 ..
             } => {
                 let label = self.attempt_label(phase, *attempt);
                 let name = one_line(phase);
                 let took = human_duration(*duration_ms);
+                let used = usage
+                    .as_ref()
+                    .map(|u| format!(" ({})", u.short()))
+                    .unwrap_or_default();
                 match outcome {
                     AttemptOutcome::Passed => {
-                        writeln!(self.out, "[{name}] attempt {label} passed in {took}")
+                        writeln!(self.out, "[{name}] attempt {label} passed in {took}{used}")
                     }
                     AttemptOutcome::Cancelled => {
-                        writeln!(self.out, "[{name}] attempt {label} cancelled after {took}")
+                        writeln!(
+                            self.out,
+                            "[{name}] attempt {label} cancelled after {took}{used}"
+                        )
                     }
                     AttemptOutcome::Failed => {
-                        let why = self
-                            .run
-                            .phase(phase)
-                            .and_then(|p| p.attempt.as_ref())
-                            .and_then(AttemptRecord::failure_summary);
-                        match why {
+                        let record = self.run.phase(phase).and_then(|p| p.attempt.as_ref());
+                        let class = record.map(AttemptRecord::class_prefix).unwrap_or_default();
+                        // A failure that is not the work's says the agent's own words too.
+                        let words = record
+                            .filter(|_| !class.is_empty())
+                            .filter(|r| r.failed_exit().is_some())
+                            .and_then(AttemptRecord::error)
+                            .map(|e| format!(" ({})", first_line(e)))
+                            .unwrap_or_default();
+                        match record.and_then(AttemptRecord::failure_summary) {
                             Some(why) => writeln!(
                                 self.out,
-                                "[{name}] attempt {label} failed in {took}: {}",
-                                one_line(&why)
+                                "[{name}] attempt {label} failed in {took}{used}: {class}{}{}",
+                                one_line(&why),
+                                one_line(&words)
                             ),
-                            None => writeln!(self.out, "[{name}] attempt {label} failed in {took}"),
+                            None => writeln!(
+                                self.out,
+                                "[{name}] attempt {label} failed in {took}{used}"
+                            ),
                         }
                     }
                 }
@@ -164,16 +180,27 @@ impl<W: Write + Send> Plain<W> {
                 let name = one_line(phase);
                 let tried = count(*attempts as usize, "attempt", "attempts");
                 let took = human_duration(*duration_ms);
-                let line = match status {
+                let mut line = match status {
                     PhaseStatus::Passed => format!("[{name}] passed after {tried} in {took}"),
                     PhaseStatus::Failed => format!("[{name}] failed after {tried} in {took}"),
                     PhaseStatus::Cancelled => format!("[{name}] cancelled after {took}"),
                     PhaseStatus::Skipped => format!("[{name}] skipped"),
                     PhaseStatus::UpToDate => format!("[{name}] up to date"),
                 };
+                if let Some(spend) = self.run.phase(phase).map(|p| p.spend)
+                    && !spend.is_empty()
+                {
+                    line.push_str(&format!(", cost {}", spend.words()));
+                }
+                // Nothing started: an up-to-date phase cost nothing, and says so.
+                let free = if *status == PhaseStatus::UpToDate {
+                    " (cost $0.00)"
+                } else {
+                    ""
+                };
                 match reason {
-                    Some(reason) => writeln!(self.out, "{line}: {}", one_line(reason)),
-                    None => writeln!(self.out, "{line}"),
+                    Some(reason) => writeln!(self.out, "{line}: {}{free}", one_line(reason)),
+                    None => writeln!(self.out, "{line}{free}"),
                 }
             }
             Event::Escalated { phase, code } => {
@@ -202,12 +229,20 @@ impl<W: Write + Send> Plain<W> {
                 status,
                 duration_ms,
                 exit_code,
-            } => writeln!(
-                self.out,
-                "run {} in {} (exit code {exit_code})",
-                run_status(*status),
-                human_duration(*duration_ms)
-            ),
+            } => {
+                let spend = self.run.spend();
+                let cost = if spend.is_empty() {
+                    String::new()
+                } else {
+                    format!(", cost {}", spend.words())
+                };
+                writeln!(
+                    self.out,
+                    "run {} in {}{cost} (exit code {exit_code})",
+                    run_status(*status),
+                    human_duration(*duration_ms)
+                )
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, P
 use crate::event::{Event, PhaseStatus, Stamped};
 
 use super::text::{one_line, sanitize};
-use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
+use crate::event::record::{PhaseRecord, RunRecord, Standing};
 use crate::event::sink::EventSink;
 use crate::text::human_duration;
 
@@ -155,6 +155,16 @@ impl Progress {
         }
     }
 
+    /// What the phase's earlier attempts cost, for its bar: `  $0.42 spent`, or nothing.
+    fn spent(&self, phase: &str) -> String {
+        self.run
+            .phase(phase)
+            .map(|p| p.spend)
+            .filter(|spend| !spend.is_empty())
+            .map(|spend| format!("  {} spent", spend.short()))
+            .unwrap_or_default()
+    }
+
     fn update_overall(&self) {
         let running = self.bars.len();
         let failed = self
@@ -170,6 +180,10 @@ impl Progress {
         let mut message = format!("{running} running");
         if failed > 0 {
             let _ = write!(message, ", {failed} failed");
+        }
+        let spend = self.run.spend();
+        if !spend.is_empty() {
+            let _ = write!(message, ", {}", spend.short());
         }
         self.overall.set_message(message);
     }
@@ -191,7 +205,11 @@ impl Progress {
                 self.update_overall();
             }
             Event::AttemptStarted { phase, attempt, .. } => {
-                let message = format!("attempt {}", self.attempt_label(phase, *attempt));
+                let message = format!(
+                    "attempt {}{}",
+                    self.attempt_label(phase, *attempt),
+                    self.spent(phase)
+                );
                 self.bar_or_insert(phase).set_message(message);
             }
             Event::Step {
@@ -200,8 +218,9 @@ impl Progress {
                 step,
             } => {
                 let message = format!(
-                    "attempt {}  {}",
+                    "attempt {}{}  {}",
                     self.attempt_label(phase, *attempt),
+                    self.spent(phase),
                     one_line(step)
                 );
                 self.bar_or_insert(phase).set_message(message);
@@ -252,10 +271,9 @@ impl Progress {
                 }
             }
             Event::RunFinished { .. } => self.clear(),
-            Event::ChildExited { .. }
-            | Event::GateFinished { .. }
-            | Event::AttemptFinished { .. }
-            | Event::PhaseQueued { .. } => {}
+            // The run's cost so far is in the overall line.
+            Event::AttemptFinished { .. } => self.update_overall(),
+            Event::ChildExited { .. } | Event::GateFinished { .. } | Event::PhaseQueued { .. } => {}
         }
         Ok(())
     }
@@ -341,13 +359,16 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
         if let Some(ms) = phase.duration_ms(run) {
             let _ = write!(line, "  {}", human_duration(ms));
         }
+        if !phase.spend.is_empty() {
+            let _ = write!(line, "  {}", phase.spend.short());
+        }
     }
     let why = match standing {
         Standing::Ended(PhaseStatus::Passed) => None,
         Standing::Ended(PhaseStatus::Failed) => phase
             .attempt
             .as_ref()
-            .and_then(AttemptRecord::failure_summary)
+            .and_then(|a| a.failure_summary().map(|why| a.class_prefix() + &why))
             .or_else(|| phase.reason().map(str::to_owned)),
         _ => phase.reason().map(str::to_owned),
     };

@@ -7,14 +7,27 @@ use crate::event::{Event, PhaseStatus, Stamped};
 use super::text::one_line;
 use crate::event::record::{PhaseRecord, RunRecord, Standing, failing_column};
 use crate::event::sink::EventSink;
+use crate::event::usage::short_tokens;
 use crate::text::human_duration;
 
 /// The column headings.
-const HEADINGS: [&str; 5] = ["phase", "status", "attempts", "duration", "failing gates"];
+const HEADINGS: [&str; COLUMNS] = [
+    "phase",
+    "status",
+    "attempts",
+    "duration",
+    "cost",
+    "tokens",
+    "failing gates",
+];
+
+/// How many columns the table has.
+const COLUMNS: usize = 7;
 
 /// Writes, when the run ends, a table with one row per phase in `RunStarted` order (phase, status,
-/// attempts, duration, failing gates; a skipped or cancelled phase shows its reason in the last
-/// column) and a totals line such as `3 passed, 1 failed, 1 skipped in 42.1s`.
+/// attempts, duration, cost, tokens, failing gates; a skipped or cancelled phase shows its reason
+/// in the last column) and a totals line such as `3 passed, 1 failed, 1 skipped in 42.1s, cost
+/// $0.42`. A cost helixflow cannot know is `?`, and a sum that includes one `$0.42+?`.
 pub struct Summary<W: Write + Send> {
     out: W,
     run: RunRecord,
@@ -50,7 +63,7 @@ impl<W: Write + Send> Summary<W> {
 
     fn write_table(&mut self) -> std::io::Result<()> {
         self.written = true;
-        let rows: Vec<[String; 5]> = self
+        let rows: Vec<[String; COLUMNS]> = self
             .run
             .phases
             .iter()
@@ -95,7 +108,7 @@ impl<W: Write + Send> EventSink for Summary<W> {
 }
 
 /// One phase's cells.
-fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; 5] {
+fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; COLUMNS] {
     let attempts = match (phase.attempts(), phase.max_attempts) {
         (0, _) if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) => "-".to_owned(),
         (0, _) => "0".to_owned(),
@@ -105,11 +118,19 @@ fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; 5] {
     let duration = phase
         .duration_ms(run)
         .map_or_else(|| "-".to_owned(), human_duration);
+    // An up-to-date phase started nothing: it cost nothing, and says so.
+    let cost = if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) {
+        crate::event::usage::Dollars::default().to_string()
+    } else {
+        phase.spend.short()
+    };
     [
         one_line(&phase.name),
         label(phase.standing(), running).to_owned(),
         attempts,
         duration,
+        cost,
+        short_tokens(phase.spend.tokens),
         one_line(&failing(phase)),
     ]
 }
@@ -130,7 +151,8 @@ fn failing(phase: &PhaseRecord) -> String {
             let Some(attempt) = &phase.attempt else {
                 return reason();
             };
-            failing_column(&attempt.failures(), attempt.error(), phase.reason())
+            attempt.class_prefix()
+                + &failing_column(&attempt.failures(), attempt.error(), phase.reason())
         }
     }
 }
@@ -174,8 +196,14 @@ fn totals(run: &RunRecord, running: bool) -> String {
         // Its length is not known yet: the latest event may be long ago.
         return format!("{} so far", parts.join(", "));
     }
+    let spend = run.spend();
+    let cost = if spend.is_empty() {
+        String::new()
+    } else {
+        format!(", cost {}", spend.words())
+    };
     format!(
-        "{} in {}",
+        "{} in {}{cost}",
         parts.join(", "),
         human_duration(run.duration_ms())
     )
@@ -184,8 +212,8 @@ fn totals(run: &RunRecord, running: bool) -> String {
 /// Writes cells padded to `widths`, two spaces apart, without trailing spaces.
 fn write_row(
     out: &mut impl Write,
-    cells: &[String; 5],
-    widths: &[usize; 5],
+    cells: &[String; COLUMNS],
+    widths: &[usize; COLUMNS],
 ) -> std::io::Result<()> {
     let mut line = String::new();
     for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
@@ -240,16 +268,16 @@ mod tests {
     fn a_run_without_its_end_is_unfinished_or_still_running() {
         assert_eq!(
             table(false),
-            "phase  status       attempts  duration  failing gates\n\
-             a      unfinished   1/2       0ms\n\
-             b      not started  0         -\n\
+            "phase  status       attempts  duration  cost  tokens  failing gates\n\
+             a      unfinished   1/2       0ms       -     -\n\
+             b      not started  0         -         -     -\n\
              0 passed, 0 failed, 0 skipped, 1 unfinished, 1 not started in 1ms\n"
         );
         assert_eq!(
             table(true),
-            "phase  status   attempts  duration  failing gates\n\
-             a      running  1/2       0ms\n\
-             b      pending  0         -\n\
+            "phase  status   attempts  duration  cost  tokens  failing gates\n\
+             a      running  1/2       0ms       -     -\n\
+             b      pending  0         -         -     -\n\
              0 passed, 0 failed, 0 skipped, 1 running, 1 pending so far\n"
         );
     }

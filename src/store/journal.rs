@@ -109,6 +109,8 @@ mod tests {
                     failed_gates: vec!["tests".to_owned()],
                     feedback: None,
                     error: Some("no evidence".to_owned()),
+                    usage: None,
+                    class: None,
                 },
             ),
         ];

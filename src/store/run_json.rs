@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::run::RunDir;
 use crate::event::record::RunRecord;
 use crate::event::sink::EventSink;
+use crate::event::usage::{FailureClass, Spend};
 use crate::event::{AttemptOutcome, Event, Stamped};
 
 /// The file's name in a run's folder.
@@ -47,6 +48,9 @@ pub(crate) struct RunSummary {
     pub resumes: Option<String>,
     /// Per phase, in file order.
     pub phases: Vec<PhaseSummary>,
+    /// What every attempt's agent used, summed; an unknown cost is counted apart, never as zero.
+    #[serde(default, skip_serializing_if = "Spend::is_empty")]
+    pub cost: Spend,
 }
 
 impl RunSummary {
@@ -107,6 +111,12 @@ pub(crate) struct PhaseSummary {
     /// Why it ran: what made it not up to date.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// What its attempts' agents used, summed.
+    #[serde(default, skip_serializing_if = "Spend::is_empty")]
+    pub cost: Spend,
+    /// How its last attempt failed: `transient`, `fatal` or `work`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_class: Option<FailureClass>,
 }
 
 /// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
@@ -155,8 +165,11 @@ impl RunJson {
                     error: None,
                     reason: None,
                     reasons: Vec::new(),
+                    cost: Spend::default(),
+                    failure_class: None,
                 })
                 .collect(),
+            cost: Spend::default(),
         };
         let index = summary
             .phases
@@ -211,12 +224,21 @@ impl RunJson {
                 }
                 true
             }
-            Event::AttemptFinished { phase, outcome, .. } => {
+            Event::AttemptFinished {
+                phase,
+                outcome,
+                class,
+                ..
+            } => {
+                summary.cost = record.spend();
+                let spend = record.phase(phase).map(|record| record.spend);
                 let attempt = record
                     .phase(phase)
                     .and_then(|record| record.attempt.as_ref());
                 if let (Some(i), Some(attempt)) = (at(phase), attempt) {
                     let p = &mut phases[i];
+                    p.cost = spend.unwrap_or_default();
+                    p.failure_class = *class;
                     if *outcome == AttemptOutcome::Cancelled {
                         // Stopped, not failed: the phase's reason says why.
                         p.failed_gates.clear();

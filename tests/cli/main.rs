@@ -6,6 +6,7 @@
 mod common;
 
 mod check;
+mod cost;
 mod editors;
 mod examples;
 mod fmt;

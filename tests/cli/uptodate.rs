@@ -282,6 +282,28 @@ fn each_edit_reruns_exactly_the_phases_it_affects_and_status_names_the_cause() {
 }
 
 #[test]
+fn a_touched_file_with_the_same_content_keeps_the_phase_up_to_date_and_is_restamped() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    take_calls(&test);
+    let record = || -> serde_json::Value {
+        let text = std::fs::read_to_string(test.path().join(".helixflow/passed/c.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let before = record()["inputs"]["data/c.txt"].clone();
+    edit(&test, "data/c.txt", "one\n");
+    let (phases, reasons) = will_run(&test);
+    assert!(phases.is_empty(), "{reasons}");
+    // `status` changes nothing; `run` writes the new time into the record.
+    assert_eq!(record()["inputs"]["data/c.txt"], before);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(take_calls(&test).is_empty());
+    let after = record()["inputs"]["data/c.txt"].clone();
+    assert_eq!(after["hash"], before["hash"]);
+    assert_ne!(after["mtime_ns"], before["mtime_ns"]);
+}
+
+#[test]
 fn force_and_from_run_what_they_name() {
     let test = project();
     test.with_args(&["run", "--no-progress"]).run().code(0);

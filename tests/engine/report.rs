@@ -95,6 +95,8 @@ fn attempt_finished(
         failed_gates: failed_gates.iter().map(|g| (*g).to_owned()).collect(),
         feedback: feedback.map(str::to_owned),
         error: None,
+        usage: None,
+        class: None,
     }
 }
 
@@ -416,10 +418,10 @@ fn summary_of_a_run_that_ended_abnormally_still_accounts_for_every_phase() {
     assert_eq!(
         text,
         "\
-phase   status       attempts  duration  failing gates
-parser  unfinished   2/3       14.0s
-lexer   unfinished   2/2       14.0s
-docs    not started  0         -
+phase   status       attempts  duration  cost  tokens  failing gates
+parser  unfinished   2/3       14.0s     -     -
+lexer   unfinished   2/2       14.0s     -     -
+docs    not started  0         -         -     -
 0 passed, 0 failed, 0 skipped, 2 unfinished, 1 not started in 14.0s
 "
     );

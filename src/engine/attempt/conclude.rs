@@ -2,12 +2,14 @@
 //! for the next one, the attempt's end in the journal, and a passing attempt's bundle. Also what
 //! a phase does after its final failure (`escalate`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Attempt, AttemptResult};
+use crate::agent::failure;
 use crate::engine::context::{Shared, gate_env, millis, split_bookkeeping};
+use crate::event::usage::FailureClass;
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
-use crate::model::Phase;
+use crate::model::{FailureMarkers, Phase, Worker};
 use crate::process::{self, ChildSpec};
 use crate::store::{bundle, journal};
 use crate::verify::feedback::{self, AgentFailure};
@@ -36,16 +38,15 @@ pub(super) fn conclude(
         .collect();
     if agent_failure.is_none() && failed_gates.is_empty() {
         return Ok(finish(
-            shared,
-            phase,
-            attempt,
-            a.started,
+            a,
             AttemptOutcome::Passed,
             None,
             Vec::new(),
             None,
+            Classified::default(),
         ));
     }
+    let classified = classify(a, agent_failure);
     // The attempts the phase can still reach: its own retries, but no more than the run's
     // `retry-budget` has left. Phases running at once share the budget, and the count is what is
     // left when this feedback is written: a phase that retries first may still spend it, so an
@@ -55,18 +56,19 @@ pub(super) fn conclude(
         Some(left) => max_attempts.min(attempt.saturating_add(left)),
         None => max_attempts,
     };
-    let text = feedback::render(phase, attempt, reachable, agent_failure, reports);
+    let mut text = feedback::render(phase, attempt, reachable, agent_failure, reports);
+    if let Some(class) = classified.class {
+        text.push_str(&class_note(class, classified.message.as_deref()));
+    }
     let text = shared.redactor.redact(&text);
     std::fs::write(a.dir.join("feedback.md"), &text)?;
     Ok(finish(
-        shared,
-        phase,
-        attempt,
-        a.started,
+        a,
         AttemptOutcome::Failed,
         Some(text),
         failed_gates,
         agent_failure.and_then(AgentFailure::error),
+        classified,
     ))
 }
 
@@ -107,48 +109,137 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> st
     .map(drop)
 }
 
+/// How a failed attempt failed, and the wait a transient failure asks for.
+#[derive(Debug, Default)]
+struct Classified {
+    class: Option<FailureClass>,
+    /// The agent's message, with what marked the class.
+    message: Option<String>,
+    retry_after: Option<Duration>,
+}
+
+/// The class of a failed attempt: a failure of the agent is transient or fatal when its agent's
+/// markers say so (exit 127 is always fatal); everything else is the work's.
+fn classify(a: &Attempt<'_>, agent_failure: Option<&AgentFailure>) -> Classified {
+    let work = Classified {
+        class: Some(FailureClass::Work),
+        ..Classified::default()
+    };
+    let (code, said) = match agent_failure {
+        Some(AgentFailure::Exit {
+            code,
+            stderr,
+            reported,
+            ..
+        }) => (
+            *code,
+            format!("{}\n{stderr}", reported.as_deref().unwrap_or_default()),
+        ),
+        Some(AgentFailure::Response(message)) => (None, message.clone()),
+        _ => return work,
+    };
+    let markers = match &a.phase.worker {
+        Worker::Agent(agent) => a.shared.pipeline.agents[&agent.value].failures.clone(),
+        Worker::Run(_) => FailureMarkers::default(),
+    };
+    let stdout = process::tail(&a.dir.join("stdout.log"), 8192).unwrap_or_default();
+    let text = format!("{said}\n{stdout}");
+    let Some((class, marker)) = failure::classify(&markers, code, &text) else {
+        return work;
+    };
+    // A pattern's line is the message; an exit code is said after the agent's own words.
+    let message = if marker.starts_with("exit code") {
+        let headline = agent_failure
+            .and_then(AgentFailure::error)
+            .or_else(|| {
+                let first = first_line(&said);
+                (!first.is_empty()).then(|| first.to_owned())
+            })
+            .unwrap_or_else(|| format!("the {} failed", worker_noun(a.phase)));
+        format!("{} ({marker})", first_line(&headline))
+    } else {
+        marker
+    };
+    Classified {
+        class: Some(class),
+        message: Some(message),
+        retry_after: (class == FailureClass::Transient)
+            .then(|| failure::retry_after(&text))
+            .flatten(),
+    }
+}
+
+/// The first line of a text that is not blank.
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+}
+
+/// What the worker is called in a message.
+fn worker_noun(phase: &Phase) -> &'static str {
+    match phase.worker {
+        Worker::Run(_) => "run step",
+        Worker::Agent(_) => "agent",
+    }
+}
+
+/// The feedback's note on a transient or fatal failure.
+fn class_note(class: FailureClass, message: Option<&str>) -> String {
+    let message = message.unwrap_or_default();
+    match class {
+        FailureClass::Work => String::new(),
+        FailureClass::Transient => format!(
+            "\n## Failure class: transient\n\n{message}\n\nThe service failed, not the work: the attempt is tried again after a wait.\n"
+        ),
+        FailureClass::Fatal => format!(
+            "\n## Failure class: fatal\n\n{message}\n\nRetrying cannot help: the phase fails without another attempt.\n"
+        ),
+    }
+}
+
 /// Ends an attempt the run's cancellation stopped.
 pub(super) fn cancelled(a: &Attempt<'_>) -> AttemptResult {
     finish(
-        a.shared,
-        a.phase,
-        a.number,
-        a.started,
+        a,
         AttemptOutcome::Cancelled,
         None,
         Vec::new(),
         None,
+        Classified::default(),
     )
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one call site per outcome; a struct would only rename the arguments"
-)]
-/// Ends an attempt in the journal with its outcome.
+/// Ends an attempt in the journal with its outcome, its class and what its agent used.
 fn finish(
-    shared: &Shared,
-    phase: &Phase,
-    attempt: u32,
-    started: Instant,
+    a: &Attempt<'_>,
     outcome: AttemptOutcome,
     feedback: Option<String>,
     failed_gates: Vec<String>,
     error: Option<String>,
+    classified: Classified,
 ) -> AttemptResult {
-    shared.emit(Event::AttemptFinished {
-        phase: phase.name.value.clone(),
-        attempt,
+    let usage = a.usage.lock().ok().and_then(|u| u.clone());
+    a.shared.emit(Event::AttemptFinished {
+        phase: a.phase.name.value.clone(),
+        attempt: a.number,
         outcome,
-        duration_ms: millis(started.elapsed()),
+        duration_ms: millis(a.started.elapsed()),
         failed_gates,
         feedback: feedback.clone(),
         error,
+        usage: usage.clone(),
+        class: classified.class,
     });
     AttemptResult {
         outcome,
         feedback,
         fatal: None,
+        class: classified.class,
+        message: classified.message,
+        retry_after: classified.retry_after,
+        usage,
     }
 }
 
@@ -175,6 +266,8 @@ pub(super) fn could_not_run(
         failed_gates: Vec::new(),
         feedback: None,
         error: Some(reason.to_owned()),
+        usage: None,
+        class: Some(FailureClass::Fatal),
     });
 }
 
@@ -184,6 +277,10 @@ pub(super) fn fatal(message: String) -> AttemptResult {
         outcome: AttemptOutcome::Failed,
         feedback: None,
         fatal: Some(message),
+        class: Some(FailureClass::Fatal),
+        message: None,
+        retry_after: None,
+        usage: None,
     }
 }
 

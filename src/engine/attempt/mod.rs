@@ -16,8 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
+use crate::event::usage::{FailureClass, Spend, Usage};
 use crate::event::{AttemptOutcome, Event, PhaseStatus};
-use crate::model::{GateKind, Phase, VerifyMode};
+use crate::model::UnknownCost;
+use crate::model::{GateKind, Millis, Phase, VerifyMode};
+use crate::verify::feedback::AgentFailure;
 use crate::workspace::Snapshot;
 use prepare::Session;
 
@@ -39,20 +42,47 @@ struct AttemptResult {
     /// Set when the attempt could not even start (a prompt that does not render, a program that
     /// does not exist): retrying would fail the same way.
     fatal: Option<String>,
+    /// How a failed attempt failed.
+    class: Option<FailureClass>,
+    /// For a failure of class `fatal` or `transient`: the agent's message, and what marked it.
+    message: Option<String>,
+    /// The wait a transient failure asked for.
+    retry_after: Option<Duration>,
+    /// What the agent used.
+    usage: Option<Usage>,
 }
 
-/// Runs every attempt of one phase.
+/// Runs every attempt of one phase. A transient failure is tried again after a wait without
+/// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
+/// the phase at once; before each attempt the `max-cost` budgets are checked.
 pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult {
     let phase = &shared.pipeline.phases[index];
     let _running = PhaseRunning::start(&shared, index);
     let started = Instant::now();
-    let max_attempts = phase.retries.saturating_add(1);
     let mut previous_feedback: Option<(String, PathBuf)> = None;
     let mut session = Session::default();
     // The workspace before the phase's first attempt, which its bundle starts from.
     let mut phase_before = None;
     let mut attempt = 1;
+    // Retries spent on failures of the work, and tries after transient failures.
+    let mut retries_used = 0;
+    let mut transient_used = 0;
+    let mut spend = Spend::default();
     loop {
+        let finished = |status, attempts, reason: Option<String>| PhaseResult {
+            status,
+            attempts,
+            reason,
+            duration: started.elapsed(),
+        };
+        if let Some(reason) = budget_spent(&shared, phase, &spend) {
+            conclude::escalate(&shared, phase).await;
+            return finished(PhaseStatus::Failed, attempt - 1, Some(reason));
+        }
+        let max_attempts = phase
+            .retries
+            .saturating_add(1)
+            .saturating_add(transient_used);
         shared.emit(Event::AttemptStarted {
             phase: phase.name.value.clone(),
             attempt,
@@ -83,23 +113,53 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
                 reason,
             );
         }
-        let finished = |status, reason: Option<String>| PhaseResult {
-            status,
-            attempts: attempt,
-            reason,
-            duration: started.elapsed(),
-        };
+        if let Some(usage) = &result.usage {
+            spend.add(usage);
+            shared.add_spend(usage);
+            if usage.cost_usd.is_none()
+                && (phase.max_cost.is_some() || shared.pipeline.max_cost.is_some())
+                && shared.pipeline.unknown_cost == UnknownCost::Allow
+            {
+                shared.emit(Event::Warning {
+                    message: format!(
+                        "the cost of attempt {attempt} of \"{}\" is unknown: the max-cost budget counts only known costs (unknown-cost \"allow\")",
+                        phase.name.value
+                    ),
+                });
+            }
+        }
         match result.outcome {
-            AttemptOutcome::Passed => return finished(PhaseStatus::Passed, None),
+            AttemptOutcome::Passed => return finished(PhaseStatus::Passed, attempt, None),
             AttemptOutcome::Cancelled => {
-                return finished(PhaseStatus::Cancelled, Some(shared.cancel_reason()));
+                return finished(
+                    PhaseStatus::Cancelled,
+                    attempt,
+                    Some(shared.cancel_reason()),
+                );
             }
             AttemptOutcome::Failed => {}
         }
+        let transient = result.class == Some(FailureClass::Transient)
+            && transient_used < phase.transient_retries
+            && !shared.stopping();
         let why_not_retry = if let Some(fatal) = &result.fatal {
             Some(fatal.clone())
-        } else if attempt >= max_attempts {
-            Some("no retries left".to_owned())
+        } else if result.class == Some(FailureClass::Fatal) {
+            Some(format!(
+                "{} (a fatal failure: not retried)",
+                result.message.as_deref().unwrap_or("the agent failed")
+            ))
+        } else if transient {
+            None
+        } else if retries_used >= phase.retries {
+            Some(if result.class == Some(FailureClass::Transient) {
+                format!(
+                    "{} (transient, still after {transient_used} tries; no retries left)",
+                    result.message.as_deref().unwrap_or("the agent failed")
+                )
+            } else {
+                "no retries left".to_owned()
+            })
         } else if shared.stopping() {
             Some("not retried: the run is stopping".to_owned())
         } else if !shared.take_retry() {
@@ -109,11 +169,16 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         };
         if let Some(reason) = why_not_retry {
             conclude::escalate(&shared, phase).await;
-            return finished(PhaseStatus::Failed, Some(reason));
+            return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
-        let backoff = phase
-            .backoff
-            .map_or(Duration::ZERO, super::super::model::Millis::duration);
+        let backoff = if transient {
+            let wait = transient_wait(phase, result.retry_after, transient_used);
+            transient_used += 1;
+            wait
+        } else {
+            retries_used += 1;
+            phase.backoff.map_or(Duration::ZERO, Millis::duration)
+        };
         shared.emit(Event::RetryScheduled {
             phase: phase.name.value.clone(),
             next_attempt: attempt + 1,
@@ -123,16 +188,20 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = shared.cancel.soft.cancelled() => {
-                    return finished(PhaseStatus::Cancelled, Some(shared.cancel_reason()));
+                    return finished(PhaseStatus::Cancelled, attempt, Some(shared.cancel_reason()));
                 }
             }
         }
-        let feedback_file = shared
-            .run
-            .attempt_dir(&phase.name.value, attempt)
-            .map(|d| d.join("feedback.md"))
-            .unwrap_or_default();
-        previous_feedback = result.feedback.map(|f| (f, feedback_file));
+        // A transient try does the same work again: the feedback of the last failure of the
+        // work (if any) still applies.
+        if !transient {
+            let feedback_file = shared
+                .run
+                .attempt_dir(&phase.name.value, attempt)
+                .map(|d| d.join("feedback.md"))
+                .unwrap_or_default();
+            previous_feedback = result.feedback.map(|f| (f, feedback_file));
+        }
         attempt += 1;
     }
 }
@@ -149,6 +218,8 @@ struct Attempt<'s> {
     /// The attempt folder.
     dir: PathBuf,
     started: Instant,
+    /// What the agent used, once it exited.
+    usage: Mutex<Option<Usage>>,
 }
 
 impl Attempt<'_> {
@@ -184,6 +255,7 @@ async fn one_attempt(
         max_attempts,
         dir: shared.run.attempt_dir(&phase.name.value, attempt)?,
         started: Instant::now(),
+        usage: Mutex::new(None),
     };
 
     let before = prepare::snapshot_before(&current).await?;
@@ -215,7 +287,13 @@ async fn one_attempt(
         Ok(exit) => exit,
         Err(ended) => return Ok(ended),
     };
-    let (agent_failure, response) = worker::agent_result(shared, phase, &exit, &current.dir).await;
+    let (mut agent_failure, response) =
+        worker::agent_result(shared, phase, &exit, &current.dir).await;
+    if agent_failure.is_none()
+        && let Some(failure) = too_many_turns(phase, &current)
+    {
+        agent_failure = Some(failure);
+    }
     let (reports, after) = if agent_failure.is_none() {
         verify::verify(
             &current,
@@ -235,6 +313,57 @@ async fn one_attempt(
         conclude::bundle(&current, &before, &after)?;
     }
     Ok(result)
+}
+
+/// An attempt whose agent took more turns than the phase's `max-turns`, as its usage reports.
+fn too_many_turns(phase: &Phase, a: &Attempt<'_>) -> Option<AgentFailure> {
+    let limit = phase.max_turns?;
+    let turns = a.usage.lock().ok()?.as_ref()?.turns?;
+    (turns > limit).then(|| {
+        AgentFailure::Response(format!(
+            "the agent took {turns} turns, more than the phase's `max-turns` of {limit}"
+        ))
+    })
+}
+
+/// Why no new attempt of `phase` may start: a `max-cost` (the phase's, or the run's) is spent,
+/// or cannot be held because a cost is unknown (`unknown-cost "fail"`).
+fn budget_spent(shared: &Shared, phase: &Phase, phase_spend: &Spend) -> Option<String> {
+    let run_spend = shared.spend();
+    let budgets = [
+        (phase.max_cost, phase_spend, "the phase's"),
+        (shared.pipeline.max_cost, &run_spend, "the run's"),
+    ];
+    for (limit, spend, whose) in budgets {
+        let Some(limit) = limit else { continue };
+        let shown = crate::event::usage::Dollars::new(limit).unwrap_or_default();
+        if spend.known_usd.amount() >= limit {
+            return Some(format!(
+                "{whose} max-cost of {shown} is spent: {} so far",
+                spend.words()
+            ));
+        }
+        if spend.unknown > 0 && shared.pipeline.unknown_cost == UnknownCost::Fail {
+            return Some(format!(
+                "{whose} max-cost of {shown} cannot be held: spent {} (unknown-cost \"fail\")",
+                spend.words()
+            ));
+        }
+    }
+    None
+}
+
+/// The wait before a transient failure's next try: the Retry-After it gave, else the phase's
+/// `backoff` (2s when none) doubled for each earlier transient try, at most a minute.
+fn transient_wait(phase: &Phase, retry_after: Option<Duration>, tries: u32) -> Duration {
+    if let Some(wait) = retry_after {
+        return wait;
+    }
+    let base = phase
+        .backoff
+        .map_or(Duration::from_secs(2), Millis::duration);
+    base.saturating_mul(1 << tries.min(16))
+        .min(Duration::from_mins(1))
 }
 
 /// Whether an attempt's changes to the workspace are read: by a passing attempt's bundle

@@ -144,7 +144,11 @@ fn agent_child(
     // A retry continues the worker's own session when there is one; otherwise it starts
     // a new one with the full prompt, which carries the feedback.
     let resume = match (&agent.resume, session.to_resume(agent)) {
-        (Some(argv), Some(id)) if attempt > 1 => Some((argv, id.to_owned())),
+        // Only with feedback to give: a try after a transient failure of the first attempt
+        // has none, and starts over with the full prompt.
+        (Some(argv), Some(id)) if attempt > 1 && feedback_file.is_some() => {
+            Some((argv, id.to_owned()))
+        }
         _ => None,
     };
     let session_id = if let Some((_, id)) = &resume {
@@ -192,7 +196,8 @@ fn agent_child(
                 .unwrap_or_default(),
         );
     }
-    let argv = render_argv(argv_template, &values);
+    let mut argv = render_argv(argv_template, &values);
+    argv.extend(agent.turn_limit_args(phase.max_turns));
     // Standard input carries the message of this invocation: the prompt that starts a
     // session, or the feedback that continues one.
     let stdin = agent

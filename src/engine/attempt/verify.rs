@@ -124,10 +124,39 @@ pub(super) async fn verify(
             env: &env,
         };
         let report = sub_agent(shared, phase, attempt, &review).await?;
+        add_verifier_usage(a);
         emit(&report);
         reports.push(report);
     }
     Ok((reports, tracked.then_some(after)))
+}
+
+/// Adds what the sub-agent verifier used, when it ran, to the attempt's usage: a review is paid
+/// for too. The verifier's turns are its own: `max-turns` counts the worker's.
+fn add_verifier_usage(a: &Attempt<'_>) {
+    let stdout = a.dir.join(subagent::STDOUT_LOG);
+    if !stdout.exists() {
+        return;
+    }
+    let Some(verifier) = a
+        .phase
+        .verifier
+        .as_ref()
+        .and_then(|v| a.shared.pipeline.agents.get(&v.value))
+    else {
+        return;
+    };
+    let used = crate::agent::usage::read(
+        verifier.usage.as_ref(),
+        &a.shared.pipeline.prices,
+        &stdout,
+        &a.dir.join(subagent::STDERR_LOG),
+    );
+    if let Ok(mut usage) = a.usage.lock()
+        && let Some(usage) = usage.as_mut()
+    {
+        usage.add_review(&used);
+    }
 }
 
 /// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since.

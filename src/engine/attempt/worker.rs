@@ -11,6 +11,7 @@ use super::{Attempt, AttemptResult};
 use crate::agent::prompt_file::PromptFile;
 use crate::agent::response;
 use crate::agent::transcript;
+use crate::agent::usage;
 use crate::engine::context::{LiveAttempt, Shared};
 use crate::event::{ChildExit, Event, RUN_STEP};
 use crate::model::{Agent, Phase, Worker};
@@ -70,6 +71,21 @@ pub(super) async fn run(
         // reported none (the CLI did not find the session) leaves none, and the next retry
         // starts over.
         session.reported = reported;
+    }
+    if let Worker::Agent(agent_name) = &phase.worker {
+        // What the agent used is read whatever became of the attempt: a cancelled or failed
+        // run was paid for too.
+        let spec = shared.pipeline.agents[&agent_name.value].usage.clone();
+        let prices = shared.pipeline.prices.clone();
+        let (stdout, stderr) = (a.dir.join("stdout.log"), a.dir.join("stderr.log"));
+        let usage = tokio::task::spawn_blocking(move || {
+            usage::read(spec.as_ref(), &prices, &stdout, &stderr)
+        })
+        .await
+        .unwrap_or_default();
+        if let Ok(mut slot) = a.usage.lock() {
+            *slot = Some(usage);
+        }
     }
     if exit.cancelled || shared.cancel.soft.is_cancelled() {
         return Err(cancelled(a));

@@ -9,7 +9,10 @@ use super::{Decoder, Origin, boolean, string_text_span};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 use crate::language::template::Substitution;
 use crate::language::validate::{name_span, positional};
-use crate::model::{Agent, ResponseFormat, SessionCapture, Spanned};
+use crate::model::{
+    Agent, FailureMarkers, ResponseFormat, SessionCapture, Spanned, UsageFormat, UsageSpec,
+};
+use kdl::KdlValue;
 
 impl Decoder<'_> {
     /// Decodes an `agent NAME { … }` node.
@@ -31,8 +34,11 @@ impl Decoder<'_> {
             evidence_tools: None,
             session_id: None,
             bookkeeping: Vec::new(),
+            max_turns_option: None,
             timeout: None,
             idle_timeout: None,
+            usage: None,
+            failures: FailureMarkers::default(),
             env: BTreeMap::new(),
         };
         let mut evidence_tools = None;
@@ -94,6 +100,36 @@ impl Decoder<'_> {
                         agent.bookkeeping.push(glob.value);
                     }
                 }
+                "usage" => agent.usage = self.usage_spec(child, origin),
+                "max-turns-option" => {
+                    agent.max_turns_option = origin.arg(child, 0).map(|option| option.value);
+                }
+                kind @ ("transient-exit" | "fatal-exit") => {
+                    let codes = positional(child).filter_map(|e| match e.value() {
+                        KdlValue::Integer(n) => i32::try_from(*n).ok(),
+                        _ => None,
+                    });
+                    if kind == "fatal-exit" {
+                        agent.failures.fatal_exit.extend(codes);
+                    } else {
+                        agent.failures.transient_exit.extend(codes);
+                    }
+                }
+                kind @ ("transient-pattern" | "fatal-pattern") => {
+                    for pattern in origin.args(child) {
+                        self.empty(
+                            &pattern,
+                            "an empty pattern matches every failure",
+                            "Write what marks the failure, e.g. `transient-pattern \"API Error: 429\"`.",
+                        );
+                        self.regex(&pattern);
+                        if kind == "fatal-pattern" {
+                            agent.failures.fatal_pattern.push(pattern.value);
+                        } else {
+                            agent.failures.transient_pattern.push(pattern.value);
+                        }
+                    }
+                }
                 "timeout" => agent.timeout = origin.arg(child, 0).and_then(|d| self.duration(&d)),
                 "idle-timeout" => {
                     agent.idle_timeout = origin.arg(child, 0).and_then(|d| self.duration(&d));
@@ -130,6 +166,67 @@ impl Decoder<'_> {
             );
         }
         Some(agent)
+    }
+
+    /// Decodes `usage FORMAT [cost=…] [input-tokens=…] …`: `json` and `regex` need at least one
+    /// of the value properties, which the other formats do not take.
+    fn usage_spec(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<UsageSpec> {
+        let format = match origin.arg(node, 0)?.value.as_str() {
+            "claude" => UsageFormat::Claude,
+            "codex" => UsageFormat::Codex,
+            "gemini" => UsageFormat::Gemini,
+            "aider" => UsageFormat::Aider,
+            "json" => UsageFormat::Json,
+            "regex" => UsageFormat::Regex,
+            _ => return None,
+        };
+        let keys = [
+            "cost",
+            "input-tokens",
+            "cached-input-tokens",
+            "output-tokens",
+            "turns",
+        ];
+        let values: Vec<Option<Spanned<String>>> =
+            keys.iter().map(|key| origin.prop(node, key)).collect();
+        let declared = matches!(format, UsageFormat::Json | UsageFormat::Regex);
+        if declared && values.iter().all(Option::is_none) {
+            self.report(
+                Diagnostic::new(
+                    &rules::USAGE_FIELDS,
+                    name_span(origin.file, node),
+                    "`usage \"json\"` and `usage \"regex\"` say where the values are",
+                )
+                .label("no value declared")
+                .help("Add `cost=` (and token properties), e.g. `usage \"json\" cost=\"usage.cost_usd\" input-tokens=\"usage.input\"`."),
+            );
+        }
+        for value in values.iter().flatten() {
+            if !declared {
+                self.report(
+                    Diagnostic::new(
+                        &rules::USAGE_FIELDS,
+                        value.span,
+                        "this `usage` format knows where its values are: only `json` and `regex` take cost and token properties",
+                    )
+                    .label("not read")
+                    .help("Remove the property, or use `usage \"json\"` or `usage \"regex\"`."),
+                );
+            } else if format == UsageFormat::Regex {
+                self.regex(value);
+            }
+        }
+        let mut values = values.into_iter().map(|v| v.map(|v| v.value));
+        let mut next = || values.next().flatten();
+        Some(UsageSpec {
+            format,
+            cost: next(),
+            input_tokens: next(),
+            cached_input_tokens: next(),
+            output_tokens: next(),
+            turns: next(),
+            model: origin.prop(node, "model").map(|m| m.value),
+        })
     }
 
     /// Decodes `session-id json=KEY` or `session-id regex=RE`: exactly one of the two.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::{Decoder, Origin, PromptDecl, boolean, int};
+use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
 use crate::model::{Gate, Input, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
 
@@ -34,6 +34,9 @@ pub(crate) struct Body {
     pub on_failure: Option<OnFailure>,
     pub escalate: Option<String>,
     pub env: BTreeMap<String, String>,
+    pub max_cost: Option<f64>,
+    pub transient_retries: Option<u32>,
+    pub max_turns: Option<u32>,
 }
 
 impl Body {
@@ -57,6 +60,9 @@ impl Body {
             timeout,
             on_failure,
             escalate,
+            max_cost,
+            transient_retries,
+            max_turns,
             always_run
         );
         if let Some(own_inputs) = own.inputs {
@@ -92,6 +98,9 @@ impl Body {
             timeout,
             on_failure,
             escalate,
+            max_cost,
+            transient_retries,
+            max_turns,
             always_run
         );
         macro_rules! list {
@@ -214,6 +223,9 @@ impl Decoder<'_> {
             }
             "verifier" => body.verifier = first(),
             "retries" => body.retries = int(positional(child).next()),
+            "max-cost" => body.max_cost = number(positional(child).next()),
+            "transient-retries" => body.transient_retries = int(positional(child).next()),
+            "max-turns" => body.max_turns = int(positional(child).next()).filter(|&n| n > 0),
             "backoff" => body.backoff = first().and_then(|d| self.duration(&d)),
             "timeout" => body.timeout = first().and_then(|d| self.duration(&d)),
             "on-failure" => {

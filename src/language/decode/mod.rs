@@ -114,6 +114,17 @@ fn int(entry: Option<&KdlEntry>) -> Option<u32> {
     }
 }
 
+/// A number no smaller than zero (an integer or one with a fraction).
+pub(super) fn number(entry: Option<&KdlEntry>) -> Option<f64> {
+    #[allow(clippy::cast_precision_loss, reason = "an amount of dollars")]
+    let n = match entry?.value() {
+        KdlValue::Integer(n) => *n as f64,
+        KdlValue::Float(n) => *n,
+        _ => return None,
+    };
+    (n.is_finite() && n >= 0.0).then_some(n)
+}
+
 fn boolean(node: &KdlNode) -> Option<bool> {
     match positional(node).next().map(KdlEntry::value) {
         None => Some(true),
