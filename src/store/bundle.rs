@@ -205,8 +205,13 @@ pub(crate) fn create(path: &Path, source: &Source<'_>) -> io::Result<Manifest> {
         let after = if change == ChangeKind::Deleted {
             None
         } else {
-            let (kind, mode, bytes) = read_current(&source.workspace.join(rel))?
-                .ok_or_else(|| io::Error::other(format!("{rel} vanished after the attempt")))?;
+            let (kind, mode, bytes) =
+                read_current(&source.workspace.join(rel))?.ok_or_else(|| {
+                    io::Error::other(format!(
+                        "{rel} is not there by that name: gone since the attempt, or a name that \
+                         is not UTF-8, which a bundle cannot carry"
+                    ))
+                })?;
             let after = FileAfter {
                 kind,
                 mode,

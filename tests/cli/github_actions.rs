@@ -848,3 +848,30 @@ fn run_no_bundles_writes_none_and_walks_only_for_checks_that_read_the_changes() 
     assert!(!run.join("phases/plain/attempt-1/changes.json").exists());
     assert!(run.join("phases/scoped/attempt-1/changes.json").is_file());
 }
+
+#[test]
+fn a_phase_whose_file_name_a_bundle_cannot_carry_passes_with_a_warning_and_no_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.kdl"),
+        "pipeline \"p\"\nphase \"one\" {\n    run \"touch \\\"$(printf 'a\\\\377b')\\\"\"\n}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--no-progress", "pipeline.kdl"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = latest_run(dir.path());
+    assert!(!run.join("phases/one/bundle.hxb").exists());
+    let journal = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    assert!(
+        journal.contains("its bundle could not be written") && journal.contains("not UTF-8"),
+        "{journal}"
+    );
+}
