@@ -62,13 +62,12 @@ pub(crate) fn worktrees_outside_git(
     loader: &dyn crate::language::loader::Loader,
     diagnostics: &mut Diagnostics,
 ) {
-    let mut spans: Vec<(crate::diagnostics::Span, &str)> = pipeline
+    let spans: Vec<(crate::diagnostics::Span, &str)> = pipeline
         .phases
         .iter()
         .filter(|phase| phase.isolation == Isolation::Worktree)
         .filter_map(|phase| Some((phase.spans.isolation?, phase.name.value.as_str())))
         .collect();
-    spans.dedup_by_key(|(span, _)| *span);
     if spans.is_empty() || loader.in_git_work_tree(&pipeline.workspace) {
         return;
     }
@@ -82,8 +81,7 @@ pub(crate) fn worktrees_outside_git(
                 &rules::WORKTREE_OUTSIDE_GIT,
                 span,
                 format!(
-                    "phase \"{phase}\" works in a git worktree, but the workspace {} is not in a git repository",
-                    pipeline.workspace.display()
+                    "phase \"{phase}\" works in a git worktree, but the workspace is not in a git repository"
                 ),
             )
             .label("needs a git repository"),
