@@ -374,3 +374,100 @@ phase "a" {
     assert!(outcome.stderr.contains("not in a git repository"), "{}", outcome.stderr);
     assert!(!test.path().join(".helixflow/worktrees").exists());
 }
+
+#[test]
+fn ctrl_c_removes_the_worktree_of_the_attempt_it_stops() {
+    let test = Test::new()
+        .file("shared.txt", SHARED)
+        .file(
+            "edit.py",
+            r#"
+import os, pathlib, time
+pathlib.Path("shared.txt").write_text("edited\n")
+(pathlib.Path(os.environ["HELIXFLOW_RUN_DIR"]) / "hanging").touch()
+time.sleep(60)
+"#,
+        )
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    run "python3 edit.py"
+    isolation "worktree"
+}
+"#,
+        );
+    git_repo(&test);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress"])
+        .current_dir(test.path())
+        .env("HELIXFLOW_KILL_GRACE", "1")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !(test.path().join(".helixflow/runs").exists()
+        && latest_run(test.path()).join("hanging").exists())
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "the step never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(git_worktrees(&test), 2);
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(test.read("shared.txt"), SHARED);
+    no_worktree_left(&test);
+}
+
+#[test]
+fn self_verification_and_scope_judge_the_worktree() {
+    let test = Test::new()
+        .file("shared.txt", SHARED)
+        .file(
+            "agent.sh",
+            r#"echo 'x = 1' > out.py
+"$HFBIN" verify || exit 1
+"#,
+        )
+        .pipeline(
+            r#"pipeline "p"
+agent "bot" {
+    command "sh" "agent.sh"
+}
+phase "a" {
+    agent "bot"
+    prompt "Write out.py. {{ verify_instructions }}"
+    isolation "worktree"
+    verify "self" "external"
+    scope "out.py"
+    retries 0
+    outputs {
+        file "out.py"
+    }
+    gates {
+        syntax
+        changes min=1
+    }
+}
+"#,
+        )
+        .env("HFBIN", env!("CARGO_BIN_EXE_helixflow"));
+    git_repo(&test);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(test.read("out.py"), "x = 1\n");
+    let receipt: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/receipt.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipt["success"], true, "{receipt:#}");
+    let changes: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(test.path()).join("phases/a/attempt-1/changes.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(changes["created"], serde_json::json!(["out.py"]));
+    no_worktree_left(&test);
+}
