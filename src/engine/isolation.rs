@@ -62,7 +62,11 @@ impl Worktree {
     }
 
     /// Makes the worktree of attempt `attempt` of `phase` from the workspace as it is now.
-    pub(crate) async fn create(shared: &Shared, phase: &Phase, attempt: u32) -> io::Result<Worktree> {
+    pub(crate) async fn create(
+        shared: &Shared,
+        phase: &Phase,
+        attempt: u32,
+    ) -> io::Result<Worktree> {
         let workspace = shared.pipeline.workspace.clone();
         let root = worktrees_dir(shared)
             .join(&shared.run.run_id)
@@ -96,7 +100,13 @@ impl Worktree {
             add.arg("-C")
                 .arg(&repo)
                 // A checkout hook of the repository is not the phase's to run.
-                .args(["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach"])
+                .args([
+                    "-c",
+                    "core.hooksPath=/dev/null",
+                    "worktree",
+                    "add",
+                    "--detach",
+                ])
                 .arg(&root)
                 .arg("HEAD");
             git(add, "make a git worktree for the phase")?;

@@ -129,7 +129,12 @@ impl Snapshot {
 
     /// Removes the file at `rel` and the empty folders above it that this snapshot does not
     /// have; with `kept_before`, a file whose inode last changed before that time is kept.
-    fn remove_path(&self, workspace: &Path, rel: &Path, kept_before: Option<i128>) -> io::Result<bool> {
+    fn remove_path(
+        &self,
+        workspace: &Path,
+        rel: &Path,
+        kept_before: Option<i128>,
+    ) -> io::Result<bool> {
         if symlinked_folder_in(workspace, rel)? {
             return Ok(false);
         }

@@ -138,7 +138,8 @@ impl Snapshot {
 
     /// Whether the entry at this path is a symlink.
     pub(crate) fn is_symlink(&self, path: &str) -> bool {
-        self.entry(path).is_some_and(|entry| entry.kind == Kind::Symlink)
+        self.entry(path)
+            .is_some_and(|entry| entry.kind == Kind::Symlink)
     }
 
     /// How many files.

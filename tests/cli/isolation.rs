@@ -149,7 +149,11 @@ phase "c" {
     std::fs::write(test.path().join("untracked.txt"), "not committed\n").unwrap();
     std::fs::write(test.path().join("build.log"), "ignored\n").unwrap();
     std::fs::remove_file(test.path().join("deleted.txt")).unwrap();
-    std::fs::write(test.path().join("changed.txt"), "changed since the commit\n").unwrap();
+    std::fs::write(
+        test.path().join("changed.txt"),
+        "changed since the commit\n",
+    )
+    .unwrap();
     let workspace = test.path().canonicalize().unwrap();
 
     test.with_args(&["run", "--no-progress"])
@@ -169,7 +173,10 @@ phase "c" {
     assert_eq!(test.read("changed.txt"), "changed since the commit\n");
     assert_eq!(test.read("build.log"), "ignored\n");
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(test.path().join("tool.sh")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(test.path().join("tool.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0o111, "mode {mode:o}");
     assert_eq!(
         std::fs::read_link(test.path().join("link")).unwrap(),
@@ -294,7 +301,10 @@ phase "a" {
         .find(|r| r["name"] == "scope")
         .unwrap_or_else(|| panic!("no scope report in {scope:#}"));
     assert_eq!(report["status"], "failed");
-    assert!(report["details"].to_string().contains("junk.txt"), "{report:#}");
+    assert!(
+        report["details"].to_string().contains("junk.txt"),
+        "{report:#}"
+    );
     assert_eq!(test.read("shared.txt"), SHARED);
     assert!(!test.path().join("junk.txt").exists());
     assert!(!test.path().join("notes").exists());
@@ -349,7 +359,11 @@ phase "a" {
     first.kill().unwrap();
     first.wait().unwrap();
     assert!(hanging, "the agent never started");
-    assert_eq!(git_worktrees(&test), 2, "the killed run's worktree is there");
+    assert_eq!(
+        git_worktrees(&test),
+        2,
+        "the killed run's worktree is there"
+    );
     // The agent's change never reached the workspace.
     assert_eq!(test.read("shared.txt"), SHARED);
 
@@ -371,7 +385,11 @@ phase "a" {
     let outcome = test.with_args(&["run", "--no-progress"]).run();
     assert_ne!(outcome.code, 0);
     assert!(outcome.stderr.contains("HF404"), "{}", outcome.stderr);
-    assert!(outcome.stderr.contains("not in a git repository"), "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("not in a git repository"),
+        "{}",
+        outcome.stderr
+    );
     assert!(!test.path().join(".helixflow/worktrees").exists());
 }
 
@@ -410,7 +428,10 @@ phase "a" {
     while !(test.path().join(".helixflow/runs").exists()
         && latest_run(test.path()).join("hanging").exists())
     {
-        assert!(started.elapsed() < Duration::from_secs(30), "the step never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the step never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(git_worktrees(&test), 2);
@@ -469,5 +490,48 @@ phase "a" {
     )
     .unwrap();
     assert_eq!(changes["created"], serde_json::json!(["out.py"]));
+    no_worktree_left(&test);
+}
+
+#[test]
+fn the_sub_agent_verifier_reviews_the_worktree() {
+    let test = Test::new()
+        .file(
+            "review.sh",
+            r#"if [ -f out.py ] && [ "$(pwd -P)" != "$WORKSPACE" ]; then
+  echo '{"success": true, "checks_passed": ["out.py is in the worktree"]}'
+else
+  echo '{"success": false, "errors": ["out.py is not here"], "checks_passed": []}'
+fi
+"#,
+        )
+        .pipeline(
+            r#"pipeline "p"
+agent "worker" {
+    command "sh" "-c" "echo 'x = 1' > out.py"
+}
+agent "reviewer" {
+    command "sh" "review.sh" "{{ prompt_file }}"
+}
+phase "a" {
+    agent "worker"
+    prompt "Write out.py."
+    isolation "worktree"
+    verify "external" "sub-agent"
+    verifier "reviewer"
+    retries 0
+    outputs {
+        file "out.py"
+    }
+}
+"#,
+        );
+    git_repo(&test);
+    let workspace = test.path().canonicalize().unwrap();
+    test.with_args(&["run", "--no-progress"])
+        .env("WORKSPACE", workspace.to_str().unwrap())
+        .run()
+        .code(0);
+    assert_eq!(test.read("out.py"), "x = 1\n");
     no_worktree_left(&test);
 }

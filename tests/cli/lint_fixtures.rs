@@ -94,8 +94,12 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
             (bad, good)
         } else {
             (
-                bad_root.join(dir.strip_prefix(crate_root).unwrap()).join("bad.kdl"),
-                good_root.join(dir.strip_prefix(crate_root).unwrap()).join("good.kdl"),
+                bad_root
+                    .join(dir.strip_prefix(crate_root).unwrap())
+                    .join("bad.kdl"),
+                good_root
+                    .join(dir.strip_prefix(crate_root).unwrap())
+                    .join("good.kdl"),
             )
         };
         assert!(

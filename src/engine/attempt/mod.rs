@@ -326,7 +326,11 @@ async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<Gat
         Applied::Conflicts(files) => {
             let mut details = vec![format!(
                 "your work passed, but it does not apply to the workspace: another phase changed the same lines of {} since your worktree was made. The next attempt starts from the workspace as it is now; make your change again there:",
-                if files.len() == 1 { "this file" } else { "these files" }
+                if files.len() == 1 {
+                    "this file"
+                } else {
+                    "these files"
+                }
             )];
             details.extend(files.iter().map(|f| format!("`{f}`")));
             (GateStatus::Failed, details)

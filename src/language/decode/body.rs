@@ -6,7 +6,9 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
-use crate::model::{Gate, Input, Isolation, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
+use crate::model::{
+    Gate, Input, Isolation, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode,
+};
 
 /// A phase body as written in a phase, a template or `defaults`, before they are merged.
 #[derive(Debug, Default, Clone)]
