@@ -593,6 +593,10 @@ pub struct PhaseSpans {
     pub isolation: Option<Span>,
 }
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
 fn is_shared(isolation: &Isolation) -> bool {
     *isolation == Isolation::Shared
 }

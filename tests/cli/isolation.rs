@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -172,7 +173,6 @@ phase "c" {
     assert!(!test.path().join("deleted.txt").exists());
     assert_eq!(test.read("changed.txt"), "changed since the commit\n");
     assert_eq!(test.read("build.log"), "ignored\n");
-    use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(test.path().join("tool.sh"))
         .unwrap()
         .permissions()
