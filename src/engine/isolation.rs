@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::context::{Shared, take_snapshot};
 use crate::model::Phase;
+use crate::process::watchdog;
 use crate::store::run::folder_name;
 use crate::store::run_json::RunSummary;
 use crate::workspace::{FileState, ProtectedPaths, Snapshot, SnapshotOptions};
@@ -68,7 +69,8 @@ impl Worktree {
         attempt: u32,
     ) -> io::Result<Worktree> {
         let workspace = shared.pipeline.workspace.clone();
-        let root = worktrees_dir(shared)
+        // Absolute: the watchdog is told this path, and git resolves it from the repository.
+        let root = std::path::absolute(worktrees_dir(shared))?
             .join(&shared.run.run_id)
             .join(format!("{}-{attempt}", folder_name(&phase.name.value)));
         let options = snapshot_options(shared, phase, true);
@@ -111,6 +113,9 @@ impl Worktree {
                 .arg("HEAD");
             git(add, "make a git worktree for the phase")?;
         }
+        // Should helixflow be killed, its watchdog removes the folder once the agents are stopped;
+        // the next run has git forget it.
+        watchdog::remove_on_crash(&root);
         let mut worktree = Worktree {
             workspace: root.join(&prefix),
             root,
@@ -198,6 +203,7 @@ impl Drop for Worktree {
     fn drop(&mut self) {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         remove(&self.repo, &self.root);
+        watchdog::forget(&self.root);
         // The run's folder of worktrees goes with its last one.
         if let Some(run) = self.root.parent() {
             let _ = std::fs::remove_dir(run);
@@ -205,14 +211,13 @@ impl Drop for Worktree {
     }
 }
 
-/// Removes the worktrees that runs no longer running left behind (a run that was killed), and
-/// git's records of them. Called as a run starts.
+/// Removes the worktrees that runs no longer running left behind (a run that was killed, whose
+/// watchdog could not remove them), and git's records of them. Called as a run starts.
 pub(crate) fn remove_leftovers(workspace: &Path, state_dir: &Path) {
     let dir = state_dir.join(WORKTREES);
     let Ok(runs) = std::fs::read_dir(&dir) else {
         return;
     };
-    let mut removed = false;
     for run in runs.filter_map(Result::ok) {
         let id = run.file_name();
         let running = crate::store::run::RunDir {
@@ -223,14 +228,12 @@ pub(crate) fn remove_leftovers(workspace: &Path, state_dir: &Path) {
             continue;
         }
         let _ = std::fs::remove_dir_all(run.path());
-        removed = true;
     }
-    if removed {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut prune = Command::new("git");
-        prune.arg("-C").arg(workspace).args(["worktree", "prune"]);
-        let _ = git(prune, "prune the worktrees of killed runs");
-    }
+    // Whether the folders went now or with a killed run's watchdog, git still lists them.
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut prune = Command::new("git");
+    prune.arg("-C").arg(workspace).args(["worktree", "prune"]);
+    let _ = git(prune, "prune the worktrees of killed runs");
 }
 
 fn worktrees_dir(shared: &Shared) -> PathBuf {

@@ -311,8 +311,8 @@ phase "a" {
     no_worktree_left(&test);
 }
 
-#[test]
-fn a_killed_run_leaves_no_worktree_after_the_next_run() {
+/// A pipeline whose one isolated phase hangs after its change when `HANG` is set.
+fn hanging_pipeline() -> Test {
     let test = Test::new()
         .file("shared.txt", SHARED)
         .file(
@@ -335,7 +335,12 @@ phase "a" {
 "#,
         );
     git_repo(&test);
-    let mut first = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+    test
+}
+
+/// Starts a run whose phase hangs, and returns once its step is hanging in its worktree.
+fn start_hanging_run(test: &Test) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
         .args(["run", "--no-progress"])
         .current_dir(test.path())
         .env("HANG", "1")
@@ -346,25 +351,96 @@ phase "a" {
         .spawn()
         .unwrap();
     let started = Instant::now();
-    let hanging = loop {
-        let runs = test.path().join(".helixflow/runs");
-        if runs.exists() && latest_run(test.path()).join("hanging").exists() {
-            break true;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            break false;
-        }
+    while !(test.path().join(".helixflow/runs").exists()
+        && latest_run(test.path()).join("hanging").exists())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the step never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+    assert_eq!(git_worktrees(test), 2, "the phase works in a worktree");
+    child
+}
+
+/// The folders of worktrees in the state folder, by run.
+fn worktree_folders(test: &Test) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(test.path().join(".helixflow/worktrees"))
+        .map(|runs| {
+            runs.filter_map(Result::ok)
+                .flat_map(|run| std::fs::read_dir(run.path()).into_iter().flatten())
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The processes whose parent is `pid`, from `/proc`.
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                // `pid (name) state ppid …`: the name may hold spaces, the part after it not.
+                stat.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_run_leaves_no_worktree_after_the_next_run() {
+    let test = hanging_pipeline();
+    let mut first = start_hanging_run(&test);
     first.kill().unwrap();
     first.wait().unwrap();
-    assert!(hanging, "the agent never started");
-    assert_eq!(
-        git_worktrees(&test),
-        2,
-        "the killed run's worktree is there"
+    // The watchdog stops the step, then removes its worktree's folder.
+    let killed = Instant::now();
+    while !worktree_folders(&test).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "the watchdog left {:?}",
+            worktree_folders(&test)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The change never reached the workspace; git still lists the worktree.
+    assert_eq!(test.read("shared.txt"), SHARED);
+    assert_eq!(git_worktrees(&test), 2);
+
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(test.read("shared.txt"), "edited\n");
+    no_worktree_left(&test);
+}
+
+#[test]
+fn a_run_killed_with_its_watchdog_leaves_no_worktree_after_the_next_run() {
+    let test = hanging_pipeline();
+    let mut first = start_hanging_run(&test);
+    // As when the machine stops: helixflow, its watchdog and the step end at once.
+    let everyone = children_of(first.id());
+    assert!(
+        everyone.len() >= 2,
+        "the watchdog and the step: {everyone:?}"
     );
-    // The agent's change never reached the workspace.
+    for pid in everyone {
+        // SAFETY: SIGKILL to the children of our own child process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        worktree_folders(&test).len(),
+        1,
+        "the killed run's worktree is left"
+    );
     assert_eq!(test.read("shared.txt"), SHARED);
 
     test.with_args(&["run", "--no-progress"]).run().code(0);
