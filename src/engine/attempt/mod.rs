@@ -325,7 +325,7 @@ async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<Gat
         Applied::Done => (GateStatus::Passed, Vec::new()),
         Applied::Conflicts(files) => {
             let mut details = vec![format!(
-                "your work passed, but it does not apply to the workspace: another phase changed the same lines of {} since your worktree was made. The next attempt starts from the workspace as it is now; make your change again there:",
+                "your work passed its checks, but it does not apply to the workspace: another phase changed {} since your worktree was made, and the two changes do not merge (the same lines changed, a side deleted the file, or it is not text). The next attempt starts from the workspace as it is now: make your change again there.",
                 if files.len() == 1 {
                     "this file"
                 } else {
