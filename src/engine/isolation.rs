@@ -11,12 +11,13 @@
 //! Nothing is written back until every file is known to apply. The worktree is removed when the
 //! attempt ends (on cancellation too); a run removes those that a killed run left behind.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::context::{Shared, take_snapshot};
+use super::context::Shared;
 use crate::model::Phase;
 use crate::process::watchdog;
 use crate::store::run::folder_name;
@@ -39,13 +40,20 @@ pub(crate) struct Worktree {
     workspace: PathBuf,
     /// The workspace's repository, where `git worktree` commands run.
     repo: PathBuf,
+    /// The workspace's path in its repository (`git rev-parse --show-prefix`).
+    prefix: String,
     /// The workspace when the worktree was made, every file (no contents).
     base: Snapshot,
-    /// The workspace then as the phase's snapshots see it, with kept contents: the merge base.
-    base_contents: Snapshot,
     /// The worktree as checked out, before it was made like the workspace: hashes to reuse.
     checked_out: Snapshot,
+    /// What the merge base of a file that differed from HEAD was: the bytes copied into the
+    /// worktree (up to [`KEPT_BASE`] each). The base of every other file is HEAD's.
+    base_bytes: HashMap<String, Vec<u8>>,
 }
+
+/// The largest file whose bytes are kept as a merge base: a larger one that both the attempt and
+/// another phase changed is a conflict.
+const KEPT_BASE: u64 = 1 << 20;
 
 /// What applying an attempt's changes back found.
 pub(crate) enum Applied {
@@ -73,13 +81,15 @@ impl Worktree {
         let root = std::path::absolute(worktrees_dir(shared))?
             .join(&shared.run.run_id)
             .join(format!("{}-{attempt}", folder_name(&phase.name.value)));
-        let options = snapshot_options(shared, phase, true);
-        // The merge base as the phase's other snapshots see the workspace (ignored files are
-        // copied, but only whole: their contents are not kept).
-        let base_contents = take_snapshot(shared, &workspace, options, None).await?;
+        // Any earlier snapshot of the workspace spares reading the files that did not change.
+        let latest = shared
+            .latest_snapshot
+            .lock()
+            .ok()
+            .and_then(|latest| latest.clone());
         let excluded = shared.excluded.clone();
         tokio::task::spawn_blocking(move || {
-            Worktree::make(&workspace, root, &excluded, base_contents)
+            Worktree::make(&workspace, root, &excluded, latest.as_ref())
         })
         .await
         .map_err(io::Error::other)?
@@ -89,7 +99,7 @@ impl Worktree {
         workspace: &Path,
         root: PathBuf,
         excluded: &[PathBuf],
-        base_contents: Snapshot,
+        latest: Option<&Snapshot>,
     ) -> io::Result<Worktree> {
         let repo = PathBuf::from(git_line(workspace, &["rev-parse", "--show-toplevel"])?);
         let prefix = git_line(workspace, &["rev-parse", "--show-prefix"])?;
@@ -120,13 +130,14 @@ impl Worktree {
             workspace: root.join(&prefix),
             root,
             repo,
+            prefix,
             base: Snapshot::default(),
-            base_contents,
             checked_out: Snapshot::default(),
+            base_bytes: HashMap::new(),
         };
         std::fs::create_dir_all(&worktree.workspace)?;
         let everything = everything(excluded);
-        worktree.base = Snapshot::take(workspace, &everything, Some(&worktree.base_contents))?;
+        worktree.base = Snapshot::take(workspace, &everything, latest)?;
         worktree.checked_out = Snapshot::take(&worktree.workspace, &everything, None)?;
         let differences = worktree.checked_out.diff(&worktree.base);
         let not_copied =
@@ -139,6 +150,17 @@ impl Worktree {
                 not_copied.join("`, `")
             )));
         }
+        for path in differences.created.iter().chain(&differences.modified) {
+            if worktree
+                .base
+                .get(path)
+                .is_some_and(|file| file.size <= KEPT_BASE)
+                && !worktree.base.is_symlink(path)
+                && let Ok(bytes) = std::fs::read(worktree.workspace.join(path))
+            {
+                worktree.base_bytes.insert(path.clone(), bytes);
+            }
+        }
         Ok(worktree)
     }
 
@@ -147,12 +169,37 @@ impl Worktree {
     pub(crate) async fn apply(&self, shared: &Shared) -> io::Result<Applied> {
         let workspace = shared.pipeline.workspace.clone();
         let everything = everything(&shared.excluded);
-        let (worktree, checked_out, base, base_contents) = (
+        let (worktree, checked_out, base) = (
             self.workspace.clone(),
             Arc::new(self.checked_out.clone()),
             Arc::new(self.base.clone()),
-            Arc::new(self.base_contents.clone()),
         );
+        let base_of = {
+            let (root, prefix, kept) = (
+                self.root.clone(),
+                self.prefix.clone(),
+                Arc::new(self.base_bytes.clone()),
+            );
+            let (checked_out, base) = (checked_out.clone(), base.clone());
+            move |path: &str| -> io::Result<Option<Vec<u8>>> {
+                if let Some(bytes) = kept.get(path) {
+                    return Ok(Some(bytes.clone()));
+                }
+                // Not copied into the worktree: as HEAD has it, when it has it.
+                if checked_out.get(path).is_none()
+                    || base.is_symlink(path)
+                    || base.get(path).is_none_or(|file| file.size > KEPT_BASE)
+                {
+                    return Ok(None);
+                }
+                let mut show = Command::new("git");
+                show.arg("-C")
+                    .arg(&root)
+                    .args(["cat-file", "blob"])
+                    .arg(format!("HEAD:{prefix}{path}"));
+                git(show, "read a file's merge base").map(Some)
+            }
+        };
         tokio::task::spawn_blocking(move || {
             let after = Snapshot::take(&worktree, &everything, Some(&checked_out))?;
             let changed = base.diff(&after);
@@ -168,7 +215,7 @@ impl Worktree {
                 } else if same(new, current) {
                     // Another phase made the same change.
                 } else if let Some(text) =
-                    merge(&workspace, &worktree, path, (&base_contents, &after, &now))?
+                    merge(&workspace, &worktree, path, &base_of, (&after, &now))?
                 {
                     merged.push((path, text));
                 } else {
@@ -261,11 +308,6 @@ fn remove(repo: &Path, root: &Path) {
     }
 }
 
-/// How the phase's snapshots see the workspace, with contents kept.
-fn snapshot_options(shared: &Shared, phase: &Phase, keep: bool) -> SnapshotOptions {
-    super::context::snapshot_options(shared, phase, keep, None)
-}
-
 /// Every file below a folder, ignored or not, but for `.git` and the excluded folders.
 fn everything(excluded: &[PathBuf]) -> SnapshotOptions {
     SnapshotOptions {
@@ -293,15 +335,16 @@ fn merge(
     workspace: &Path,
     worktree: &Path,
     path: &str,
-    (base, after, now): (&Snapshot, &Snapshot, &Snapshot),
+    base_of: &impl Fn(&str) -> io::Result<Option<Vec<u8>>>,
+    (after, now): (&Snapshot, &Snapshot),
 ) -> io::Result<Option<Vec<u8>>> {
     if after.get(path).is_none()
         || now.get(path).is_none()
-        || [base, after, now].iter().any(|s| s.is_symlink(path))
+        || [after, now].iter().any(|s| s.is_symlink(path))
     {
         return Ok(None);
     }
-    let Some(base_bytes) = base.kept_contents(path) else {
+    let Some(base_bytes) = base_of(path)? else {
         return Ok(None);
     };
     let temp = tempfile::NamedTempFile::new()?;

@@ -131,11 +131,6 @@ impl Snapshot {
         Some(&self.files[index].1)
     }
 
-    /// The bytes kept of the file at this path (for a symlink: its target), when they were kept.
-    pub(crate) fn kept_contents(&self, path: &str) -> Option<&[u8]> {
-        self.entry(path)?.contents.as_deref()
-    }
-
     /// Whether the entry at this path is a symlink.
     pub(crate) fn is_symlink(&self, path: &str) -> bool {
         self.entry(path)

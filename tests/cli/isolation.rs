@@ -73,7 +73,8 @@ fn gates(test: &Test, phase: &str, attempt: u32) -> Value {
 }
 
 /// An agent that waits until the other phase has started too (both worktrees exist), then edits
-/// its line of `shared.txt`: `a` the first line, `b` the last, each adding its name. It also checks
+/// its line of `shared.txt` (committed, changed since) and of `notes.txt` (never committed): `a`
+/// the first line, `b` the last, each adding its name. It also checks
 /// that its worktree holds the workspace's uncommitted, untracked and ignored files.
 const DIFFERENT_LINES: &str = r#"
 import os, pathlib, sys, time
@@ -91,12 +92,12 @@ assert pathlib.Path("untracked.txt").read_text() == "not committed\n"
 assert pathlib.Path("build.log").read_text() == "ignored\n"
 assert not pathlib.Path("deleted.txt").exists()
 assert pathlib.Path("changed.txt").read_text() == "changed since the commit\n"
-path = pathlib.Path("shared.txt")
-lines = path.read_text().splitlines(keepends=True)
-at = 0 if phase == "a" else len(lines) - 1
-lines[at] = lines[at].rstrip("\n") + " (" + phase + ")\n"
-time.sleep(0.2)
-path.write_text("".join(lines))
+for name in ["shared.txt", "notes.txt"]:
+    path = pathlib.Path(name)
+    lines = path.read_text().splitlines(keepends=True)
+    at = 0 if phase == "a" else len(lines) - 1
+    lines[at] = lines[at].rstrip("\n") + " (" + phase + ")\n"
+    path.write_text("".join(lines))
 "#;
 
 /// Checks what `a` and `b` left, then changes every kind of thing an attempt can change.
@@ -148,11 +149,18 @@ phase "c" {
         );
     git_repo(&test);
     std::fs::write(test.path().join("untracked.txt"), "not committed\n").unwrap();
+    std::fs::write(test.path().join("notes.txt"), SHARED).unwrap();
     std::fs::write(test.path().join("build.log"), "ignored\n").unwrap();
     std::fs::remove_file(test.path().join("deleted.txt")).unwrap();
     std::fs::write(
         test.path().join("changed.txt"),
         "changed since the commit\n",
+    )
+    .unwrap();
+    // Both phases start from the uncommitted state of the file they edit.
+    std::fs::write(
+        test.path().join("shared.txt"),
+        SHARED.replace("third line", "third line, not committed"),
     )
     .unwrap();
     let workspace = test.path().canonicalize().unwrap();
@@ -164,6 +172,10 @@ phase "c" {
 
     assert_eq!(
         test.read("shared.txt"),
+        "first line (a)\nsecond line\nthird line, not committed\nfourth line\nfifth line (b)\n"
+    );
+    assert_eq!(
+        test.read("notes.txt"),
         "first line (a)\nsecond line\nthird line\nfourth line\nfifth line (b)\n"
     );
     assert_eq!((attempts(&test, "a"), attempts(&test, "b")), (1, 1));
