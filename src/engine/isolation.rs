@@ -201,9 +201,11 @@ impl Worktree {
             }
         };
         tokio::task::spawn_blocking(move || {
+            // Held from the first look at the worktree: should the attempt be dropped meanwhile,
+            // its worktree is removed only once this is done with it.
+            let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
             let after = Snapshot::take(&worktree, &everything, Some(&checked_out))?;
             let changed = base.diff(&after);
-            let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
             let now = Snapshot::take(&workspace, &everything, Some(&base))?;
             let mut take = Vec::new();
             let mut merged = Vec::new();
