@@ -308,8 +308,18 @@ pub(crate) struct Alongside {
 }
 
 /// The phases that ran at some time during the attempt of phase `index` under way, in pipeline
-/// order.
+/// order; none for an isolated phase.
 pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
+    // An attempt in a worktree of its own sees no other phase's changes: every change there is
+    // its own, whatever other phases claim.
+    if shared
+        .pipeline
+        .phases
+        .get(index)
+        .is_some_and(|phase| phase.isolation == crate::model::Isolation::Worktree)
+    {
+        return Vec::new();
+    }
     let indices: Vec<usize> = shared
         .alongside
         .lock()

@@ -623,3 +623,70 @@ phase "a" {
     assert_eq!(test.read("out.py"), "x = 1\n");
     no_worktree_left(&test);
 }
+
+/// Touches `$HELIXFLOW_RUN_DIR/started/<phase>`, waits for the other phase's, then writes the
+/// files named after the phase.
+const ALONGSIDE: &str = r#"
+import os, pathlib, sys, time
+phase, other = sys.argv[1], sys.argv[2]
+sync = pathlib.Path(os.environ["HELIXFLOW_RUN_DIR"]) / "started"
+sync.mkdir(exist_ok=True)
+(sync / phase).touch()
+for _ in range(400):
+    if (sync / other).exists():
+        break
+    time.sleep(0.05)
+for name in sys.argv[3:]:
+    pathlib.Path(name).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(name).write_text(phase + "\n")
+time.sleep(0.3)
+"#;
+
+#[test]
+fn an_isolated_phase_owns_every_change_in_its_worktree() {
+    // `shared` claims `x/**`; the isolated phase, running at the same time, writes there too:
+    // in its worktree that change can only be its own, and breaks its scope.
+    let test = Test::new()
+        .file("edit.py", ALONGSIDE)
+        .file("shared.txt", SHARED)
+        .pipeline(
+            r#"pipeline "p" {
+    max-parallel 2
+}
+phase "shared" {
+    run "python3 edit.py shared isolated x/shared.txt"
+    scope "x/**"
+    gates { changes min=1; }
+    retries 0
+    on-failure "continue"
+}
+phase "isolated" {
+    run "python3 edit.py isolated shared b.txt x/isolated.txt"
+    isolation "worktree"
+    scope "b.txt"
+    retries 0
+    on-failure "continue"
+}
+"#,
+        );
+    git_repo(&test);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(run_phase(test.path(), "shared")["status"], "passed");
+    assert_eq!(run_phase(test.path(), "isolated")["status"], "failed");
+    let reports = gates(&test, "isolated", 1);
+    let scope = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "scope")
+        .unwrap_or_else(|| panic!("no scope report in {reports:#}"));
+    assert_eq!(scope["status"], "failed");
+    assert!(
+        scope["details"].to_string().contains("x/isolated.txt"),
+        "{scope:#}"
+    );
+    assert_eq!(test.read("x/shared.txt"), "shared\n");
+    assert!(!test.path().join("x/isolated.txt").exists());
+    assert!(!test.path().join("b.txt").exists());
+    no_worktree_left(&test);
+}
