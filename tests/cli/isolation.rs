@@ -435,7 +435,10 @@ fn a_killed_run_leaves_no_worktree_after_the_next_run() {
 fn a_run_killed_with_its_watchdog_leaves_no_worktree_after_the_next_run() {
     let test = hanging_pipeline();
     let mut first = start_hanging_run(&test);
-    // As when the machine stops: helixflow, its watchdog and the step end at once.
+    // As when the machine stops: helixflow, its watchdog and the step end at once. helixflow is
+    // frozen first, so that it cannot see its step end and tidy up before it is killed.
+    // SAFETY: SIGSTOP to our own child process.
+    unsafe { libc::kill(i32::try_from(first.id()).unwrap(), libc::SIGSTOP) };
     let everyone = children_of(first.id());
     assert!(
         everyone.len() >= 2,
