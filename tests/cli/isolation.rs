@@ -693,3 +693,44 @@ phase "isolated" {
     assert!(!test.path().join("b.txt").exists());
     no_worktree_left(&test);
 }
+
+#[test]
+fn lint_reads_isolation_from_templates_and_checks_its_value() {
+    let pipeline = r#"pipeline "p"
+template "isolated" {
+    isolation "worktree"
+    run "true"
+}
+phase "a" use="isolated"
+phase "b" use="isolated"
+phase "c" {
+    run "true"
+    isolation "elsewhere"
+}
+"#;
+    let lint = |test: &Test| {
+        let outcome = test.with_args(&["lint", "--format", "json"]).run();
+        let found: Vec<(String, u64)> = outcome
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_owned(),
+                    d["line"].as_u64().unwrap_or_default(),
+                )
+            })
+            .collect();
+        found
+    };
+    // Outside git: once, at the template's line, for both phases that use it.
+    let outside = Test::new().pipeline(pipeline);
+    assert_eq!(
+        lint(&outside),
+        [("HF404".to_owned(), 3), ("HF107".to_owned(), 10)]
+    );
+    let inside = Test::new().pipeline(pipeline);
+    git_repo(&inside);
+    assert_eq!(lint(&inside), [("HF107".to_owned(), 10)]);
+}
