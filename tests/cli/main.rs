@@ -11,6 +11,7 @@ mod editors;
 mod examples;
 mod fmt;
 mod graph;
+mod isolation;
 mod lint;
 mod lint_fixtures;
 mod lsp;
