@@ -494,6 +494,17 @@ pub enum OnFailure {
     Continue,
 }
 
+/// Where a phase's attempts work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// In the workspace itself.
+    #[default]
+    Shared,
+    /// Each attempt in a git worktree of its own; a passing attempt's changes are applied back.
+    Worktree,
+}
+
 /// Who does a phase's work.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -563,6 +574,9 @@ pub struct Phase {
     pub timeout: Option<Millis>,
     /// What a final failure does to the run.
     pub on_failure: OnFailure,
+    /// Where the attempts work.
+    #[serde(skip_serializing_if = "is_shared")]
+    pub isolation: Isolation,
     /// Run when the phase finally fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalate: Option<String>,
@@ -589,6 +603,16 @@ pub struct PhaseSpans {
     pub verify: Option<Span>,
     /// Each `scope` glob, in order.
     pub scope: Vec<Span>,
+    /// The `isolation` node's value, where the phase, its template or `defaults` set it.
+    pub isolation: Option<Span>,
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_shared(isolation: &Isolation) -> bool {
+    *isolation == Isolation::Shared
 }
 
 // ------------------------------------------------------------------------------------------

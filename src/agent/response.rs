@@ -133,22 +133,31 @@ pub(crate) fn reported_error(
         .read_to_end(&mut bytes)
         .ok()?;
     // The document may follow other lines (warnings); it starts at the beginning of a line.
-    let starts = std::iter::once(0).chain(
-        bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-            .map(|(at, _)| at + 1),
-    );
-    starts
-        .filter(|&at| bytes.get(at) == Some(&b'{'))
-        .find_map(|at| {
-            let mut documents =
-                serde_json::Deserializer::from_slice(&bytes[at..]).into_iter::<serde_json::Value>();
-            let document = documents.next()?.ok()?;
-            document.get("error").and_then(error_message)
-        })
+    objects_at_line_starts(&bytes)
+        .find_map(|document| document.get("error").and_then(error_message))
         .map(|m| format!("the agent reported an error: {}", first_chars(&m, 500)))
+}
+
+/// The JSON objects that start at the beginning of a line of `bytes` (a CLI may print other
+/// lines before or after its document), each read up to its own end, first to last.
+pub(crate) fn objects_at_line_starts(
+    bytes: &[u8],
+) -> impl DoubleEndedIterator<Item = serde_json::Value> + '_ {
+    std::iter::once(0)
+        .chain(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(at, _)| at + 1),
+        )
+        .filter(|&at| bytes.get(at) == Some(&b'{'))
+        .filter_map(|at| {
+            serde_json::Deserializer::from_slice(&bytes[at..])
+                .into_iter::<serde_json::Value>()
+                .next()?
+                .ok()
+        })
 }
 
 /// Calls `each` with every line of a JSON-lines log that is a JSON object, in order, until it

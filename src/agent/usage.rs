@@ -224,22 +224,7 @@ fn document(stdout_log: &Path) -> io::Result<Option<Value>> {
     if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
         return Ok(Some(value));
     }
-    let starts = std::iter::once(0).chain(
-        bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-            .map(|(at, _)| at + 1),
-    );
-    Ok(starts
-        .rev()
-        .filter(|&at| bytes.get(at) == Some(&b'{'))
-        .find_map(|at| {
-            serde_json::Deserializer::from_slice(&bytes[at..])
-                .into_iter::<Value>()
-                .next()?
-                .ok()
-        }))
+    Ok(super::response::objects_at_line_starts(&bytes).next_back())
 }
 
 /// Gemini CLI `--output-format json`: the tokens of every model in `stats.models`.

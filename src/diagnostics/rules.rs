@@ -724,6 +724,24 @@ rules! {
         help: "Create the file, or fix the name (a path relative to the workspace, written as a string).";
 
     /// ## What it catches
+    /// `isolation "worktree"` (on a phase, in a template or in `defaults`) in a pipeline whose
+    /// workspace is not inside a git work tree: no folder from the workspace up holds a `.git`.
+    ///
+    /// ## Why
+    /// An isolated phase's attempts work in a git worktree made from the workspace's repository
+    /// (`git worktree add`); without a repository there is nothing to make it from, and every
+    /// attempt of the phase would fail at run time.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// // in a folder that is not a git repository
+    /// phase "parser" { agent "claude"; isolation "worktree" }
+    /// ```
+    WORKTREE_OUTSIDE_GIT = "HF404" "worktree-outside-git" Error,
+        summary: "`isolation \"worktree\"` in a workspace that is not in a git repository.",
+        help: "Make the workspace a git repository (`git init`, and commit), or remove `isolation \"worktree\"` so that the phase works in the workspace itself.";
+
+    /// ## What it catches
     /// A phase that uses a template without giving a parameter that has no default.
     ///
     /// ## Why

@@ -206,6 +206,8 @@ pub(crate) struct Receipt {
 #[derive(Debug)]
 pub(crate) struct LiveAttempt {
     pub attempt: u32,
+    /// The attempt's workspace: the pipeline's, or the attempt's worktree.
+    pub workspace: PathBuf,
     /// The workspace before the attempt; `None` when nothing the phase checks reads changes
     /// (no scope, protect or changes gate, no self or sub-agent verification).
     pub before: Option<Arc<Snapshot>>,
@@ -271,24 +273,28 @@ pub(crate) fn snapshot_options(
 /// unchanged), so only files that changed are read again.
 pub(crate) async fn take_snapshot(
     shared: &Shared,
+    workspace: &std::path::Path,
     options: SnapshotOptions,
     previous: Option<&Snapshot>,
 ) -> std::io::Result<Snapshot> {
-    let workspace = shared.pipeline.workspace.clone();
+    // The cache is the workspace's: an attempt's worktree keeps its hashes to itself.
+    let cached = workspace == shared.pipeline.workspace;
+    let workspace = workspace.to_path_buf();
     let previous = match previous {
         Some(previous) => Some(previous.clone()),
-        None => shared
+        None if cached => shared
             .latest_snapshot
             .lock()
             .ok()
             .and_then(|latest| latest.clone()),
+        None => None,
     };
     let snapshot = tokio::task::spawn_blocking(move || {
         Snapshot::take(&workspace, &options, previous.as_ref())
     })
     .await
     .map_err(std::io::Error::other)??;
-    if let Ok(mut latest) = shared.latest_snapshot.lock() {
+    if cached && let Ok(mut latest) = shared.latest_snapshot.lock() {
         *latest = Some(snapshot.clone());
     }
     Ok(snapshot)
@@ -307,8 +313,18 @@ pub(crate) struct Alongside {
 }
 
 /// The phases that ran at some time during the attempt of phase `index` under way, in pipeline
-/// order.
+/// order; none for an isolated phase.
 pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
+    // An attempt in a worktree of its own sees no other phase's changes: every change there is
+    // its own, whatever other phases claim.
+    if shared
+        .pipeline
+        .phases
+        .get(index)
+        .is_some_and(|phase| phase.isolation == crate::model::Isolation::Worktree)
+    {
+        return Vec::new();
+    }
     let indices: Vec<usize> = shared
         .alongside
         .lock()

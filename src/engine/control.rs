@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use super::context::{Receipt, Shared};
+use super::context::{LiveAttempt, Receipt, Shared};
 use crate::event::{GateReport, GateStatus};
 use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_gates};
 use crate::workspace::Snapshot;
@@ -115,7 +115,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
     let Some(phase) = shared.pipeline.phase(&request.phase) else {
         return refusal(format!("no phase \"{}\"", request.phase));
     };
-    let workspace = shared.pipeline.workspace.clone();
+    let workspace = live.workspace.clone();
     // Judged as the attempt's after-snapshot will be: by the ignore rules before the attempt.
     let rules = live
         .before
@@ -152,7 +152,7 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         return refusal(format!("cannot write {}: {e}", logs.display()));
     }
     let context = GateContext::new(
-        &shared.pipeline.workspace,
+        &live.workspace,
         &shared.excluded,
         phase,
         &after,
@@ -166,11 +166,11 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
     .alongside(&alongside);
     let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
-    let mut paths = resolve_outputs(&shared.pipeline.workspace, phase, &shared.excluded);
+    let mut paths = resolve_outputs(&live.workspace, phase, &shared.excluded);
     paths.extend(changes.all().map(str::to_owned));
     paths.sort();
     paths.dedup();
-    write_receipt(&live.dir, number, success, &gates, &after, &paths, shared);
+    write_receipt(&live, number, success, &gates, &after, &paths, shared);
     if let Ok(mut receipts) = live.receipts.lock() {
         receipts.push(Receipt {
             success,
@@ -203,7 +203,7 @@ fn without_response_gates(
 /// The receipt as a file: the result and the fingerprints (BLAKE3) of the phase's outputs and of
 /// every file the attempt changed, as they were when it was written.
 fn write_receipt(
-    dir: &Path,
+    live: &LiveAttempt,
     number: usize,
     success: bool,
     gates: &[GateReport],
@@ -217,7 +217,7 @@ fn write_receipt(
             let hash = match snapshot.get(path) {
                 Some(state) => blake3::Hash::from(state.hash).to_hex().to_string(),
                 // An output the snapshot does not list (a gitignored folder) is hashed directly.
-                None => std::fs::read(shared.pipeline.workspace.join(path)).map_or_else(
+                None => std::fs::read(live.workspace.join(path)).map_or_else(
                     |_| "missing".to_owned(),
                     |bytes| blake3::hash(&bytes).to_hex().to_string(),
                 ),
@@ -232,6 +232,6 @@ fn write_receipt(
         "fingerprints": fingerprints,
     });
     if let Ok(text) = shared.redactor.to_json_pretty(&receipt) {
-        let _ = std::fs::write(dir.join("receipt.json"), text);
+        let _ = std::fs::write(live.dir.join("receipt.json"), text);
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod check;
 mod context;
 pub(crate) mod control;
 pub(crate) mod fingerprint;
+mod isolation;
 pub(crate) mod plan;
 pub(crate) mod run;
 

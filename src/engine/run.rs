@@ -54,6 +54,8 @@ pub(crate) async fn execute(
             format!("cannot create a run folder in {}: {e}", runs_dir.display()),
         )
     })?;
+    // Worktrees of isolated phases that a killed run could not remove.
+    super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());
     let journal = Journal::open(&run)?;
     // Events are stamped with the time since the journal was opened.

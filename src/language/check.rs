@@ -7,7 +7,7 @@ use super::template::TemplateDef;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};
 use crate::glob::compile_glob;
 use crate::graph::PhaseGraph;
-use crate::model::{GateKind, Output, Pipeline, VerifyMode, Worker};
+use crate::model::{GateKind, Isolation, Output, Pipeline, VerifyMode, Worker};
 
 /// File extensions the `syntax` gate can parse.
 fn syntax_extensions() -> impl Iterator<Item = &'static str> {
@@ -53,6 +53,40 @@ pub(crate) fn pipeline(
     always_run_upstream(pipeline, diagnostics);
     budgets_without_usage(pipeline, diagnostics);
     unused(pipeline, templates, defaults, main_file, diagnostics);
+}
+
+/// `isolation "worktree"` in a workspace outside a git work tree: reported once per place it is
+/// written (a template or `defaults` sets it for many phases).
+pub(crate) fn worktrees_outside_git(
+    pipeline: &Pipeline,
+    loader: &dyn crate::language::loader::Loader,
+    diagnostics: &mut Diagnostics,
+) {
+    let spans: Vec<(crate::diagnostics::Span, &str)> = pipeline
+        .phases
+        .iter()
+        .filter(|phase| phase.isolation == Isolation::Worktree)
+        .filter_map(|phase| Some((phase.spans.isolation?, phase.name.value.as_str())))
+        .collect();
+    if spans.is_empty() || loader.in_git_work_tree(&pipeline.workspace) {
+        return;
+    }
+    let mut seen = HashSet::new();
+    for (span, phase) in spans {
+        if !seen.insert(span) {
+            continue;
+        }
+        diagnostics.push(
+            Diagnostic::new(
+                &rules::WORKTREE_OUTSIDE_GIT,
+                span,
+                format!(
+                    "phase \"{phase}\" works in a git worktree, but the workspace is not in a git repository"
+                ),
+            )
+            .label("needs a git repository"),
+        );
+    }
 }
 
 /// A `max-cost` (the run's or the phase's) over a phase whose agent reads no `usage`: warned once

@@ -185,6 +185,7 @@ impl Compiler<'_> {
             file,
             self.diagnostics,
         );
+        check::worktrees_outside_git(&pipeline, self.loader, self.diagnostics);
         Some(pipeline)
     }
 
@@ -620,6 +621,7 @@ impl Compiler<'_> {
             backoff: body.backoff,
             timeout: body.timeout,
             on_failure: body.on_failure.unwrap_or(OnFailure::Stop),
+            isolation: body.isolation.as_ref().map(|i| i.value).unwrap_or_default(),
             escalate: body.escalate,
             env: body.env,
             max_cost: body.max_cost,
@@ -628,6 +630,7 @@ impl Compiler<'_> {
             spans: crate::model::PhaseSpans {
                 verify: body.verify.map(|v| v.span),
                 scope: body.scope.iter().map(|s| s.span).collect(),
+                isolation: body.isolation.map(|i| i.span),
             },
         })
     }

@@ -14,6 +14,18 @@ pub trait Loader {
 
     /// Folders searched for imports after the importing file's own folder.
     fn search_path(&self) -> Vec<PathBuf>;
+
+    /// Whether `folder` is inside a git work tree: it or a folder above it holds a `.git` (a
+    /// repository's folder, or the file a worktree or submodule has instead).
+    fn in_git_work_tree(&self, folder: &Path) -> bool {
+        let absolute = folder
+            .canonicalize()
+            .or_else(|_| std::path::absolute(folder))
+            .unwrap_or_else(|_| folder.to_path_buf());
+        absolute
+            .ancestors()
+            .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+    }
 }
 
 /// The real file system, with `HELIXFLOW_PATH` as the import search path.

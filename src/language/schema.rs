@@ -255,6 +255,18 @@ pub(crate) const VERIFY_MODES: &[Choice] = &[
     },
 ];
 
+/// `isolation` values.
+pub(crate) const ISOLATION: &[Choice] = &[
+    Choice {
+        value: "shared",
+        doc: "Attempts work in the workspace itself, beside the phases running at the same time (the default).",
+    },
+    Choice {
+        value: "worktree",
+        doc: "Each attempt works in a git worktree of its own, made from the workspace as the phase's dependencies left it; only a passing attempt's changes are applied back. Needs a git repository.",
+    },
+];
+
 /// `on-failure` values.
 pub(crate) const ON_FAILURE: &[Choice] = &[
     Choice {
@@ -1061,6 +1073,18 @@ pub static NODES: &[NodeSchema] = &[
         args: DURATION_ARG,
         min_args: 1,
         doc: "Wait before each retry.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "isolation",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "MODE",
+            ValueType::Choice(ISOLATION),
+            "Where the phase's attempts work.",
+        )],
+        min_args: 1,
+        doc: "Where the phase's attempts work: `shared` in the workspace (the default), or `worktree`, each attempt in a git worktree of its own under the state folder, made from the workspace as the phase's dependencies left it (tracked changes, untracked and ignored files included). The agent, the `run` step, the gates, `scope`, `protect`, `changes` and the verifiers all see the worktree as the workspace. Only a passing attempt's changes (created, modified and deleted files, modes, symlinks) are applied back, a file that another phase changed meanwhile merged line by line; a failed attempt leaves nothing behind. When the changes do not apply (both changed the same lines), the attempt fails with feedback naming the files, and the next attempt starts from the new state. Worktrees are removed afterwards, and a run removes those a killed run left. In `defaults`, the mode of every phase. Needs the workspace to be in a git repository.",
         ..BASE
     },
     NodeSchema {

@@ -8,8 +8,9 @@
 //! starts, `-PGID` when it is gone). When the pipe closes without helixflow having ended the
 //! watchdog itself, helixflow died: the watchdog sends TERM to the groups still registered, waits
 //! the grace period and sends KILL to what remains, as helixflow would have. It then removes the
-//! files registered for removal (`fPATH`, `rPATH` to forget one): private copies of prompts that
-//! hold secrets, which helixflow would have removed when their agent ended.
+//! files and folders registered for removal (`fPATH`, `rPATH` to forget one): private copies of
+//! prompts that hold secrets, and the worktrees of isolated phases, which helixflow would have
+//! removed when their attempt ended.
 //!
 //! The watchdog sleeps and reads the pipe a few times a second rather than wait on it, so that a
 //! run of short steps does not wake it for each line; the pipe is enlarged to hold what arrives
@@ -114,7 +115,8 @@ pub(crate) fn ended(pgid: libc::pid_t) {
     send(b'-', pgid.to_string().as_bytes());
 }
 
-/// Asks the watchdog to remove `path` should helixflow die before it does.
+/// Asks the watchdog to remove `path` (a file, or a folder with all in it) should helixflow die
+/// before it does.
 pub(crate) fn remove_on_crash(path: &Path) {
     file_line(b'f', path);
 }
@@ -232,8 +234,13 @@ pub(crate) fn serve(grace: Duration) -> i32 {
         }
     }
     stop(&groups, grace);
-    for file in &files {
-        let _ = std::fs::remove_file(file);
+    for path in &files {
+        // Not followed if it is a symlink: only a real folder is removed with what is in it.
+        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
+            let _ = std::fs::remove_dir_all(path);
+        } else {
+            let _ = std::fs::remove_file(path);
+        }
     }
     crate::exit::SUCCESS
 }

@@ -40,21 +40,112 @@ impl Snapshot {
         outcome.finish()
     }
 
+    /// Makes `target` like `source`, the folder this snapshot was taken of, at the given paths:
+    /// a path the snapshot has is copied from `source` as it is there now (contents, permission
+    /// bits and modification time, or the symlink; atomically by rename), a path it does not have
+    /// is removed from `target`, with the folders above it that are left empty and that the
+    /// snapshot does not have. The same care as [`Snapshot::restore`]: nothing is written through
+    /// a symlinked folder, and such paths are returned as not copied.
+    ///
+    /// # Errors
+    /// The first I/O error met; every other path is still tried first.
+    pub(crate) fn copy_paths<'p>(
+        &self,
+        source: &Path,
+        target: &Path,
+        paths: impl IntoIterator<Item = &'p str>,
+    ) -> io::Result<Vec<String>> {
+        let paths: Vec<&str> = paths.into_iter().collect();
+        let mut outcome = Restoring::default();
+        for &path in paths.iter().filter(|path| self.entry(path).is_none()) {
+            let result = match Path::new(path) {
+                rel if plain(rel) => self.remove_path(target, rel, None),
+                _ => Ok(false),
+            };
+            outcome.record(path, result);
+        }
+        for &path in paths.iter().filter(|path| self.entry(path).is_some()) {
+            outcome.record(path, self.copy_one(source, target, path));
+        }
+        outcome.finish()
+    }
+
+    /// Copies one file or symlink from `source` to `target`. `Ok(false)`: unsafe to write.
+    fn copy_one(&self, source: &Path, target: &Path, path: &str) -> io::Result<bool> {
+        let Some(rel) = self.locate(source, path) else {
+            return Ok(false);
+        };
+        if symlinked_folder_in(target, &rel)? || symlinked_folder_in(source, &rel)? {
+            return Ok(false);
+        }
+        let (from, to) = (source.join(&rel), target.join(&rel));
+        let (Some(parent), Some(name)) = (to.parent(), to.file_name()) else {
+            return Ok(false);
+        };
+        fs::create_dir_all(parent).map_err(|err| with_path(&err, parent))?;
+        let temp = parent.join(format!(
+            ".{}.helixflow-copy-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        remove_quietly(&temp);
+        let meta = fs::symlink_metadata(&from).map_err(|err| with_path(&err, &from))?;
+        let written = if meta.file_type().is_symlink() {
+            fs::read_link(&from)
+                .and_then(|link| os::make_symlink(&temp, link.as_os_str().as_encoded_bytes()))
+        } else {
+            // `fs::copy` copies the permission bits too.
+            fs::copy(&from, &temp).and_then(|_| {
+                fs::File::options()
+                    .write(true)
+                    .open(&temp)?
+                    .set_modified(meta.modified()?)
+            })
+        };
+        if let Err(err) = written {
+            remove_quietly(&temp);
+            return Err(with_path(&err, &to));
+        }
+        if fs::symlink_metadata(&to).is_ok_and(|existing| existing.is_dir()) {
+            // A folder stands where the file goes: what is in it is not this copy's to remove.
+            remove_quietly(&temp);
+            return Ok(false);
+        }
+        if let Err(err) = fs::rename(&temp, &to) {
+            remove_quietly(&temp);
+            return Err(with_path(&err, &to));
+        }
+        Ok(true)
+    }
+
     /// Removes a file this snapshot does not have, then the folders above it that it does not
     /// have either, while they are empty. `Ok(false)`: left in place.
     fn remove_created(&self, workspace: &Path, path: &str) -> io::Result<bool> {
         let Some(rel) = self.locate(workspace, path) else {
             return Ok(false);
         };
-        if symlinked_folder_in(workspace, &rel)? {
+        self.remove_path(workspace, &rel, Some(self.started_ns))
+    }
+
+    /// Removes the file at `rel` and the empty folders above it that this snapshot does not
+    /// have; with `kept_before`, a file whose inode last changed before that time is kept.
+    fn remove_path(
+        &self,
+        workspace: &Path,
+        rel: &Path,
+        kept_before: Option<i128>,
+    ) -> io::Result<bool> {
+        if symlinked_folder_in(workspace, rel)? {
             return Ok(false);
         }
-        let full = workspace.join(&rel);
+        let full = workspace.join(rel);
         match fs::symlink_metadata(&full) {
             Err(err) if err.kind() == ErrorKind::NotFound => {}
             Err(err) => return Err(with_path(&err, &full)),
             Ok(meta) if meta.is_dir() => return Ok(false),
-            Ok(meta) if changed_before(&meta, self.started_ns) => return Ok(true),
+            Ok(meta) if kept_before.is_some_and(|time| changed_before(&meta, time)) => {
+                return Ok(true);
+            }
             Ok(_) => match fs::remove_file(&full) {
                 Err(err) if err.kind() != ErrorKind::NotFound => {
                     return Err(with_path(&err, &full));
@@ -147,6 +238,11 @@ impl Snapshot {
         }
         Some(on_disk)
     }
+}
+
+/// Whether `rel` is a plain relative path: no root, no `.` or `..`.
+fn plain(rel: &Path) -> bool {
+    !rel.as_os_str().is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// Whether the file's inode last changed before `started_ns`: it existed before the snapshot.

@@ -131,6 +131,12 @@ impl Snapshot {
         Some(&self.files[index].1)
     }
 
+    /// Whether the entry at this path is a symlink.
+    pub(crate) fn is_symlink(&self, path: &str) -> bool {
+        self.entry(path)
+            .is_some_and(|entry| entry.kind == Kind::Symlink)
+    }
+
     /// How many files.
     pub fn len(&self) -> usize {
         self.files.len()

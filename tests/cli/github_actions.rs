@@ -875,3 +875,62 @@ fn a_phase_whose_file_name_a_bundle_cannot_carry_passes_with_a_warning_and_no_bu
         "{journal}"
     );
 }
+
+#[test]
+fn an_isolated_phase_bundles_its_passing_attempt_and_it_applies_to_a_fresh_clone() {
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    std::fs::write(r.join(".gitignore"), ".helixflow/\n").unwrap();
+    std::fs::write(r.join("notes.txt"), "one\n").unwrap();
+    std::fs::write(
+        r.join("agent.py"),
+        "import os\nattempt = int(os.environ['HELIXFLOW_ATTEMPT'])\nopen('x.py', 'w').write('def x(:\\n' if attempt == 1 else 'def x():\\n    return 1\\n')\nif attempt == 2:\n    open('notes.txt', 'a').write('two\\n')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("pipeline.kdl"),
+        "pipeline \"p\"\nagent \"bot\" {\n    command \"python3\" \"agent.py\"\n}\nphase \"x\" {\n    agent \"bot\"\n    prompt \"x\"\n    isolation \"worktree\"\n    outputs { file \"x.py\" }\n    gates { syntax }\n}\n",
+    )
+    .unwrap();
+    git(r, &["init", "-q", "-b", "main"]);
+    git(r, &["add", "-A"]);
+    git(r, &["commit", "-q", "-m", "start"]);
+    let out = Command::new(BIN)
+        .args(["run", "--no-progress", "pipeline.kdl"])
+        .current_dir(r)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let bundle = latest_run(r).join("phases/x/bundle.hxb");
+    let show = Command::new(BIN)
+        .args(["bundle", "show"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("attempt 2"), "{show}");
+    assert!(
+        show.contains("created   x.py") && show.contains("modified  notes.txt"),
+        "{show}"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let fresh = work.path().join("repo");
+    clone(r, &fresh);
+    let out = Command::new(BIN)
+        .args(["bundle", "apply", "-C"])
+        .arg(&fresh)
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(tree(&fresh), tree(r));
+}

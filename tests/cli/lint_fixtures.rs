@@ -11,15 +11,14 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lint")
 }
 
-/// Runs lint with JSON output from the crate root, so paths in the output are relative and stable.
-fn lint(path: &Path, format: &str) -> (i32, String) {
-    let relative = path
-        .strip_prefix(env!("CARGO_MANIFEST_DIR"))
-        .unwrap_or(path);
+/// Runs lint from `root` (the crate root, or a copy of a fixture folder) on `path`, given
+/// relative to it, so that paths in the output are relative and stable.
+fn lint_in(root: &Path, path: &Path, format: &str) -> (i32, String) {
+    let relative = path.strip_prefix(root).unwrap_or(path);
     let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
         .args(["lint", "--format", format])
         .arg(relative)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(root)
         .env("NO_COLOR", "1")
         .env_remove("HELIXFLOW_PATH")
         .output()
@@ -30,8 +29,8 @@ fn lint(path: &Path, format: &str) -> (i32, String) {
     )
 }
 
-fn codes(path: &Path) -> Vec<String> {
-    let (_, stdout) = lint(path, "json");
+fn codes(root: &Path, path: &Path) -> Vec<String> {
+    let (_, stdout) = lint_in(root, path, "json");
     let json: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     json.as_array()
@@ -41,10 +40,43 @@ fn codes(path: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A copy of the fixture folder of `code` in a temporary folder, at the same path below it as
+/// below the crate root, so that lint's output reads the same; in a git repository of its own
+/// when `git` is set, else outside any.
+fn fixture_copy(code: &str, git: bool) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let from = fixtures().join(code);
+    let to = root.path().join("tests/fixtures/lint").join(code);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+    if git {
+        let status = Command::new("git")
+            .args(["init", "--quiet"])
+            .current_dir(root.path())
+            .status()
+            .expect("git runs");
+        assert!(status.success());
+    }
+    root
+}
+
 #[test]
 fn every_code_has_a_triggering_and_a_clean_fixture() {
     let generated = tempfile::tempdir().unwrap();
+    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // `isolation "worktree"` is judged by where the workspace is: the bad fixture is read
+    // outside any git repository, the good one inside one, wherever this crate is.
+    let outside_git = fixture_copy("HF404", false);
+    let inside_git = fixture_copy("HF404", true);
     for rule in ALL_RULES {
+        let (bad_root, good_root) = if rule.code == "HF404" {
+            (outside_git.path(), inside_git.path())
+        } else {
+            (crate_root, crate_root)
+        };
         let dir = fixtures().join(rule.code);
         let (bad, good) = if rule.code == "HF003" {
             // Files over 1 MiB are generated rather than kept in the repository: past that size
@@ -61,7 +93,14 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
             std::fs::write(&good, &large).unwrap();
             (bad, good)
         } else {
-            (dir.join("bad.kdl"), dir.join("good.kdl"))
+            (
+                bad_root
+                    .join(dir.strip_prefix(crate_root).unwrap())
+                    .join("bad.kdl"),
+                good_root
+                    .join(dir.strip_prefix(crate_root).unwrap())
+                    .join("good.kdl"),
+            )
         };
         assert!(
             bad.is_file() && good.is_file(),
@@ -69,13 +108,13 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
             rule.code,
             dir.display()
         );
-        let found = codes(&bad);
+        let found = codes(bad_root, &bad);
         assert!(
             found.iter().any(|c| c == rule.code),
             "{}: bad.kdl did not trigger it; found {found:?}",
             rule.code
         );
-        let found = codes(&good);
+        let found = codes(good_root, &good);
         assert!(
             !found.iter().any(|c| c == rule.code),
             "{}: good.kdl triggered it",
@@ -83,7 +122,7 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
         );
 
         if rule.code != "HF003" {
-            let (code, human) = lint(&bad, "human");
+            let (code, human) = lint_in(bad_root, &bad, "human");
             let expected = i32::from(rule.severity == helixflow::Severity::Error);
             assert_eq!(code, expected, "{}: exit code", rule.code);
             insta::assert_snapshot!(format!("lint-{}", rule.code), human);

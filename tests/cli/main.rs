@@ -12,6 +12,7 @@ mod examples;
 mod fmt;
 mod github_actions;
 mod graph;
+mod isolation;
 mod lint;
 mod lint_fixtures;
 mod lsp;

@@ -73,8 +73,8 @@ pub(super) fn conclude(
 }
 
 /// Writes the bundle of a passing attempt, `phases/<phase>/bundle.hxb`: the changes from
-/// `before` (the workspace before the phase's first attempt) to `after` (the passing attempt's
-/// end), its agent's bookkeeping files left out, with the phase's folder and its records in the
+/// `before` (the workspace before the phase's first attempt, or the attempt's worktree as it was
+/// made) to `after` (the passing attempt's end), its agent's bookkeeping files left out, with the phase's folder and its records in the
 /// journal so far.
 pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> std::io::Result<()> {
     let (shared, name) = (a.shared, &a.phase.name.value);
@@ -95,7 +95,7 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> st
     bundle::create(
         &phase_dir.join(bundle::FILE_NAME),
         &bundle::Source {
-            workspace: &shared.pipeline.workspace,
+            workspace: a.workspace(),
             before,
             changes: &changes,
             pipeline: &shared.pipeline.name,

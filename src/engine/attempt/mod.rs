@@ -11,15 +11,16 @@ mod prepare;
 mod verify;
 mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
+use super::isolation::{Applied, Worktree};
 use crate::event::usage::{FailureClass, Spend, Usage};
-use crate::event::{AttemptOutcome, Event, PhaseStatus};
+use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus};
 use crate::model::UnknownCost;
-use crate::model::{GateKind, Millis, Phase, VerifyMode};
+use crate::model::{GateKind, Isolation, Millis, Phase, VerifyMode};
 use crate::verify::feedback::AgentFailure;
 use crate::workspace::Snapshot;
 use prepare::Session;
@@ -217,12 +218,22 @@ struct Attempt<'s> {
     max_attempts: u32,
     /// The attempt folder.
     dir: PathBuf,
+    /// The attempt's own worktree, with `isolation "worktree"`.
+    worktree: Option<Worktree>,
     started: Instant,
     /// What the agent used, once it exited.
     usage: Mutex<Option<Usage>>,
 }
 
 impl Attempt<'_> {
+    /// Where the attempt works: its worktree, or else the pipeline's workspace. The worker, the
+    /// gates, the snapshots, `helixflow verify` and the verifier all see this folder.
+    fn workspace(&self) -> &Path {
+        self.worktree
+            .as_ref()
+            .map_or(&self.shared.pipeline.workspace, Worktree::workspace)
+    }
+
     /// Tells the reporters which step the attempt is at.
     fn step(&self, step: &str) {
         self.shared.emit(Event::Step {
@@ -247,6 +258,11 @@ async fn one_attempt(
     let phase = &shared.pipeline.phases[index];
     // From here on, the phases running alongside are noted: their changes are not this attempt's.
     let _window = AttemptWindow::open(shared, index);
+    let worktree = if phase.isolation == Isolation::Worktree {
+        Some(Worktree::create(shared, phase, attempt).await?)
+    } else {
+        None
+    };
     let current = Attempt {
         shared,
         index,
@@ -254,6 +270,7 @@ async fn one_attempt(
         number: attempt,
         max_attempts,
         dir: shared.run.attempt_dir(&phase.name.value, attempt)?,
+        worktree,
         started: Instant::now(),
         usage: Mutex::new(None),
     };
@@ -271,6 +288,7 @@ async fn one_attempt(
     };
     let live = Arc::new(LiveAttempt {
         attempt,
+        workspace: current.workspace().to_path_buf(),
         before: before.clone(),
         dir: current.dir.clone(),
         receipts: Mutex::new(Vec::new()),
@@ -294,7 +312,7 @@ async fn one_attempt(
     {
         agent_failure = Some(failure);
     }
-    let (reports, after) = if agent_failure.is_none() {
+    let (mut reports, after) = if agent_failure.is_none() {
         verify::verify(
             &current,
             before.clone(),
@@ -306,9 +324,23 @@ async fn one_attempt(
     } else {
         (Vec::new(), None)
     };
+    if agent_failure.is_none()
+        && !shared.cancel.soft.is_cancelled()
+        && reports.iter().all(|r| r.status != GateStatus::Failed)
+        && let Some(worktree) = &current.worktree
+    {
+        reports.push(apply_back(&current, worktree).await?);
+    }
     let result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
+    // In a worktree of its own, an attempt starts from the workspace as it is, whatever earlier
+    // attempts did: its bundle is its own changes there.
+    let bundle_before = if current.worktree.is_some() {
+        before
+    } else {
+        first_before
+    };
     if let (true, AttemptOutcome::Passed, Some(before), Some(after)) =
-        (shared.options.bundles, result.outcome, first_before, after)
+        (shared.options.bundles, result.outcome, bundle_before, after)
     {
         // The attempt passed and says so in the journal already: a bundle that cannot be
         // written is told, not turned into a failure of the work.
@@ -322,6 +354,41 @@ async fn one_attempt(
         }
     }
     Ok(result)
+}
+
+/// Applies a passing attempt's changes from its worktree to the workspace; a conflict fails the
+/// attempt, and the next one starts from the workspace as it is then.
+async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<GateReport> {
+    a.step("apply");
+    let started = Instant::now();
+    let (status, details) = match worktree.apply(a.shared).await? {
+        Applied::Done => (GateStatus::Passed, Vec::new()),
+        Applied::Conflicts(files) => {
+            let mut details = vec![format!(
+                "your work passed its checks, but it does not apply to the workspace: another phase changed {} since your worktree was made, and the two changes do not merge (the same lines changed, a side deleted the file, or it is not text). The next attempt starts from the workspace as it is now: make your change again there.",
+                if files.len() == 1 {
+                    "this file"
+                } else {
+                    "these files"
+                }
+            )];
+            details.extend(files.iter().map(|f| format!("`{f}`")));
+            (GateStatus::Failed, details)
+        }
+    };
+    let report = GateReport {
+        name: "isolation".into(),
+        kind: "worktree".into(),
+        status,
+        duration_ms: millis(started.elapsed()),
+        details,
+    };
+    a.shared.emit(Event::GateFinished {
+        phase: a.phase.name.value.clone(),
+        attempt: a.number,
+        report: report.clone(),
+    });
+    Ok(report)
 }
 
 /// An attempt whose agent took more turns than the phase's `max-turns`, as its usage reports.

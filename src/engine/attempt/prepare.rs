@@ -79,7 +79,9 @@ pub(super) async fn snapshot_before(a: &Attempt<'_>) -> std::io::Result<Option<A
     let before = if tracked {
         a.step("snapshot");
         let options = snapshot_options(a.shared, a.phase, keep_contents, None);
-        Some(Arc::new(take_snapshot(a.shared, options, None).await?))
+        Some(Arc::new(
+            take_snapshot(a.shared, a.workspace(), options, None).await?,
+        ))
     } else {
         None
     };
@@ -99,7 +101,7 @@ pub(super) fn worker(
         Worker::Run(command) => {
             let mut spec = ChildSpec::shell(
                 command,
-                &a.shared.pipeline.workspace,
+                a.workspace(),
                 a.dir.join("stdout.log"),
                 a.dir.join("stderr.log"),
             );
@@ -174,7 +176,7 @@ fn agent_child(
         ("prompt_file", file.path().display().to_string()),
         ("phase", name.clone()),
         ("attempt", attempt.to_string()),
-        ("workspace", shared.pipeline.workspace.display().to_string()),
+        ("workspace", a.workspace().display().to_string()),
         ("session_id", session_id.clone()),
     ]);
     // What a resumed agent is told: the feedback, cut to a size that fits one argument.
@@ -239,7 +241,7 @@ fn agent_child(
     let prompt_file = Some((file, cleanup));
     let mut spec = ChildSpec::argv(
         &argv,
-        &shared.pipeline.workspace,
+        a.workspace(),
         dir.join("stdout.log"),
         dir.join("stderr.log"),
     )?;

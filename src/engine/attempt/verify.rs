@@ -39,7 +39,7 @@ pub(super) async fn verify(
     let after = if tracks_changes(shared, phase) || lists_files(phase) {
         let rules = before.as_ref().and_then(|before| before.ignore_rules());
         let options = snapshot_options(shared, phase, false, rules);
-        take_snapshot(shared, options, before.as_deref()).await?
+        take_snapshot(shared, a.workspace(), options, before.as_deref()).await?
     } else {
         Snapshot::default()
     };
@@ -86,7 +86,7 @@ pub(super) async fn verify(
     }
     if passing(&reports) && phase.verify.contains(&VerifyMode::External) {
         let context = GateContext::new(
-            &shared.pipeline.workspace,
+            a.workspace(),
             &shared.excluded,
             phase,
             &after,
@@ -116,6 +116,7 @@ pub(super) async fn verify(
     {
         a.step("sub-agent verification");
         let review = Review {
+            workspace: a.workspace(),
             dir,
             task,
             reports: &reports,
@@ -206,6 +207,8 @@ fn self_verification(live: &LiveAttempt, after: &Snapshot) -> GateReport {
 
 /// What a sub-agent review of one attempt looks at.
 struct Review<'r> {
+    /// The attempt's workspace.
+    workspace: &'r Path,
     dir: &'r Path,
     task: &'r str,
     reports: &'r [GateReport],
@@ -241,7 +244,7 @@ async fn sub_agent(
         ));
     };
     let check = SubAgentCheck {
-        workspace: &shared.pipeline.workspace,
+        workspace: review.workspace,
         phase,
         task: review.task,
         verifier,

@@ -6,7 +6,9 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
-use crate::model::{Gate, Input, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode};
+use crate::model::{
+    Gate, Input, Isolation, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode,
+};
 
 /// A phase body as written in a phase, a template or `defaults`, before they are merged.
 #[derive(Debug, Default, Clone)]
@@ -32,6 +34,7 @@ pub(crate) struct Body {
     pub backoff: Option<Millis>,
     pub timeout: Option<Millis>,
     pub on_failure: Option<OnFailure>,
+    pub isolation: Option<Spanned<Isolation>>,
     pub escalate: Option<String>,
     pub env: BTreeMap<String, String>,
     pub max_cost: Option<f64>,
@@ -59,6 +62,7 @@ impl Body {
             backoff,
             timeout,
             on_failure,
+            isolation,
             escalate,
             max_cost,
             transient_retries,
@@ -97,6 +101,7 @@ impl Body {
             backoff,
             timeout,
             on_failure,
+            isolation,
             escalate,
             max_cost,
             transient_retries,
@@ -234,6 +239,16 @@ impl Decoder<'_> {
                     Some("continue") => Some(OnFailure::Continue),
                     _ => None,
                 };
+            }
+            "isolation" => {
+                body.isolation = first().and_then(|mode| {
+                    let isolation = match mode.value.as_str() {
+                        "shared" => Isolation::Shared,
+                        "worktree" => Isolation::Worktree,
+                        _ => return None,
+                    };
+                    Some(Spanned::new(isolation, mode.span))
+                });
             }
             "escalate" => {
                 let escalate = first();
