@@ -10,8 +10,13 @@ use tree_sitter::{Node, Tree};
 use self::tokenizer::{
     IndentProblem, python_indentation, python_join_bracketed_lines, python_keyword,
 };
-use super::{Encoding, ExtraCheck, Finding, Language, LanguageRules, language_findings, parse};
+use self::scopes::PythonCheck;
+use super::{Encoding, Finding, Language, LanguageRules, NodeCheck, language_findings, parse};
 
+mod names;
+mod scopes;
+mod strings;
+mod targets;
 mod tokenizer;
 
 /// Python's rules on top of tree-sitter-python.
@@ -39,26 +44,26 @@ impl LanguageRules for Python {
     }
 
     fn extra_kinds(&self) -> &'static [&'static str] {
-        &[
-            "print_statement",
-            "except_clause",
-            "exec_statement",
-            "<>",
-            "integer",
-            "string_start",
-            "raise_statement",
-            "parameters",
-            "lambda_parameters",
-            "argument_list",
-            "float",
-            "try_statement",
-            "expression_statement",
-            "for_in_clause",
-        ]
+        scopes::KINDS
     }
 
-    fn extra_check(&self, _text: &[u8]) -> Option<ExtraCheck> {
-        Some(python3_rejects)
+    fn node_check<'t>(&self, text: &'t [u8]) -> Option<Box<dyn NodeCheck<'t> + 't>> {
+        Some(Box::new(PythonCheck::new(text)))
+    }
+
+    fn after_walk(
+        &self,
+        tree: &Tree,
+        text: &[u8],
+        _utf8: Option<&str>,
+        mut tree_errors: Vec<Finding>,
+    ) -> Vec<Finding> {
+        static DEBUG: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new("__debug__").expect("the pattern is valid"));
+        if DEBUG.is_match(text) {
+            tree_errors.extend(names::debug_bindings(tree, text));
+        }
+        tree_errors
     }
 }
 
@@ -244,7 +249,6 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
         }
         "<>" if !node.is_named() => at(node, "Python 2 `<>` operator; Python 3 needs `!=`"),
         "integer" => python_integer(node, text),
-        "string_start" => python_string_start(node, text),
         "raise_statement" => {
             let mut cursor = node.walk();
             let list = node
@@ -404,42 +408,6 @@ fn python_integer(node: Node, text: &[u8]) -> Option<Finding> {
     })
 }
 
-fn python_string_start(node: Node, text: &[u8]) -> Option<Finding> {
-    let token = &text[node.byte_range()];
-    let quote = token
-        .iter()
-        .position(|b| matches!(b, b'\'' | b'"' | b'`'))
-        .unwrap_or(token.len());
-    if token.get(quote) == Some(&b'`') {
-        return Some(Finding::new(
-            node.start_byte(),
-            "Python 2 backticks; Python 3 needs `repr(…)`",
-        ));
-    }
-    let prefix = String::from_utf8_lossy(&token[..quote]).to_ascii_lowercase();
-    // `t` (template strings) is Python 3.14; accepting it keeps valid new code passing.
-    if !matches!(
-        prefix.as_str(),
-        "" | "r" | "u" | "f" | "b" | "t" | "br" | "rb" | "fr" | "rf" | "tr" | "rt"
-    ) {
-        return Some(Finding::new(
-            node.start_byte(),
-            format!("string prefix `{prefix}` is not valid in Python 3"),
-        ));
-    }
-    if prefix.contains('b') {
-        let string = node.parent()?;
-        let offset = text[string.byte_range()]
-            .iter()
-            .position(|b| !b.is_ascii())?;
-        return Some(Finding::new(
-            string.start_byte() + offset,
-            "bytes literals can only contain ASCII characters",
-        ));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,7 +469,7 @@ mod tests {
     #[test]
     fn python3_forms_that_look_like_python2_pass() {
         let source = "print(x)\nprint (a), b\nprint -1\nprint\nprint >>sys.stderr, \"m\"\nx = 00 + 0_0 + 07j + 0o777 + 0x1F\n\
-                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\ntry: pass\nexcept (A, B) as e: pass\nexcept* C: pass\n\
+                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\ntry: pass\nexcept (A, B) as e: pass\ntry: pass\nexcept* C: pass\n\
                       match p:\n    case [a, *rest]: pass\ndef f[T](x: T) -> T: pass\ntype X = int\n";
         assert_eq!(messages(Language::Python, source), vec![]);
     }

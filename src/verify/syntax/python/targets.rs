@@ -1,0 +1,369 @@
+//! What CPython's parser rejects in a statement that tree-sitter-python parses: targets that
+//! cannot be assigned to or deleted, starred expressions where no sequence takes them, repeated
+//! parameters and keyword arguments, `except:` clauses out of order. Each check looks at one node
+//! and its children only.
+
+use tree_sitter::Node;
+
+use crate::verify::syntax::Finding;
+
+/// The name CPython gives an expression in its messages ("cannot assign to function call").
+pub(super) fn expression_name(node: Node, text: &[u8]) -> &'static str {
+    match node.kind() {
+        "call" => "function call",
+        "attribute" => "attribute",
+        "subscript" => "subscript",
+        "identifier" => "name",
+        "list" | "list_pattern" => "list",
+        "tuple" | "tuple_pattern" | "pattern_list" | "expression_list" => "tuple",
+        "lambda" => "lambda",
+        "comparison_operator" => "comparison",
+        "conditional_expression" => "conditional expression",
+        "named_expression" => "named expression",
+        "await" => "await expression",
+        "yield" => "yield expression",
+        "list_comprehension" => "list comprehension",
+        "set_comprehension" => "set comprehension",
+        "dictionary_comprehension" => "dict comprehension",
+        "generator_expression" => "generator expression",
+        "dictionary" => "dict literal",
+        "set" => "set display",
+        "none" => "None",
+        "true" => "True",
+        "false" => "False",
+        "ellipsis" => "ellipsis",
+        "list_splat" | "list_splat_pattern" => "starred",
+        "string" | "concatenated_string" => {
+            let prefix = text[node.byte_range()]
+                .iter()
+                .take_while(|b| b.is_ascii_alphabetic())
+                .any(|b| b.eq_ignore_ascii_case(&b'f'));
+            if prefix { "f-string expression" } else { "literal" }
+        }
+        "integer" | "float" => "literal",
+        _ => "expression",
+    }
+}
+
+/// Sequences whose elements are targets in turn: `(a, b)`, `[a, *b]`, `a, b`.
+fn is_sequence(kind: &str) -> bool {
+    matches!(
+        kind,
+        "tuple"
+            | "list"
+            | "parenthesized_expression"
+            | "pattern_list"
+            | "tuple_pattern"
+            | "list_pattern"
+            | "expression_list"
+    )
+}
+
+/// The first part of an assignment target that cannot be assigned to, with its name.
+fn unassignable<'t>(target: Node<'t>, text: &[u8]) -> Option<(Node<'t>, &'static str)> {
+    match target.kind() {
+        "identifier" | "attribute" | "subscript" => None,
+        "list_splat" | "list_splat_pattern" => target
+            .named_child(0)
+            .and_then(|inner| unassignable(inner, text)),
+        kind if is_sequence(kind) => {
+            let mut cursor = target.walk();
+            target
+                .named_children(&mut cursor)
+                .filter(|c| !c.is_extra())
+                .find_map(|c| unassignable(c, text))
+        }
+        _ => Some((target, expression_name(target, text))),
+    }
+}
+
+/// `del f()`, `del 1`, `del *a`: only names, attributes, subscripts and sequences of them.
+pub(super) fn delete_targets(node: Node, text: &[u8]) -> Option<Finding> {
+    fn undeletable<'t>(target: Node<'t>, text: &[u8]) -> Option<(Node<'t>, &'static str)> {
+        match target.kind() {
+            "identifier" | "attribute" | "subscript" => None,
+            kind if is_sequence(kind) => {
+                let mut cursor = target.walk();
+                target
+                    .named_children(&mut cursor)
+                    .filter(|c| !c.is_extra())
+                    .find_map(|c| undeletable(c, text))
+            }
+            _ => Some((target, expression_name(target, text))),
+        }
+    }
+    let mut cursor = node.walk();
+    let target = node.named_children(&mut cursor).find(|c| !c.is_extra())?;
+    let (bad, name) = undeletable(target, text)?;
+    Some(Finding::new(bad.start_byte(), format!("cannot delete {name}")))
+}
+
+/// `a, b += 1`: an augmented assignment takes one name, attribute or subscript.
+pub(super) fn augmented_target(node: Node, text: &[u8]) -> Option<Finding> {
+    let left = node.child_by_field_name("left")?;
+    if matches!(left.kind(), "identifier" | "attribute" | "subscript") {
+        return None;
+    }
+    Some(Finding::new(
+        left.start_byte(),
+        format!(
+            "'{}' is an illegal expression for augmented assignment",
+            expression_name(left, text)
+        ),
+    ))
+}
+
+/// `with a as f():` and `except E as f():`: the target after `as`.
+pub(super) fn as_target(node: Node, text: &[u8]) -> Option<Finding> {
+    let target = node.named_child(0)?;
+    if target.kind() == "list_splat" || target.kind() == "list_splat_pattern" {
+        return Some(starred_alone(target));
+    }
+    let (bad, name) = unassignable(target, text)?;
+    Some(Finding::new(
+        bad.start_byte(),
+        format!("cannot assign to {name}"),
+    ))
+}
+
+/// `for *a in b:`: a starred target needs a sequence around it.
+pub(super) fn loop_target(node: Node) -> Option<Finding> {
+    let left = node.child_by_field_name("left")?;
+    matches!(left.kind(), "list_splat_pattern" | "list_splat").then(|| starred_alone(left))
+}
+
+fn starred_alone(node: Node) -> Finding {
+    Finding::new(
+        node.start_byte(),
+        "starred assignment target must be in a list or tuple",
+    )
+}
+
+const STARRED_HERE: &str = "can't use starred expression here";
+
+/// An assignment's targets and value: a lone starred target, two starred targets in one
+/// sequence, an annotated tuple or list, a starred value without a sequence around it.
+pub(super) fn assignment(node: Node) -> Option<Finding> {
+    let left = node.child_by_field_name("left")?;
+    match left.kind() {
+        "list_splat_pattern" | "list_splat" => return Some(starred_alone(left)),
+        "pattern_list" | "tuple_pattern" | "list_pattern" => {
+            if node.child_by_field_name("type").is_some() {
+                let what = if left.kind() == "list_pattern" {
+                    "list"
+                } else {
+                    "tuple"
+                };
+                return Some(Finding::new(
+                    left.start_byte(),
+                    format!("only single target (not {what}) can be annotated"),
+                ));
+            }
+            let mut cursor = left.walk();
+            let starred = left
+                .named_children(&mut cursor)
+                .filter(|c| c.kind() == "list_splat_pattern")
+                .count();
+            if starred > 1 {
+                return Some(Finding::new(
+                    left.start_byte(),
+                    "multiple starred expressions in assignment",
+                ));
+            }
+        }
+        _ => {}
+    }
+    let right = node.child_by_field_name("right")?;
+    (right.kind() == "list_splat").then(|| Finding::new(right.start_byte(), STARRED_HERE))
+}
+
+/// A starred expression standing alone as a statement or a returned value: `*a`, `return *a`.
+pub(super) fn lone_starred(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut values = node.named_children(&mut cursor).filter(|c| !c.is_extra());
+    let value = values.next()?;
+    (value.kind() == "list_splat" && values.next().is_none())
+        .then(|| Finding::new(value.start_byte(), STARRED_HERE))
+}
+
+/// `(*a)`: parentheses alone do not make a tuple (tree-sitter-python reads `(*a)` as one).
+pub(super) fn parenthesized_starred(node: Node) -> Option<Finding> {
+    if node.named_child_count() != 1 {
+        return None;
+    }
+    let inner = node.named_child(0)?;
+    if !matches!(inner.kind(), "list_splat" | "list_splat_pattern") {
+        return None;
+    }
+    let mut cursor = node.walk();
+    if node.children(&mut cursor).any(|c| c.kind() == ",") {
+        return None;
+    }
+    Some(Finding::new(
+        inner.start_byte(),
+        "cannot use starred expression here",
+    ))
+}
+
+/// The name a parameter binds, if it binds one.
+pub(super) fn parameter_name(parameter: Node) -> Option<Node> {
+    match parameter.kind() {
+        "identifier" => Some(parameter),
+        "default_parameter" | "typed_default_parameter" => parameter.child_by_field_name("name"),
+        "typed_parameter" | "list_splat_pattern" | "dictionary_splat_pattern" => {
+            parameter.named_child(0).and_then(parameter_name)
+        }
+        _ => None,
+    }
+}
+
+/// Parameter lists: a name given twice, parameters after `**kwargs`, two `*` parameters.
+pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut var_keyword = false;
+    let mut star = false;
+    for (index, parameter) in node
+        .named_children(&mut cursor)
+        .filter(|c| !c.is_extra())
+        .enumerate()
+    {
+        if var_keyword {
+            return Some(Finding::new(
+                parameter.start_byte(),
+                "arguments cannot follow var-keyword argument",
+            ));
+        }
+        let splat = match parameter.kind() {
+            "typed_parameter" => parameter.named_child(0).map_or("", |n| n.kind()),
+            kind => kind,
+        };
+        match splat {
+            "dictionary_splat_pattern" => var_keyword = true,
+            "list_splat_pattern" | "keyword_separator" => {
+                if star {
+                    return Some(Finding::new(
+                        parameter.start_byte(),
+                        "* argument may appear only once",
+                    ));
+                }
+                star = true;
+            }
+            _ => {}
+        }
+        let Some(name) = parameter_name(parameter) else {
+            continue;
+        };
+        let name_text = &text[name.byte_range()];
+        // Parameter lists are short: comparing each with those before it allocates nothing.
+        let mut earlier = node.walk();
+        let repeated = node
+            .named_children(&mut earlier)
+            .filter(|c| !c.is_extra())
+            .take(index)
+            .filter_map(parameter_name)
+            .any(|n| &text[n.byte_range()] == name_text);
+        if repeated {
+            return Some(Finding::new(
+                name.start_byte(),
+                format!(
+                    "duplicate argument '{}' in function definition",
+                    String::from_utf8_lossy(name_text)
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// `f(a=1, a=2)`: a keyword given twice in one call.
+pub(super) fn repeated_keyword(node: Node, text: &[u8]) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let keywords = || {
+        let mut walk = node.walk();
+        node.named_children(&mut walk)
+            .filter(|c| c.kind() == "keyword_argument")
+            .filter_map(|c| c.child_by_field_name("name"))
+            .collect::<Vec<_>>()
+    };
+    // Most calls have at most one keyword argument: count before collecting.
+    let count = node
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "keyword_argument")
+        .count();
+    if count < 2 {
+        return None;
+    }
+    let names = keywords();
+    names.iter().enumerate().find_map(|(i, name)| {
+        let name_text = &text[name.byte_range()];
+        names[..i]
+            .iter()
+            .any(|n| &text[n.byte_range()] == name_text)
+            .then(|| {
+                Finding::new(
+                    name.start_byte(),
+                    format!(
+                        "keyword argument repeated: {}",
+                        String::from_utf8_lossy(name_text)
+                    ),
+                )
+            })
+    })
+}
+
+/// A `try` statement's handlers: a bare `except:` must be the last, and `except` and `except*`
+/// do not mix.
+pub(super) fn except_clauses(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut bare: Option<Node> = None;
+    let mut group: Option<bool> = None;
+    for clause in node
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "except_clause")
+    {
+        if let Some(bare) = bare {
+            return Some(Finding::new(
+                bare.start_byte(),
+                "default 'except:' must be last",
+            ));
+        }
+        let is_group = clause.child(1).is_some_and(|c| c.kind() == "*");
+        match group {
+            Some(first) if first != is_group => {
+                return Some(Finding::new(
+                    clause.start_byte(),
+                    "cannot have both 'except' and 'except*' on the same 'try'",
+                ));
+            }
+            _ => group = Some(is_group),
+        }
+        let mut walk = clause.walk();
+        let bare_clause = clause
+            .named_children(&mut walk)
+            .all(|c| c.kind() == "block" || c.is_extra());
+        if bare_clause {
+            bare = Some(clause);
+        }
+    }
+    None
+}
+
+/// `'a' b'b'`: bytes and text literals cannot be joined.
+pub(super) fn mixed_concatenation(node: Node, text: &[u8]) -> Option<Finding> {
+    let is_bytes = |string: Node| {
+        text[string.byte_range()]
+            .iter()
+            .take_while(|b| b.is_ascii_alphabetic())
+            .any(|b| b.eq_ignore_ascii_case(&b'b'))
+    };
+    let mut cursor = node.walk();
+    let mut strings = node
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "string");
+    let first = is_bytes(strings.next()?);
+    let other = strings.find(|s| is_bytes(*s) != first)?;
+    Some(Finding::new(
+        other.start_byte(),
+        "cannot mix bytes and nonbytes literals",
+    ))
+}
