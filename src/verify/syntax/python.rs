@@ -116,7 +116,44 @@ fn python_findings(text: &[u8], utf8: Option<&str>) -> Vec<Finding> {
     // this order).
     let mut findings: Vec<Finding> = indentation.into_iter().map(|p| p.finding).collect();
     findings.extend(parsed_findings);
+    if findings.is_empty()
+        && let Some(at) = python_trailing_continuation(text)
+    {
+        findings.push(Finding::new(
+            at,
+            "unexpected end of file after a `\\` line continuation",
+        ));
+    }
     findings
+}
+
+/// A `\` continuing the last line of the file onto nothing, which CPython's tokenizer rejects
+/// and tree-sitter-python accepts: where it is, unless it is inside a comment or a string.
+fn python_trailing_continuation(text: &[u8]) -> Option<usize> {
+    let body = text
+        .strip_suffix(b"\r\n")
+        .or_else(|| text.strip_suffix(b"\n"))
+        .unwrap_or(text);
+    if body.last() != Some(&b'\\') {
+        return None;
+    }
+    let line_start = body
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |n| n + 1);
+    let mut quote: Option<u8> = None;
+    let mut i = line_start;
+    while i + 1 < body.len() {
+        match (quote, body[i]) {
+            (None, b'#') => return None,
+            (None, q @ (b'\'' | b'"')) => quote = Some(q),
+            (Some(q), b) if b == q => quote = None,
+            (Some(_), b'\\') => i += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    quote.is_none().then_some(body.len() - 1)
 }
 
 /// PEP 263: the encoding a `coding` declaration names, on line 1, or on line 2 below a comment or
@@ -622,5 +659,14 @@ mod tests {
                      try:\n    pass\nfinally:\n    pass\n(y := 1)\nz = [v for v in (1, 2)]\n\
                      n = 1_000 + 1_0.5\n";
         assert_eq!(messages(Language::Python, valid), vec![]);
+    }
+}
+#[cfg(test)]
+mod probe {
+    #[test]
+    fn probe() {
+        let text = std::fs::read("/tmp/probe.py").unwrap();
+        let tree = super::parse(super::Language::Python, &text).unwrap();
+        eprintln!("{}", tree.root_node().to_sexp());
     }
 }

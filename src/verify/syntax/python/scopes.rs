@@ -61,6 +61,8 @@ pub(super) const KINDS: &[&str] = &[
     "tuple",
     "tuple_pattern",
     "named_expression",
+    "slice",
+    "interpolation",
 ];
 
 /// CPython 3.11's `__future__` features.
@@ -115,6 +117,8 @@ struct Frame<'t> {
     depth: u32,
     end: usize,
     scope: Scope<'t>,
+    /// The scope has a `global` or `nonlocal` statement so far.
+    declares: bool,
 }
 
 /// A scope that starts at the next `block` at `depth`: a function's or class's body, a loop's.
@@ -214,6 +218,7 @@ impl<'t> PythonCheck<'t> {
             depth,
             end: node.end_byte(),
             scope,
+            declares: false,
         });
     }
 
@@ -322,7 +327,13 @@ impl<'t> PythonCheck<'t> {
                     )),
                 }
             }
-            "global_statement" | "nonlocal_statement" => self.declaration(node),
+            "global_statement" | "nonlocal_statement" => {
+                if let Some(index) = self.scope_index(start) {
+                    self.frames[index].declares = true;
+                }
+                self.declaration(node)
+            }
+            "assignment" => self.annotated_declared(node),
             _ => None,
         }
     }
@@ -401,6 +412,40 @@ impl<'t> PythonCheck<'t> {
             }
         }
         None
+    }
+
+    /// `x: int` after `global x` (or `nonlocal x`) in the same scope.
+    fn annotated_declared(&self, node: Node<'t>) -> Option<Finding> {
+        node.child_by_field_name("type")?;
+        let index = self.scope_index(node.start_byte())?;
+        if !self.frames[index].declares {
+            return None;
+        }
+        let target = node.child_by_field_name("left")?;
+        if target.kind() != "identifier" {
+            return None;
+        }
+        let scope = match self.frames[index].scope {
+            Scope::Module(n) | Scope::Class(n) => n,
+            Scope::Function(f) => f.node,
+            _ => return None,
+        };
+        let name = &self.text[target.byte_range()];
+        let found = name_use(scope, name, node.start_byte(), self.text);
+        let kind = if found.global {
+            "global"
+        } else if found.nonlocal {
+            "nonlocal"
+        } else {
+            return None;
+        };
+        Some(Finding::new(
+            node.start_byte(),
+            format!(
+                "annotated name '{}' can't be {kind}",
+                String::from_utf8_lossy(name)
+            ),
+        ))
     }
 
     /// `:=` in a comprehension: not in an iterable, not rebinding the comprehension's own
@@ -507,12 +552,14 @@ fn comprehension_name(kind: &str) -> &'static str {
 fn future_prefix_end(module: Node, text: &[u8]) -> usize {
     let mut cursor = module.walk();
     let mut end = 0;
-    let mut first_expression = true;
-    for statement in module.named_children(&mut cursor).filter(|c| !c.is_extra()) {
+    for (index, statement) in module
+        .named_children(&mut cursor)
+        .filter(|c| !c.is_extra())
+        .enumerate()
+    {
         match statement.kind() {
             "future_import_statement" => end = statement.end_byte(),
-            "expression_statement" if first_expression => {
-                first_expression = false;
+            "expression_statement" if index == 0 => {
                 let docstring = statement.named_child_count() == 1
                     && statement.named_child(0).is_some_and(|value| {
                         matches!(value.kind(), "string" | "concatenated_string")
@@ -544,6 +591,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                     depth,
                     end: usize::MAX,
                     scope: Scope::Module(node),
+                    declares: false,
                 });
                 return None;
             }
@@ -572,7 +620,6 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
             "for_statement" => self.wait_for_block(node, depth, Scope::Loop),
             "except_clause" if node.child(1).is_some_and(|c| c.kind() == "*") => {
                 self.wait_for_block(node, depth, Scope::ExceptStar);
-                return None;
             }
             "block" => {
                 if let Some(pending) = self
@@ -597,6 +644,14 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
             | "set_comprehension"
             | "dictionary_comprehension"
             | "generator_expression" => {
+                if let Some(finding) = targets::comprehension_body(node) {
+                    return Some(finding);
+                }
+                if node.kind() == "generator_expression"
+                    && let Some(finding) = targets::generator_argument(node)
+                {
+                    return Some(finding);
+                }
                 let mut cursor = node.walk();
                 let first_iterable = node
                     .named_children(&mut cursor)
@@ -645,7 +700,22 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 targets::parameter_list(node, text).or_else(|| python3_rejects(node, text))
             }
             "argument_list" => python3_rejects(node, text)
+                .or_else(|| targets::empty_argument(node))
                 .or_else(|| targets::repeated_keyword(node, text)),
+            "slice" => targets::starred_slice(node),
+            "import_from_statement" => targets::import_trailing_comma(node),
+            "except_clause" => {
+                targets::except_clause(node).or_else(|| python3_rejects(node, text))
+            }
+            "interpolation" => {
+                let expression = node.child_by_field_name("expression")?;
+                targets::is_starred(expression).then(|| {
+                    Finding::new(
+                        expression.start_byte(),
+                        "f-string: cannot use starred expression here",
+                    )
+                })
+            }
             "try_statement" => {
                 python3_rejects(node, text).or_else(|| targets::except_clauses(node))
             }

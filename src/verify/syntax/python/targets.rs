@@ -141,6 +141,25 @@ fn starred_alone(node: Node) -> Finding {
 
 const STARRED_HERE: &str = "can't use starred expression here";
 
+/// Whether `node` is a starred expression: `*a`, and also `*f(x)`, `*a.b` and `*a[1]`, which
+/// tree-sitter-python reads as a call (an attribute, a subscript) of the starred `*f`.
+pub(super) fn is_starred(node: Node) -> bool {
+    let mut node = node;
+    loop {
+        let next = match node.kind() {
+            "list_splat" | "list_splat_pattern" => return true,
+            "call" => node.child_by_field_name("function"),
+            "attribute" => node.child_by_field_name("object"),
+            "subscript" => node.child_by_field_name("value"),
+            _ => None,
+        };
+        match next {
+            Some(inner) => node = inner,
+            None => return false,
+        }
+    }
+}
+
 /// An assignment's targets and value: a lone starred target, two starred targets in one
 /// sequence, an annotated tuple or list, a starred value without a sequence around it.
 pub(super) fn assignment(node: Node) -> Option<Finding> {
@@ -148,7 +167,7 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
     match left.kind() {
         "list_splat_pattern" | "list_splat" => return Some(starred_alone(left)),
         "pattern_list" | "tuple_pattern" | "list_pattern" => {
-            if node.child_by_field_name("type").is_some() {
+            if node.child_by_field_name("type").is_some() && !is_parenthesized_name(left) {
                 let what = if left.kind() == "list_pattern" {
                     "list"
                 } else {
@@ -174,7 +193,29 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
         _ => {}
     }
     let right = node.child_by_field_name("right")?;
-    (right.kind() == "list_splat").then(|| Finding::new(right.start_byte(), STARRED_HERE))
+    let annotated = node.child_by_field_name("type");
+    if right.kind() == "assignment"
+        && (annotated.is_some() || right.child_by_field_name("type").is_some())
+    {
+        // `x: int = y = 1`, `z = w: int = 1`: an annotated assignment has one target.
+        return Some(Finding::new(right.start_byte(), "invalid syntax"));
+    }
+    if let Some(annotation) = annotated
+        && let Some(inner) = annotation.named_child(0)
+        && matches!(inner.kind(), "splat_type" | "constrained_type")
+    {
+        // `x: *b`, `x: int: str`: forms of type parameters, not of annotations.
+        return Some(Finding::new(inner.start_byte(), "invalid syntax"));
+    }
+    is_starred(right).then(|| Finding::new(right.start_byte(), STARRED_HERE))
+}
+
+/// `(a)`: a name in parentheses, which tree-sitter-python reads as a tuple pattern.
+fn is_parenthesized_name(node: Node) -> bool {
+    let mut cursor = node.walk();
+    node.kind() == "tuple_pattern"
+        && node.named_child_count() == 1
+        && !node.children(&mut cursor).any(|c| c.kind() == ",")
 }
 
 /// A starred expression standing alone as a statement or a returned value: `*a`, `return *a`.
@@ -182,7 +223,7 @@ pub(super) fn lone_starred(node: Node) -> Option<Finding> {
     let mut cursor = node.walk();
     let mut values = node.named_children(&mut cursor).filter(|c| !c.is_extra());
     let value = values.next()?;
-    (value.kind() == "list_splat" && values.next().is_none())
+    (is_starred(value) && values.next().is_none())
         .then(|| Finding::new(value.start_byte(), STARRED_HERE))
 }
 
@@ -192,7 +233,7 @@ pub(super) fn parenthesized_starred(node: Node) -> Option<Finding> {
         return None;
     }
     let inner = node.named_child(0)?;
-    if !matches!(inner.kind(), "list_splat" | "list_splat_pattern") {
+    if !is_starred(inner) {
         return None;
     }
     let mut cursor = node.walk();
@@ -222,6 +263,7 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
     let mut cursor = node.walk();
     let mut var_keyword = false;
     let mut star = false;
+    let mut slash = false;
     for (index, parameter) in node
         .named_children(&mut cursor)
         .filter(|c| !c.is_extra())
@@ -238,6 +280,21 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
             kind => kind,
         };
         match splat {
+            "positional_separator" => {
+                let message = if slash {
+                    "/ may appear only once"
+                } else if star {
+                    "/ must be ahead of *"
+                } else if index == 0 {
+                    "at least one argument must precede /"
+                } else {
+                    ""
+                };
+                if !message.is_empty() {
+                    return Some(Finding::new(parameter.start_byte(), message));
+                }
+                slash = true;
+            }
             "dictionary_splat_pattern" => var_keyword = true,
             "list_splat_pattern" | "keyword_separator" => {
                 if star {
@@ -249,6 +306,15 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
                 star = true;
             }
             _ => {}
+        }
+        if parameter.kind() == "typed_parameter"
+            && splat != "list_splat_pattern"
+            && let Some(annotation) = parameter.child_by_field_name("type")
+            && let Some(inner) = annotation.named_child(0)
+            && inner.kind() == "splat_type"
+        {
+            // `def f(x: *b)`: only `*args` takes a starred annotation.
+            return Some(Finding::new(inner.start_byte(), "invalid syntax"));
         }
         let Some(name) = parameter_name(parameter) else {
             continue;
@@ -366,4 +432,103 @@ pub(super) fn mixed_concatenation(node: Node, text: &[u8]) -> Option<Finding> {
         other.start_byte(),
         "cannot mix bytes and nonbytes literals",
     ))
+}
+
+/// `[*x for x in y]`: a comprehension makes one element (one pair) per round.
+pub(super) fn comprehension_body(node: Node) -> Option<Finding> {
+    let body = node.child_by_field_name("body")?;
+    let unpacked = is_starred(body) || body.kind() == "dictionary_splat";
+    unpacked.then(|| {
+        Finding::new(
+            body.start_byte(),
+            "iterable unpacking cannot be used in comprehension",
+        )
+    })
+}
+
+/// `f(x for x in y, )`: a generator expression that is not the only argument needs its own
+/// parentheses, and a trailing comma makes it one argument of several.
+pub(super) fn generator_argument(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let trailing_comma = node.children(&mut cursor).any(|c| c.kind() == ",");
+    trailing_comma.then(|| {
+        Finding::new(
+            node.start_byte(),
+            "Generator expression must be parenthesized",
+        )
+    })
+}
+
+/// `f(,)` and `f(a,,b)`: a comma needs an argument before it.
+pub(super) fn empty_argument(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut after_separator = true;
+    for child in node.children(&mut cursor).filter(|c| !c.is_extra()) {
+        match child.kind() {
+            "(" => after_separator = true,
+            "," if after_separator => {
+                return Some(Finding::new(child.start_byte(), "invalid syntax"));
+            }
+            "," => after_separator = true,
+            _ => after_separator = false,
+        }
+    }
+    None
+}
+
+/// `A[*b:]`: a slice's bounds are single expressions.
+pub(super) fn starred_slice(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let starred = node
+        .named_children(&mut cursor)
+        .find(|c| is_starred(*c))?;
+    Some(Finding::new(starred.start_byte(), "invalid syntax"))
+}
+
+/// `from m import a,`: a trailing comma needs the names in parentheses.
+pub(super) fn import_trailing_comma(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    let mut last = None;
+    let mut parenthesized = false;
+    for child in node.children(&mut cursor).filter(|c| !c.is_extra()) {
+        parenthesized |= child.kind() == "(";
+        last = Some(child);
+    }
+    let last = last?;
+    (last.kind() == "," && !parenthesized).then(|| {
+        Finding::new(
+            last.start_byte(),
+            "trailing comma not allowed without surrounding parentheses",
+        )
+    })
+}
+
+/// `except*` handlers: at least one exception type, several only in parentheses; and the name
+/// after `as` in any handler is a plain name.
+pub(super) fn except_clause(node: Node) -> Option<Finding> {
+    let mut cursor = node.walk();
+    if node.child(1).is_some_and(|c| c.kind() == "*") {
+        let mut values = node
+            .named_children(&mut cursor)
+            .filter(|c| c.kind() != "block" && !c.is_extra());
+        if values.next().is_none() {
+            return Some(Finding::new(
+                node.start_byte(),
+                "expected one or more exception types",
+            ));
+        }
+        if let Some(second) = values.next() {
+            return Some(Finding::new(
+                second.start_byte(),
+                "multiple exception types must be parenthesized",
+            ));
+        }
+    }
+    let mut walk = node.walk();
+    let alias = node
+        .named_children(&mut walk)
+        .find(|c| c.kind() == "as_pattern")
+        .and_then(|p| p.child_by_field_name("alias"))?;
+    let target = alias.named_child(0)?;
+    (target.kind() != "identifier").then(|| Finding::new(target.start_byte(), "invalid syntax"))
 }
