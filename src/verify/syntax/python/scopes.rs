@@ -414,6 +414,24 @@ impl<'t> PythonCheck<'t> {
         None
     }
 
+    /// `f(x for x in y,)`: tree-sitter-python takes the comma into the `in` clause.
+    fn trailing_comma_in_clause(&self, node: Node<'t>) -> Option<Finding> {
+        let mut cursor = node.walk();
+        let last = node.children(&mut cursor).filter(|c| !c.is_extra()).last()?;
+        if last.kind() != "," {
+            return None;
+        }
+        let generator = self.frames.last().is_some_and(|f| {
+            matches!(f.scope, Scope::Comprehension(c) if c.generator)
+        });
+        let message = if generator {
+            "Generator expression must be parenthesized"
+        } else {
+            "invalid syntax"
+        };
+        Some(Finding::new(last.start_byte(), message))
+    }
+
     /// `x: int` after `global x` (or `nonlocal x`) in the same scope.
     fn annotated_declared(&self, node: Node<'t>) -> Option<Finding> {
         node.child_by_field_name("type")?;
@@ -503,8 +521,11 @@ impl<'t> PythonCheck<'t> {
     /// names are not visible to the functions inside them).
     fn enclosing_binding(&self, index: usize, name: &[u8]) -> bool {
         for frame in self.frames[..index].iter().rev() {
-            let Scope::Function(f) = frame.scope else {
-                continue;
+            let f = match frame.scope {
+                Scope::Function(f) => f,
+                // A method's `__class__` is the class being defined, which Python binds for it.
+                Scope::Class(_) if name == b"__class__" => return true,
+                _ => continue,
             };
             if f.node.kind() == "lambda" {
                 continue;
@@ -684,9 +705,10 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
             "delete_statement" => targets::delete_targets(node, text),
             "augmented_assignment" => targets::augmented_target(node, text),
             "as_pattern_target" => targets::as_target(node, text),
-            "for_statement" | "for_in_clause" => {
-                targets::loop_target(node).or_else(|| python3_rejects(node, text))
-            }
+            "for_statement" => targets::loop_target(node),
+            "for_in_clause" => targets::loop_target(node)
+                .or_else(|| python3_rejects(node, text))
+                .or_else(|| self.trailing_comma_in_clause(node)),
             "assignment" => targets::assignment(node),
             "parenthesized_expression" | "tuple" | "tuple_pattern" => {
                 targets::parenthesized_starred(node)

@@ -100,7 +100,13 @@ pub(super) fn delete_targets(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// `a, b += 1`: an augmented assignment takes one name, attribute or subscript.
 pub(super) fn augmented_target(node: Node, text: &[u8]) -> Option<Finding> {
-    let left = node.child_by_field_name("left")?;
+    let mut left = node.child_by_field_name("left")?;
+    // `(o.a) += 1`: parentheses around one target change nothing.
+    while (left.kind() == "parenthesized_expression" || is_parenthesized_name(left))
+        && let Some(inner) = left.named_child(0)
+    {
+        left = inner;
+    }
     if matches!(left.kind(), "identifier" | "attribute" | "subscript") {
         return None;
     }
@@ -210,10 +216,10 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
     is_starred(right).then(|| Finding::new(right.start_byte(), STARRED_HERE))
 }
 
-/// `(a)`: a name in parentheses, which tree-sitter-python reads as a tuple pattern.
+/// `(a)`: one target in parentheses, which tree-sitter-python may read as a tuple.
 fn is_parenthesized_name(node: Node) -> bool {
     let mut cursor = node.walk();
-    node.kind() == "tuple_pattern"
+    matches!(node.kind(), "tuple_pattern" | "tuple")
         && node.named_child_count() == 1
         && !node.children(&mut cursor).any(|c| c.kind() == ",")
 }
