@@ -4,14 +4,31 @@
 use std::sync::LazyLock;
 
 use regex::bytes::Regex;
-use tree_sitter::Node;
+use tree_sitter::{Node, Tree};
 
-use super::{ExtraCheck, Finding, LanguageRules};
+use super::{ExtraCheck, Finding, LanguageRules, confirm};
 
 /// The rules of JavaScript and TypeScript (TSX included) on top of their tree-sitter grammars.
-pub(super) struct JavaScript;
+pub(super) struct JavaScript {
+    /// Plain JavaScript: Node.js, when installed, is the second opinion on a file tree-sitter
+    /// rejects. Node cannot read TypeScript.
+    pub(super) node_confirms: bool,
+}
 
 impl LanguageRules for JavaScript {
+    fn after_walk(
+        &self,
+        _tree: &Tree,
+        text: &[u8],
+        _utf8: Option<&str>,
+        tree_errors: Vec<Finding>,
+    ) -> Vec<Finding> {
+        if self.node_confirms && !tree_errors.is_empty() && confirm::node_accepts(text) {
+            return Vec::new();
+        }
+        tree_errors
+    }
+
     fn extra_kinds(&self) -> &'static [&'static str] {
         &["jsx_element", "object", "object_pattern"]
     }

@@ -45,6 +45,7 @@ use self::position::{position, syntax_error_at};
 pub use crate::model::{EXTENSIONS, Language};
 
 mod bash;
+mod confirm;
 mod go;
 mod javascript;
 mod json;
@@ -89,7 +90,12 @@ impl Language {
         match self {
             Language::Python => &python::Python,
             Language::Rust => &rust::Rust,
-            Language::JavaScript | Language::TypeScript | Language::Tsx => &javascript::JavaScript,
+            Language::JavaScript => &javascript::JavaScript {
+                node_confirms: true,
+            },
+            Language::TypeScript | Language::Tsx => &javascript::JavaScript {
+                node_confirms: false,
+            },
             Language::Json => &json::Json,
             Language::Yaml => &yaml::Yaml,
             Language::Toml => &toml::Toml,
@@ -461,6 +467,8 @@ fn tree_findings<'t>(
     let mut extra = extra.map(|(check, _)| check);
     let mut out = Vec::new();
     let mut cursor = tree.walk();
+    // The cursor can tell its depth, but only by counting its stack each time.
+    let mut depth = 0u32;
     let finish = |extra: Option<&mut (dyn NodeCheck<'t> + 't)>, mut out: Vec<Finding>| {
         if let Some(check) = extra {
             out.extend(check.finish());
@@ -481,7 +489,7 @@ fn tree_findings<'t>(
                 .get(usize::from(node.kind_id()))
                 .copied()
                 .unwrap_or(false)
-            && let Some(finding) = check.visit(node, cursor.depth())
+            && let Some(finding) = check.visit(node, depth)
         {
             out.push(finding);
             descend = false;
@@ -493,12 +501,14 @@ fn tree_findings<'t>(
             return out;
         }
         if descend && cursor.goto_first_child() {
+            depth += 1;
             continue;
         }
         while !cursor.goto_next_sibling() {
             if !cursor.goto_parent() {
                 return finish(extra, out);
             }
+            depth -= 1;
         }
     }
 }

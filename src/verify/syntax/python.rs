@@ -19,6 +19,26 @@ mod strings;
 mod targets;
 mod tokenizer;
 
+/// A node's kind. `Node::kind` converts a C string on every call, which shows when a walk asks
+/// every node of a file; the names of the grammar's kinds are read once instead.
+pub(super) fn kind_of<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> &'static str {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        let grammar: tree_sitter::Language = tree_sitter_python::LANGUAGE.into();
+        (0..grammar.node_kind_count())
+            .map(|id| {
+                u16::try_from(id)
+                    .ok()
+                    .and_then(|id| grammar.node_kind_for_id(id))
+                    .unwrap_or("")
+            })
+            .collect()
+    });
+    NAMES
+        .get(usize::from(node.borrow().kind_id()))
+        .copied()
+        .unwrap_or("")
+}
+
 /// Python's rules on top of tree-sitter-python.
 pub(super) struct Python;
 
@@ -266,9 +286,9 @@ fn python_findings_joined(text: &[u8], tree: &Tree) -> Vec<Finding> {
 /// What tree-sitter-python accepts (its grammar keeps Python 2) but Python 3 rejects.
 fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
     let at = |n: Node, message: &str| Some(Finding::new(n.start_byte(), message));
-    match node.kind() {
+    match kind_of(node) {
         // `print >>f, x` is also a valid Python 3 expression (a tuple holding `print >> f`).
-        "print_statement" if node.child(1).is_some_and(|c| c.kind() == "chevron") => None,
+        "print_statement" if node.child(1).is_some_and(|c| kind_of(c) == "chevron") => None,
         "print_statement" => at(
             node,
             "Python 2 `print` statement; Python 3 needs `print(…)`",
@@ -278,7 +298,7 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
         // earlier Python 3 rejects it, and in Python 2 code `except E, e:` meant `except E as e:`.
         "except_clause" => {
             let mut cursor = node.walk();
-            let comma = node.children(&mut cursor).find(|c| c.kind() == ",")?;
+            let comma = node.children(&mut cursor).find(|c| kind_of(c) == ",")?;
             at(
                 comma,
                 "`except A, B:` needs parentheses before Python 3.14; Python 2's `except E, e:` is `except E as e:`",
@@ -290,17 +310,15 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
             let mut cursor = node.walk();
             let list = node
                 .named_children(&mut cursor)
-                .find(|c| c.kind() == "expression_list")?;
+                .find(|c| kind_of(c) == "expression_list")?;
             at(list, "Python 2 `raise E, V`; Python 3 needs `raise E(V)`")
         }
-        "parameters" | "lambda_parameters" => python_parameters(node),
-        "argument_list" => python_arguments(node),
         "float" if text[node.byte_range()].last() == Some(&b'_') => at(node, TRAILING_UNDERSCORE),
         "try_statement" => {
             let mut cursor = node.walk();
             let handled = node
                 .named_children(&mut cursor)
-                .any(|c| matches!(c.kind(), "except_clause" | "finally_clause"));
+                .any(|c| matches!(kind_of(c), "except_clause" | "finally_clause"));
             if handled {
                 None
             } else {
@@ -311,7 +329,7 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
             if node.named_child_count() == 1
                 && node
                     .named_child(0)
-                    .is_some_and(|c| c.kind() == "named_expression") =>
+                    .is_some_and(|c| kind_of(c) == "named_expression") =>
         {
             at(
                 node,
@@ -332,18 +350,17 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// Parameter lists: Python 2 tuple parameters, a parameter without a default after one with a
 /// default, a bare `*` with no named parameter after it. tree-sitter-python accepts all three.
-fn python_parameters(node: Node) -> Option<Finding> {
-    let mut cursor = node.walk();
+fn python_parameters<'t>(node: Node<'t>, cursor: &mut tree_sitter::TreeCursor<'t>) -> Option<Finding> {
     let mut positional_default = false;
     // After `*args` or a bare `*`, parameters are keyword-only and may go without defaults.
     let mut keyword_only = false;
     // A bare `*` still waiting for its first named parameter.
     let mut bare_star: Option<Node> = None;
-    for parameter in node.named_children(&mut cursor) {
-        if parameter.kind() == "tuple_pattern"
+    for parameter in node.named_children(cursor) {
+        if kind_of(parameter) == "tuple_pattern"
             || parameter
                 .child_by_field_name("name")
-                .is_some_and(|n| n.kind() == "tuple_pattern")
+                .is_some_and(|n| kind_of(n) == "tuple_pattern")
         {
             return Some(Finding::new(
                 parameter.start_byte(),
@@ -351,11 +368,11 @@ fn python_parameters(node: Node) -> Option<Finding> {
             ));
         }
         // `*args: T` and `**kwargs: T` are typed parameters around the splat.
-        let kind = match parameter.kind() {
+        let kind = match kind_of(parameter) {
             "typed_parameter" => {
                 parameter
                     .named_child(0)
-                    .map_or("typed_parameter", |inner| match inner.kind() {
+                    .map_or("typed_parameter", |inner| match kind_of(inner) {
                         splat @ ("list_splat_pattern" | "dictionary_splat_pattern") => splat,
                         _ => "typed_parameter",
                     })
@@ -386,35 +403,6 @@ fn python_parameters(node: Node) -> Option<Finding> {
         }
     }
     bare_star.map(|star| Finding::new(star.start_byte(), "named parameters must follow a bare `*`"))
-}
-
-/// Call arguments: positional after keyword arguments, `*iterable` after `**mapping`.
-fn python_arguments(node: Node) -> Option<Finding> {
-    let mut cursor = node.walk();
-    let mut keyword = false;
-    let mut mapping_unpacked = false;
-    // Comments and `\` line continuations are extras: they sit among the arguments.
-    for argument in node.named_children(&mut cursor).filter(|a| !a.is_extra()) {
-        match argument.kind() {
-            "keyword_argument" => keyword = true,
-            "dictionary_splat" => mapping_unpacked = true,
-            "list_splat" if mapping_unpacked => {
-                return Some(Finding::new(
-                    argument.start_byte(),
-                    "iterable argument unpacking follows keyword argument unpacking",
-                ));
-            }
-            "list_splat" => {}
-            _ if keyword || mapping_unpacked => {
-                return Some(Finding::new(
-                    argument.start_byte(),
-                    "positional argument follows keyword argument",
-                ));
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 const TRAILING_UNDERSCORE: &str = "invalid number: `_` must separate digits, not end the literal";

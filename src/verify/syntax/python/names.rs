@@ -3,6 +3,7 @@
 //! `nonlocal` name that no enclosing function binds, and assignments to `__debug__`. These run
 //! only where such a statement (or the name `__debug__`) is, so most files never pay for them.
 
+use super::kind_of;
 use tree_sitter::{Node, Tree};
 
 use super::targets::parameter_name;
@@ -49,7 +50,7 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
     }
     let mut found = NameUse::default();
     let mut stack: Vec<(Node, Context)> = Vec::new();
-    match scope.kind() {
+    match kind_of(scope) {
         "function_definition" => {
             if let Some(parameters) = scope.child_by_field_name("parameters") {
                 let mut cursor = parameters.walk();
@@ -70,7 +71,7 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
             continue;
         }
         let field = |field: &str| node.child_by_field_name(field);
-        match node.kind() {
+        match kind_of(node) {
             "identifier" => {
                 if &text[node.byte_range()] == name {
                     match context {
@@ -100,7 +101,7 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 let mut cursor = node.walk();
                 let first = node
                     .named_children(&mut cursor)
-                    .find(|c| c.kind() == "for_in_clause")
+                    .find(|c| kind_of(c) == "for_in_clause")
                     .and_then(|c| c.child_by_field_name("right"));
                 push_children(&mut stack, node, Context::Comprehension);
                 stack.extend(first.map(|f| (f, Context::Load)));
@@ -116,7 +117,7 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                     Context::Store
                 };
                 let left = field("left");
-                if node.kind() == "assignment"
+                if kind_of(node) == "assignment"
                     && field("type").is_some()
                     && left.is_some_and(|l| &text[l.byte_range()] == name)
                 {
@@ -159,7 +160,7 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 let declared = node
                     .named_children(&mut cursor)
                     .any(|n| &text[n.byte_range()] == name);
-                if node.kind() == "global_statement" {
+                if kind_of(node) == "global_statement" {
                     found.global |= declared;
                 } else {
                     found.nonlocal |= declared;
@@ -186,7 +187,7 @@ fn imports(node: Node, name: &[u8], text: &[u8]) -> bool {
     node.named_children(&mut cursor)
         .filter(|c| Some(*c) != module)
         .any(|imported| {
-            let bound = match imported.kind() {
+            let bound = match kind_of(imported) {
                 "aliased_import" => imported.child_by_field_name("alias"),
                 "dotted_name" => imported.named_child(0),
                 _ => None,
@@ -210,7 +211,7 @@ pub(super) fn debug_bindings(tree: &Tree, text: &[u8]) -> Vec<Finding> {
         else {
             continue;
         };
-        if node.kind() != "identifier" || node.byte_range() != (start..start + NAME.len()) {
+        if kind_of(node) != "identifier" || node.byte_range() != (start..start + NAME.len()) {
             continue;
         }
         if let Some(message) = debug_binding(node) {
@@ -227,7 +228,7 @@ fn debug_binding(node: Node) -> Option<&'static str> {
     };
     let mut child = node;
     let mut parent = node.parent()?;
-    if parent.kind() == "attribute" {
+    if kind_of(parent) == "attribute" {
         if !is_field(parent, "attribute", child) {
             return None;
         }
@@ -235,7 +236,7 @@ fn debug_binding(node: Node) -> Option<&'static str> {
         parent = parent.parent()?;
     }
     while matches!(
-        parent.kind(),
+        kind_of(parent),
         "pattern_list"
             | "tuple_pattern"
             | "list_pattern"
@@ -250,13 +251,13 @@ fn debug_binding(node: Node) -> Option<&'static str> {
         child = parent;
         parent = parent.parent()?;
     }
-    match parent.kind() {
+    match kind_of(parent) {
         "assignment" | "augmented_assignment" | "for_statement" | "for_in_clause"
             if is_field(parent, "left", child) =>
         {
             Some(ASSIGN)
         }
-        "as_pattern" if child.kind() == "as_pattern_target" => Some(ASSIGN),
+        "as_pattern" if kind_of(child) == "as_pattern_target" => Some(ASSIGN),
         "named_expression" | "function_definition" | "class_definition" | "keyword_argument"
         | "default_parameter" | "typed_default_parameter"
             if is_field(parent, "name", child) =>
@@ -271,10 +272,10 @@ fn debug_binding(node: Node) -> Option<&'static str> {
             let statement = parent.parent()?;
             let module = statement.child_by_field_name("module_name");
             let first = parent.named_child(0) == Some(child);
-            let imported = matches!(statement.kind(), "import_statement" | "import_from_statement")
+            let imported = matches!(kind_of(statement), "import_statement" | "import_from_statement")
                 && module != Some(parent)
                 && first;
-            let captured = statement.kind() == "case_pattern" && parent.named_child_count() == 1;
+            let captured = kind_of(statement) == "case_pattern" && parent.named_child_count() == 1;
             (imported || captured).then_some(ASSIGN)
         }
         "delete_statement" => Some("cannot delete __debug__"),

@@ -5,10 +5,11 @@
 //! tree-sitter-python parses all of them. The node-by-node checks of the parser's rules run in
 //! the same walk, so the tree is walked once.
 
-use tree_sitter::Node;
+use super::kind_of;
+use tree_sitter::{Node, TreeCursor};
 
 use super::names::{NameUse, name_use};
-use super::{python3_rejects, strings, targets};
+use super::{python_parameters, python3_rejects, strings, targets};
 use crate::verify::syntax::{Finding, NodeCheck};
 
 /// The node kinds [`PythonCheck`] looks at; every other node only passes by.
@@ -142,6 +143,9 @@ pub(super) struct PythonCheck<'t> {
     deferred: Vec<Finding>,
     /// Where the `from __future__` imports at the start of the module end.
     future_end: usize,
+    /// Two cursors for the checks that go through a node's children: a cursor allocates, and
+    /// the walk meets a call or a parameter list in most lines.
+    cursors: Option<(TreeCursor<'t>, TreeCursor<'t>)>,
 }
 
 impl<'t> PythonCheck<'t> {
@@ -153,6 +157,7 @@ impl<'t> PythonCheck<'t> {
             pending: None,
             deferred: Vec::new(),
             future_end: 0,
+            cursors: None,
         }
     }
 
@@ -234,7 +239,7 @@ impl<'t> PythonCheck<'t> {
     fn placement(&mut self, node: Node<'t>) -> Option<Finding> {
         let at = |message: &str| Some(Finding::new(node.start_byte(), message));
         let start = node.start_byte();
-        match node.kind() {
+        match kind_of(node) {
             "return_statement" => {
                 for frame in self.frames.iter_mut().rev() {
                     match &mut frame.scope {
@@ -260,7 +265,7 @@ impl<'t> PythonCheck<'t> {
                         _ => break,
                     }
                 }
-                if node.kind() == "break_statement" {
+                if kind_of(node) == "break_statement" {
                     at("'break' outside loop")
                 } else {
                     at("'continue' not properly in loop")
@@ -271,13 +276,13 @@ impl<'t> PythonCheck<'t> {
                 match &mut self.frames[index].scope {
                     Scope::Function(f) => {
                         f.yields = true;
-                        let from = node.child(1).is_some_and(|c| c.kind() == "from");
+                        let from = node.child(1).is_some_and(|c| kind_of(c) == "from");
                         (f.is_async && from)
                             .then(|| Finding::new(start, "'yield from' inside async function"))
                     }
                     Scope::Comprehension(c) => at(&format!(
                         "'yield' inside {}",
-                        comprehension_name(c.node.kind())
+                        comprehension_name(kind_of(c.node))
                     )),
                     _ => at("'yield' outside function"),
                 }
@@ -295,17 +300,17 @@ impl<'t> PythonCheck<'t> {
                 }
             }
             "with_statement" | "for_statement"
-                if node.child(0).is_some_and(|c| c.kind() == "async") =>
+                if node.child(0).is_some_and(|c| kind_of(c) == "async") =>
             {
                 match self.scope(start) {
                     Some(Scope::Function(f)) if f.is_async => None,
-                    _ if node.kind() == "with_statement" => {
+                    _ if kind_of(node) == "with_statement" => {
                         at("'async with' outside async function")
                     }
                     _ => at("'async for' outside async function"),
                 }
             }
-            "for_in_clause" if node.child(0).is_some_and(|c| c.kind() == "async") => {
+            "for_in_clause" if node.child(0).is_some_and(|c| kind_of(c) == "async") => {
                 if let Some(index) = self.scope_index(start)
                     && let Scope::Comprehension(c) = &mut self.frames[index].scope
                 {
@@ -318,7 +323,7 @@ impl<'t> PythonCheck<'t> {
                 let mut cursor = node.walk();
                 let wildcard = node
                     .children(&mut cursor)
-                    .find(|c| c.kind() == "wildcard_import")?;
+                    .find(|c| kind_of(c) == "wildcard_import")?;
                 match self.scope(start) {
                     Some(Scope::Module(_)) => None,
                     _ => Some(Finding::new(
@@ -345,7 +350,7 @@ impl<'t> PythonCheck<'t> {
         }
         let mut cursor = node.walk();
         for imported in node.named_children(&mut cursor) {
-            let name = match imported.kind() {
+            let name = match kind_of(imported) {
                 "aliased_import" => imported.child_by_field_name("name"),
                 "dotted_name" => Some(imported),
                 _ => None,
@@ -367,7 +372,7 @@ impl<'t> PythonCheck<'t> {
     fn declaration(&self, node: Node<'t>) -> Option<Finding> {
         let start = node.start_byte();
         let index = self.scope_index(start)?;
-        let kind = if node.kind() == "global_statement" {
+        let kind = if kind_of(node) == "global_statement" {
             "global"
         } else {
             "nonlocal"
@@ -418,7 +423,7 @@ impl<'t> PythonCheck<'t> {
     fn trailing_comma_in_clause(&self, node: Node<'t>) -> Option<Finding> {
         let mut cursor = node.walk();
         let last = node.children(&mut cursor).filter(|c| !c.is_extra()).last()?;
-        if last.kind() != "," {
+        if kind_of(last) != "," {
             return None;
         }
         let generator = self.frames.last().is_some_and(|f| {
@@ -440,7 +445,7 @@ impl<'t> PythonCheck<'t> {
             return None;
         }
         let target = node.child_by_field_name("left")?;
-        if target.kind() != "identifier" {
+        if kind_of(target) != "identifier" {
             return None;
         }
         let scope = match self.frames[index].scope {
@@ -481,7 +486,7 @@ impl<'t> PythonCheck<'t> {
                     for clause in c
                         .node
                         .named_children(&mut cursor)
-                        .filter(|n| n.kind() == "for_in_clause")
+                        .filter(|n| kind_of(n) == "for_in_clause")
                     {
                         if clause
                             .child_by_field_name("right")
@@ -527,7 +532,7 @@ impl<'t> PythonCheck<'t> {
                 Scope::Class(_) if name == b"__class__" => return true,
                 _ => continue,
             };
-            if f.node.kind() == "lambda" {
+            if kind_of(f.node) == "lambda" {
                 continue;
             }
             let found: NameUse = name_use(f.node, name, usize::MAX, self.text);
@@ -544,7 +549,7 @@ impl<'t> PythonCheck<'t> {
 
 /// Whether the target of a `for` clause binds `name`: it, or a name inside its tuple or list.
 fn binds_name(target: Node, name: &[u8], text: &[u8]) -> bool {
-    match target.kind() {
+    match kind_of(target) {
         "identifier" => &text[target.byte_range()] == name,
         "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "tuple"
         | "list" | "parenthesized_expression" => {
@@ -578,12 +583,12 @@ fn future_prefix_end(module: Node, text: &[u8]) -> usize {
         .filter(|c| !c.is_extra())
         .enumerate()
     {
-        match statement.kind() {
+        match kind_of(statement) {
             "future_import_statement" => end = statement.end_byte(),
             "expression_statement" if index == 0 => {
                 let docstring = statement.named_child_count() == 1
                     && statement.named_child(0).is_some_and(|value| {
-                        matches!(value.kind(), "string" | "concatenated_string")
+                        matches!(kind_of(value), "string" | "concatenated_string")
                             && !text[value.byte_range()]
                                 .iter()
                                 .take_while(|b| b.is_ascii_alphabetic())
@@ -604,8 +609,9 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
         let start = node.start_byte();
         self.leave(start, depth);
         let text = self.text;
-        match node.kind() {
+        match kind_of(node) {
             "module" => {
+                self.cursors = Some((node.walk(), node.walk()));
                 self.compiled = !node.has_error();
                 self.future_end = future_prefix_end(node, text);
                 self.frames.push(Frame {
@@ -617,7 +623,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 return None;
             }
             "function_definition" => {
-                let is_async = node.child(0).is_some_and(|c| c.kind() == "async");
+                let is_async = node.child(0).is_some_and(|c| kind_of(c) == "async");
                 self.wait_for_block(
                     node,
                     depth,
@@ -639,7 +645,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 return None;
             }
             "for_statement" => self.wait_for_block(node, depth, Scope::Loop),
-            "except_clause" if node.child(1).is_some_and(|c| c.kind() == "*") => {
+            "except_clause" if node.child(1).is_some_and(|c| kind_of(c) == "*") => {
                 self.wait_for_block(node, depth, Scope::ExceptStar);
             }
             "block" => {
@@ -668,15 +674,14 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 if let Some(finding) = targets::comprehension_body(node) {
                     return Some(finding);
                 }
-                if node.kind() == "generator_expression"
+                if kind_of(node) == "generator_expression"
                     && let Some(finding) = targets::generator_argument(node)
                 {
                     return Some(finding);
                 }
-                let mut cursor = node.walk();
-                let first_iterable = node
-                    .named_children(&mut cursor)
-                    .find(|c| c.kind() == "for_in_clause")
+                let first_iterable = (0..u32::try_from(node.named_child_count()).unwrap_or(u32::MAX))
+                    .filter_map(|i| node.named_child(i))
+                    .find(|c| kind_of(c) == "for_in_clause")
                     .and_then(|c| c.child_by_field_name("right"))
                     .map_or((0, 0), |r| (r.start_byte(), r.end_byte()));
                 self.push(
@@ -684,7 +689,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                     depth,
                     Scope::Comprehension(Comprehension {
                         node,
-                        generator: node.kind() == "generator_expression",
+                        generator: kind_of(node) == "generator_expression",
                         is_async: false,
                         first_iterable,
                     }),
@@ -698,7 +703,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
         {
             return Some(finding);
         }
-        match node.kind() {
+        match kind_of(node) {
             "string" => strings::string(node, text),
             "concatenated_string" => targets::mixed_concatenation(node, text),
             "type_conversion" => strings::conversion(node, text),
@@ -719,11 +724,14 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 targets::lone_starred(node).or_else(|| python3_rejects(node, text))
             }
             "parameters" | "lambda_parameters" => {
-                targets::parameter_list(node, text).or_else(|| python3_rejects(node, text))
+                let (cursor, earlier) = self.cursors.as_mut()?;
+                targets::parameter_list(node, text, cursor, earlier)
+                    .or_else(|| python_parameters(node, cursor))
             }
-            "argument_list" => python3_rejects(node, text)
-                .or_else(|| targets::empty_argument(node))
-                .or_else(|| targets::repeated_keyword(node, text)),
+            "argument_list" => {
+                let (cursor, earlier) = self.cursors.as_mut()?;
+                targets::arguments(node, text, cursor, earlier)
+            }
             "slice" => targets::starred_slice(node),
             "import_from_statement" => targets::import_trailing_comma(node),
             "except_clause" => {

@@ -3,6 +3,7 @@
 //! conversions other than `!s`, `!r` and `!a`. An unknown escape such as `'\d'` is only a warning
 //! in CPython, and passes.
 
+use super::kind_of;
 use tree_sitter::Node;
 
 use crate::verify::syntax::Finding;
@@ -16,7 +17,7 @@ const PREFIXES: [&str; 12] = [
 /// A `string` node: its prefix, its bytes (ASCII only in a bytes literal) and its escapes.
 pub(super) fn string(node: Node, text: &[u8]) -> Option<Finding> {
     let start = node.child(0)?;
-    if start.kind() != "string_start" {
+    if kind_of(start) != "string_start" {
         return None;
     }
     let token = &text[start.byte_range()];
@@ -54,9 +55,10 @@ pub(super) fn string(node: Node, text: &[u8]) -> Option<Finding> {
     if has(b'r') {
         return None;
     }
-    let mut cursor = node.walk();
-    node.children(&mut cursor)
-        .filter(|c| c.kind() == "string_content")
+    // A string has few children: indexing them needs no cursor (and no allocation).
+    (0..u32::try_from(node.child_count()).unwrap_or(u32::MAX))
+        .filter_map(|i| node.child(i))
+        .filter(|c| kind_of(c) == "string_content")
         .find_map(|content| bad_escape(&text[content.byte_range()], bytes, content.start_byte()))
 }
 

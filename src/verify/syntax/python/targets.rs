@@ -3,13 +3,14 @@
 //! parameters and keyword arguments, `except:` clauses out of order. Each check looks at one node
 //! and its children only.
 
-use tree_sitter::Node;
+use super::kind_of;
+use tree_sitter::{Node, TreeCursor};
 
 use crate::verify::syntax::Finding;
 
 /// The name CPython gives an expression in its messages ("cannot assign to function call").
 pub(super) fn expression_name(node: Node, text: &[u8]) -> &'static str {
-    match node.kind() {
+    match kind_of(node) {
         "call" => "function call",
         "attribute" => "attribute",
         "subscript" => "subscript",
@@ -61,7 +62,7 @@ fn is_sequence(kind: &str) -> bool {
 
 /// The first part of an assignment target that cannot be assigned to, with its name.
 fn unassignable<'t>(target: Node<'t>, text: &[u8]) -> Option<(Node<'t>, &'static str)> {
-    match target.kind() {
+    match kind_of(target) {
         "identifier" | "attribute" | "subscript" => None,
         "list_splat" | "list_splat_pattern" => target
             .named_child(0)
@@ -80,7 +81,7 @@ fn unassignable<'t>(target: Node<'t>, text: &[u8]) -> Option<(Node<'t>, &'static
 /// `del f()`, `del 1`, `del *a`: only names, attributes, subscripts and sequences of them.
 pub(super) fn delete_targets(node: Node, text: &[u8]) -> Option<Finding> {
     fn undeletable<'t>(target: Node<'t>, text: &[u8]) -> Option<(Node<'t>, &'static str)> {
-        match target.kind() {
+        match kind_of(target) {
             "identifier" | "attribute" | "subscript" => None,
             kind if is_sequence(kind) => {
                 let mut cursor = target.walk();
@@ -102,12 +103,12 @@ pub(super) fn delete_targets(node: Node, text: &[u8]) -> Option<Finding> {
 pub(super) fn augmented_target(node: Node, text: &[u8]) -> Option<Finding> {
     let mut left = node.child_by_field_name("left")?;
     // `(o.a) += 1`: parentheses around one target change nothing.
-    while (left.kind() == "parenthesized_expression" || is_parenthesized_name(left))
+    while (kind_of(left) == "parenthesized_expression" || is_parenthesized_name(left))
         && let Some(inner) = left.named_child(0)
     {
         left = inner;
     }
-    if matches!(left.kind(), "identifier" | "attribute" | "subscript") {
+    if matches!(kind_of(left), "identifier" | "attribute" | "subscript") {
         return None;
     }
     Some(Finding::new(
@@ -122,7 +123,7 @@ pub(super) fn augmented_target(node: Node, text: &[u8]) -> Option<Finding> {
 /// `with a as f():` and `except E as f():`: the target after `as`.
 pub(super) fn as_target(node: Node, text: &[u8]) -> Option<Finding> {
     let target = node.named_child(0)?;
-    if target.kind() == "list_splat" || target.kind() == "list_splat_pattern" {
+    if kind_of(target) == "list_splat" || kind_of(target) == "list_splat_pattern" {
         return Some(starred_alone(target));
     }
     let (bad, name) = unassignable(target, text)?;
@@ -135,7 +136,7 @@ pub(super) fn as_target(node: Node, text: &[u8]) -> Option<Finding> {
 /// `for *a in b:`: a starred target needs a sequence around it.
 pub(super) fn loop_target(node: Node) -> Option<Finding> {
     let left = node.child_by_field_name("left")?;
-    matches!(left.kind(), "list_splat_pattern" | "list_splat").then(|| starred_alone(left))
+    matches!(kind_of(left), "list_splat_pattern" | "list_splat").then(|| starred_alone(left))
 }
 
 fn starred_alone(node: Node) -> Finding {
@@ -152,7 +153,7 @@ const STARRED_HERE: &str = "can't use starred expression here";
 pub(super) fn is_starred(node: Node) -> bool {
     let mut node = node;
     loop {
-        let next = match node.kind() {
+        let next = match kind_of(node) {
             "list_splat" | "list_splat_pattern" => return true,
             "call" => node.child_by_field_name("function"),
             "attribute" => node.child_by_field_name("object"),
@@ -170,11 +171,11 @@ pub(super) fn is_starred(node: Node) -> bool {
 /// sequence, an annotated tuple or list, a starred value without a sequence around it.
 pub(super) fn assignment(node: Node) -> Option<Finding> {
     let left = node.child_by_field_name("left")?;
-    match left.kind() {
+    match kind_of(left) {
         "list_splat_pattern" | "list_splat" => return Some(starred_alone(left)),
         "pattern_list" | "tuple_pattern" | "list_pattern" => {
             if node.child_by_field_name("type").is_some() && !is_parenthesized_name(left) {
-                let what = if left.kind() == "list_pattern" {
+                let what = if kind_of(left) == "list_pattern" {
                     "list"
                 } else {
                     "tuple"
@@ -187,7 +188,7 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
             let mut cursor = left.walk();
             let starred = left
                 .named_children(&mut cursor)
-                .filter(|c| c.kind() == "list_splat_pattern")
+                .filter(|c| kind_of(c) == "list_splat_pattern")
                 .count();
             if starred > 1 {
                 return Some(Finding::new(
@@ -200,7 +201,7 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
     }
     let right = node.child_by_field_name("right")?;
     let annotated = node.child_by_field_name("type");
-    if right.kind() == "assignment"
+    if kind_of(right) == "assignment"
         && (annotated.is_some() || right.child_by_field_name("type").is_some())
     {
         // `x: int = y = 1`, `z = w: int = 1`: an annotated assignment has one target.
@@ -208,7 +209,7 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
     }
     if let Some(annotation) = annotated
         && let Some(inner) = annotation.named_child(0)
-        && matches!(inner.kind(), "splat_type" | "constrained_type")
+        && matches!(kind_of(inner), "splat_type" | "constrained_type")
     {
         // `x: *b`, `x: int: str`: forms of type parameters, not of annotations.
         return Some(Finding::new(inner.start_byte(), "invalid syntax"));
@@ -219,18 +220,19 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
 /// `(a)`: one target in parentheses, which tree-sitter-python may read as a tuple.
 fn is_parenthesized_name(node: Node) -> bool {
     let mut cursor = node.walk();
-    matches!(node.kind(), "tuple_pattern" | "tuple")
+    matches!(kind_of(node), "tuple_pattern" | "tuple")
         && node.named_child_count() == 1
-        && !node.children(&mut cursor).any(|c| c.kind() == ",")
+        && !node.children(&mut cursor).any(|c| kind_of(c) == ",")
 }
 
 /// A starred expression standing alone as a statement or a returned value: `*a`, `return *a`.
 pub(super) fn lone_starred(node: Node) -> Option<Finding> {
-    let mut cursor = node.walk();
-    let mut values = node.named_children(&mut cursor).filter(|c| !c.is_extra());
-    let value = values.next()?;
-    (is_starred(value) && values.next().is_none())
-        .then(|| Finding::new(value.start_byte(), STARRED_HERE))
+    // One value and nothing else (a comment after it is the block's, not the statement's).
+    if node.named_child_count() != 1 {
+        return None;
+    }
+    let value = node.named_child(0)?;
+    is_starred(value).then(|| Finding::new(value.start_byte(), STARRED_HERE))
 }
 
 /// `(*a)`: parentheses alone do not make a tuple (tree-sitter-python reads `(*a)` as one).
@@ -243,7 +245,7 @@ pub(super) fn parenthesized_starred(node: Node) -> Option<Finding> {
         return None;
     }
     let mut cursor = node.walk();
-    if node.children(&mut cursor).any(|c| c.kind() == ",") {
+    if node.children(&mut cursor).any(|c| kind_of(c) == ",") {
         return None;
     }
     Some(Finding::new(
@@ -254,7 +256,7 @@ pub(super) fn parenthesized_starred(node: Node) -> Option<Finding> {
 
 /// The name a parameter binds, if it binds one.
 pub(super) fn parameter_name(parameter: Node) -> Option<Node> {
-    match parameter.kind() {
+    match kind_of(parameter) {
         "identifier" => Some(parameter),
         "default_parameter" | "typed_default_parameter" => parameter.child_by_field_name("name"),
         "typed_parameter" | "list_splat_pattern" | "dictionary_splat_pattern" => {
@@ -265,13 +267,17 @@ pub(super) fn parameter_name(parameter: Node) -> Option<Node> {
 }
 
 /// Parameter lists: a name given twice, parameters after `**kwargs`, two `*` parameters.
-pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
-    let mut cursor = node.walk();
+pub(super) fn parameter_list<'t>(
+    node: Node<'t>,
+    text: &[u8],
+    cursor: &mut TreeCursor<'t>,
+    earlier: &mut TreeCursor<'t>,
+) -> Option<Finding> {
     let mut var_keyword = false;
     let mut star = false;
     let mut slash = false;
     for (index, parameter) in node
-        .named_children(&mut cursor)
+        .named_children(cursor)
         .filter(|c| !c.is_extra())
         .enumerate()
     {
@@ -281,8 +287,8 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
                 "arguments cannot follow var-keyword argument",
             ));
         }
-        let splat = match parameter.kind() {
-            "typed_parameter" => parameter.named_child(0).map_or("", |n| n.kind()),
+        let splat = match kind_of(parameter) {
+            "typed_parameter" => parameter.named_child(0).map_or("", |n| kind_of(n)),
             kind => kind,
         };
         match splat {
@@ -313,11 +319,11 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
             }
             _ => {}
         }
-        if parameter.kind() == "typed_parameter"
+        if kind_of(parameter) == "typed_parameter"
             && splat != "list_splat_pattern"
             && let Some(annotation) = parameter.child_by_field_name("type")
             && let Some(inner) = annotation.named_child(0)
-            && inner.kind() == "splat_type"
+            && kind_of(inner) == "splat_type"
         {
             // `def f(x: *b)`: only `*args` takes a starred annotation.
             return Some(Finding::new(inner.start_byte(), "invalid syntax"));
@@ -327,9 +333,8 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
         };
         let name_text = &text[name.byte_range()];
         // Parameter lists are short: comparing each with those before it allocates nothing.
-        let mut earlier = node.walk();
         let repeated = node
-            .named_children(&mut earlier)
+            .named_children(earlier)
             .filter(|c| !c.is_extra())
             .take(index)
             .filter_map(parameter_name)
@@ -347,40 +352,86 @@ pub(super) fn parameter_list(node: Node, text: &[u8]) -> Option<Finding> {
     None
 }
 
-/// `f(a=1, a=2)`: a keyword given twice in one call.
-pub(super) fn repeated_keyword(node: Node, text: &[u8]) -> Option<Finding> {
-    let mut cursor = node.walk();
-    let keywords = || {
-        let mut walk = node.walk();
-        node.named_children(&mut walk)
-            .filter(|c| c.kind() == "keyword_argument")
-            .filter_map(|c| c.child_by_field_name("name"))
-            .collect::<Vec<_>>()
-    };
-    // Most calls have at most one keyword argument: count before collecting.
-    let count = node
-        .named_children(&mut cursor)
-        .filter(|c| c.kind() == "keyword_argument")
-        .count();
-    if count < 2 {
+/// Call arguments: positional after keyword arguments, `*iterable` after `**mapping`, an empty
+/// argument (`f(,)`), a keyword given twice (`f(a=1, a=2)`).
+pub(super) fn arguments<'t>(
+    node: Node<'t>,
+    text: &[u8],
+    cursor: &mut TreeCursor<'t>,
+    earlier: &mut TreeCursor<'t>,
+) -> Option<Finding> {
+    let mut keyword = false;
+    let mut mapping_unpacked = false;
+    let mut after_separator = true;
+    let mut keywords = 0;
+    // Comments and `\` line continuations are extras: they sit among the arguments.
+    for argument in node.children(cursor).filter(|a| !a.is_extra()) {
+        let kind = kind_of(argument);
+        match kind {
+            "(" | ")" => {
+                after_separator = kind == "(";
+                continue;
+            }
+            "," if after_separator => {
+                return Some(Finding::new(argument.start_byte(), "invalid syntax"));
+            }
+            "," => {
+                after_separator = true;
+                continue;
+            }
+            _ => after_separator = false,
+        }
+        match kind {
+            "keyword_argument" => {
+                keyword = true;
+                keywords += 1;
+            }
+            "dictionary_splat" => mapping_unpacked = true,
+            "list_splat" if mapping_unpacked => {
+                return Some(Finding::new(
+                    argument.start_byte(),
+                    "iterable argument unpacking follows keyword argument unpacking",
+                ));
+            }
+            "list_splat" => {}
+            _ if keyword || mapping_unpacked => {
+                return Some(Finding::new(
+                    argument.start_byte(),
+                    "positional argument follows keyword argument",
+                ));
+            }
+            _ => {}
+        }
+    }
+    if keywords < 2 {
         return None;
     }
-    let names = keywords();
-    names.iter().enumerate().find_map(|(i, name)| {
+    let name_of = |argument: Node<'t>| {
+        (kind_of(argument) == "keyword_argument")
+            .then(|| argument.child_by_field_name("name"))
+            .flatten()
+    };
+    for (index, argument) in node.named_children(cursor).enumerate() {
+        let Some(name) = name_of(argument) else {
+            continue;
+        };
         let name_text = &text[name.byte_range()];
-        names[..i]
-            .iter()
-            .any(|n| &text[n.byte_range()] == name_text)
-            .then(|| {
-                Finding::new(
-                    name.start_byte(),
-                    format!(
-                        "keyword argument repeated: {}",
-                        String::from_utf8_lossy(name_text)
-                    ),
-                )
-            })
-    })
+        let repeated = node
+            .named_children(earlier)
+            .take(index)
+            .filter_map(name_of)
+            .any(|n| &text[n.byte_range()] == name_text);
+        if repeated {
+            return Some(Finding::new(
+                name.start_byte(),
+                format!(
+                    "keyword argument repeated: {}",
+                    String::from_utf8_lossy(name_text)
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// A `try` statement's handlers: a bare `except:` must be the last, and `except` and `except*`
@@ -391,7 +442,7 @@ pub(super) fn except_clauses(node: Node) -> Option<Finding> {
     let mut group: Option<bool> = None;
     for clause in node
         .named_children(&mut cursor)
-        .filter(|c| c.kind() == "except_clause")
+        .filter(|c| kind_of(c) == "except_clause")
     {
         if let Some(bare) = bare {
             return Some(Finding::new(
@@ -399,7 +450,7 @@ pub(super) fn except_clauses(node: Node) -> Option<Finding> {
                 "default 'except:' must be last",
             ));
         }
-        let is_group = clause.child(1).is_some_and(|c| c.kind() == "*");
+        let is_group = clause.child(1).is_some_and(|c| kind_of(c) == "*");
         match group {
             Some(first) if first != is_group => {
                 return Some(Finding::new(
@@ -412,7 +463,7 @@ pub(super) fn except_clauses(node: Node) -> Option<Finding> {
         let mut walk = clause.walk();
         let bare_clause = clause
             .named_children(&mut walk)
-            .all(|c| c.kind() == "block" || c.is_extra());
+            .all(|c| kind_of(c) == "block" || c.is_extra());
         if bare_clause {
             bare = Some(clause);
         }
@@ -431,7 +482,7 @@ pub(super) fn mixed_concatenation(node: Node, text: &[u8]) -> Option<Finding> {
     let mut cursor = node.walk();
     let mut strings = node
         .named_children(&mut cursor)
-        .filter(|c| c.kind() == "string");
+        .filter(|c| kind_of(c) == "string");
     let first = is_bytes(strings.next()?);
     let other = strings.find(|s| is_bytes(*s) != first)?;
     Some(Finding::new(
@@ -443,7 +494,7 @@ pub(super) fn mixed_concatenation(node: Node, text: &[u8]) -> Option<Finding> {
 /// `[*x for x in y]`: a comprehension makes one element (one pair) per round.
 pub(super) fn comprehension_body(node: Node) -> Option<Finding> {
     let body = node.child_by_field_name("body")?;
-    let unpacked = is_starred(body) || body.kind() == "dictionary_splat";
+    let unpacked = is_starred(body) || kind_of(body) == "dictionary_splat";
     unpacked.then(|| {
         Finding::new(
             body.start_byte(),
@@ -456,30 +507,13 @@ pub(super) fn comprehension_body(node: Node) -> Option<Finding> {
 /// parentheses, and a trailing comma makes it one argument of several.
 pub(super) fn generator_argument(node: Node) -> Option<Finding> {
     let mut cursor = node.walk();
-    let trailing_comma = node.children(&mut cursor).any(|c| c.kind() == ",");
+    let trailing_comma = node.children(&mut cursor).any(|c| kind_of(c) == ",");
     trailing_comma.then(|| {
         Finding::new(
             node.start_byte(),
             "Generator expression must be parenthesized",
         )
     })
-}
-
-/// `f(,)` and `f(a,,b)`: a comma needs an argument before it.
-pub(super) fn empty_argument(node: Node) -> Option<Finding> {
-    let mut cursor = node.walk();
-    let mut after_separator = true;
-    for child in node.children(&mut cursor).filter(|c| !c.is_extra()) {
-        match child.kind() {
-            "(" => after_separator = true,
-            "," if after_separator => {
-                return Some(Finding::new(child.start_byte(), "invalid syntax"));
-            }
-            "," => after_separator = true,
-            _ => after_separator = false,
-        }
-    }
-    None
 }
 
 /// `A[*b:]`: a slice's bounds are single expressions.
@@ -497,11 +531,11 @@ pub(super) fn import_trailing_comma(node: Node) -> Option<Finding> {
     let mut last = None;
     let mut parenthesized = false;
     for child in node.children(&mut cursor).filter(|c| !c.is_extra()) {
-        parenthesized |= child.kind() == "(";
+        parenthesized |= kind_of(child) == "(";
         last = Some(child);
     }
     let last = last?;
-    (last.kind() == "," && !parenthesized).then(|| {
+    (kind_of(last) == "," && !parenthesized).then(|| {
         Finding::new(
             last.start_byte(),
             "trailing comma not allowed without surrounding parentheses",
@@ -513,10 +547,10 @@ pub(super) fn import_trailing_comma(node: Node) -> Option<Finding> {
 /// after `as` in any handler is a plain name.
 pub(super) fn except_clause(node: Node) -> Option<Finding> {
     let mut cursor = node.walk();
-    if node.child(1).is_some_and(|c| c.kind() == "*") {
+    if node.child(1).is_some_and(|c| kind_of(c) == "*") {
         let mut values = node
             .named_children(&mut cursor)
-            .filter(|c| c.kind() != "block" && !c.is_extra());
+            .filter(|c| kind_of(c) != "block" && !c.is_extra());
         if values.next().is_none() {
             return Some(Finding::new(
                 node.start_byte(),
@@ -533,8 +567,8 @@ pub(super) fn except_clause(node: Node) -> Option<Finding> {
     let mut walk = node.walk();
     let alias = node
         .named_children(&mut walk)
-        .find(|c| c.kind() == "as_pattern")
+        .find(|c| kind_of(c) == "as_pattern")
         .and_then(|p| p.child_by_field_name("alias"))?;
     let target = alias.named_child(0)?;
-    (target.kind() != "identifier").then(|| Finding::new(target.start_byte(), "invalid syntax"))
+    (kind_of(target) != "identifier").then(|| Finding::new(target.start_byte(), "invalid syntax"))
 }
