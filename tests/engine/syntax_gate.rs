@@ -603,3 +603,46 @@ fn python_parser_rules_tree_sitter_lacks() {
          from t import (x,)\nf(x for x in L)\nx = 1 \\\n    + 2\n",
     ]);
 }
+
+/// Valid code tree-sitter's grammars reject, which the language's own tool (installed wherever
+/// helixflow is built: bash, rustfmt, Node.js) accepts: the gate passes it.
+#[test]
+fn valid_code_tree_sitter_rejects_passes_when_the_language_accepts_it() {
+    let cases: [(Language, &str); 5] = [
+        // POSIX `for` without `in`, and `[` as the command it is (its `]` is only an argument).
+        (Language::Bash, "#!/bin/sh\nfor i do\n  echo \"$i\"\ndone\n"),
+        (
+            Language::Bash,
+            "#!/bin/sh\nif [ -x /usr/bin/vim; then\n  echo vim\nfi\n",
+        ),
+        // `try!` is a macro in Rust 2015; `$ name : ty` is a macro fragment with spaces.
+        (
+            Language::Rust,
+            "fn f() -> Result<u8, ()> {\n    let x = try!(g());\n    Ok(x)\n}\n",
+        ),
+        (
+            Language::Rust,
+            "macro_rules! m {\n    ($ name : ty) => {};\n}\n",
+        ),
+        (
+            Language::Rust,
+            "unsafe extern \"C\" {\n    pub safe fn abs(x: i32) -> i32;\n}\n",
+        ),
+    ];
+    for (language, source) in cases {
+        let errors = check(language, source.as_bytes());
+        assert!(errors.is_empty(), "{}: {source:?}: {errors:?}", language.name());
+    }
+    // The second opinion never passes what the language rejects.
+    for (language, source) in [
+        (Language::Bash, "for i do\n  echo $i\n"),
+        (Language::Rust, "fn f() { let x = try!(g()) }\nfn g( {}\n"),
+        (Language::JavaScript, "let x = ;\n"),
+    ] {
+        assert!(
+            !check(language, source.as_bytes()).is_empty(),
+            "{}: {source:?}",
+            language.name()
+        );
+    }
+}

@@ -53,3 +53,8 @@ pub(super) fn node_accepts(text: &[u8]) -> bool {
         .iter()
         .any(|args| accepts("node", args, text) == Some(true))
 }
+
+/// `gofmt -e`: Go's own parser (all errors, not only the first ten).
+pub(super) fn go_accepts(text: &[u8]) -> bool {
+    accepts("gofmt", &["-e"], text) == Some(true)
+}

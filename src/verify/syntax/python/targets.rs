@@ -148,8 +148,9 @@ fn starred_alone(node: Node) -> Finding {
 
 const STARRED_HERE: &str = "can't use starred expression here";
 
-/// Whether `node` is a starred expression: `*a`, and also `*f(x)`, `*a.b` and `*a[1]`, which
-/// tree-sitter-python reads as a call (an attribute, a subscript) of the starred `*f`.
+/// Whether `node` is a starred expression: `*a`, and also `*f(x)`, `*a.b`, `*a[1]` and
+/// `*a + b`, which tree-sitter-python reads as a call (an attribute, a subscript, an operation)
+/// of the starred `*f` where Python stars the whole expression.
 pub(super) fn is_starred(node: Node) -> bool {
     let mut node = node;
     loop {
@@ -158,6 +159,8 @@ pub(super) fn is_starred(node: Node) -> bool {
             "call" => node.child_by_field_name("function"),
             "attribute" => node.child_by_field_name("object"),
             "subscript" => node.child_by_field_name("value"),
+            "binary_operator" | "boolean_operator" => node.child_by_field_name("left"),
+            "comparison_operator" | "conditional_expression" => node.named_child(0),
             _ => None,
         };
         match next {
