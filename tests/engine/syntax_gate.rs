@@ -389,6 +389,12 @@ fn python_escapes_that_cannot_be_decoded() {
             (1, 10),
             "truncated `\\x` escape: `\\xXX` needs two hex digits",
         ),
+        // Only CPython's table knows the names: python3 is asked.
+        (
+            "x = 'é \\N{NO SUCH NAME}'\n",
+            (1, 8),
+            "unknown Unicode character name `NO SUCH NAME` in a `\\N{…}` escape",
+        ),
         ("x = 'a' b'b'\n", (1, 9), "cannot mix bytes and nonbytes literals"),
         (
             "x = f'{x!z}'\n",
@@ -398,7 +404,7 @@ fn python_escapes_that_cannot_be_decoded() {
     ]);
     // Unknown escapes are only warnings; bytes have no `\u`, `\N`; raw strings have no escapes.
     assert_python_passes(&[
-        "x = '\\d \\777 \\x41 \\u00e9 \\U0001F600 \\N{DIGIT ONE}'\ny = b'\\u12 \\N \\x41'\nz = rb'\\x4' + r'\\u'\n\
+        "x = '\\d \\777 \\x41 \\u00e9 \\U0001F600 \\N{DIGIT ONE} \\N{LATIN SMALL LETTER A WITH ACUTE}'\ny = b'\\u12 \\N \\x41'\nz = rb'\\x4' + r'\\u'\n\
          w = f'{a!r:>{n}} \\x41'\n",
     ]);
 }

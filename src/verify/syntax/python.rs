@@ -649,11 +649,3 @@ mod tests {
         assert_eq!(messages(Language::Python, valid), vec![]);
     }
 }
-#[cfg(test)]
-mod probe {
-    #[test]
-    fn probe() {
-        let text = std::fs::read("/tmp/probe.py").unwrap();
-        eprintln!("{:?}", crate::verify::syntax::check(super::Language::Python, &text));
-    }
-}
