@@ -39,6 +39,21 @@ pub(super) fn kind_of<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> &'static 
         .unwrap_or("")
 }
 
+/// A node's child in a field. `Node::child_by_field_name` looks the name up among the grammar's
+/// field names with `strncmp` on every call, which shows when every assignment and call is
+/// checked; the names are read once instead.
+pub(super) fn field<'t>(node: Node<'t>, name: &str) -> Option<Node<'t>> {
+    static IDS: LazyLock<Vec<(&'static str, u16)>> = LazyLock::new(|| {
+        let grammar: tree_sitter::Language = tree_sitter_python::LANGUAGE.into();
+        (1..=grammar.field_count())
+            .filter_map(|id| u16::try_from(id).ok())
+            .filter_map(|id| grammar.field_name_for_id(id).map(|name| (name, id)))
+            .collect()
+    });
+    let id = IDS.iter().find(|(field, _)| *field == name)?.1;
+    node.child_by_field_id(id)
+}
+
 /// Python's rules on top of tree-sitter-python.
 pub(super) struct Python;
 
@@ -358,9 +373,7 @@ fn python_parameters<'t>(node: Node<'t>, cursor: &mut tree_sitter::TreeCursor<'t
     let mut bare_star: Option<Node> = None;
     for parameter in node.named_children(cursor) {
         if kind_of(parameter) == "tuple_pattern"
-            || parameter
-                .child_by_field_name("name")
-                .is_some_and(|n| kind_of(n) == "tuple_pattern")
+            || field(parameter, "name").is_some_and(|n| kind_of(n) == "tuple_pattern")
         {
             return Some(Finding::new(
                 parameter.start_byte(),

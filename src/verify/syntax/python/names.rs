@@ -3,7 +3,7 @@
 //! `nonlocal` name that no enclosing function binds, and assignments to `__debug__`. These run
 //! only where such a statement (or the name `__debug__`) is, so most files never pay for them.
 
-use super::kind_of;
+use super::{field, kind_of};
 use tree_sitter::{Node, Tree};
 
 use super::targets::parameter_name;
@@ -52,17 +52,17 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
     let mut stack: Vec<(Node, Context)> = Vec::new();
     match kind_of(scope) {
         "function_definition" => {
-            if let Some(parameters) = scope.child_by_field_name("parameters") {
+            if let Some(parameters) = field(scope, "parameters") {
                 let mut cursor = parameters.walk();
                 found.parameter = parameters
                     .named_children(&mut cursor)
                     .filter_map(parameter_name)
                     .any(|n| &text[n.byte_range()] == name);
             }
-            stack.extend(scope.child_by_field_name("body").map(|b| (b, Context::Load)));
+            stack.extend(field(scope, "body").map(|b| (b, Context::Load)));
         }
         "class_definition" => {
-            stack.extend(scope.child_by_field_name("body").map(|b| (b, Context::Load)));
+            stack.extend(field(scope, "body").map(|b| (b, Context::Load)));
         }
         _ => stack.push((scope, Context::Load)),
     }
@@ -70,7 +70,7 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
         if node.start_byte() >= before || node.is_extra() {
             continue;
         }
-        let field = |field: &str| node.child_by_field_name(field);
+        let own = |name: &str| field(node, name);
         match kind_of(node) {
             "identifier" => {
                 if &text[node.byte_range()] == name {
@@ -82,16 +82,16 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 }
             }
             "function_definition" | "class_definition" => {
-                stack.extend(field("name").map(|n| (n, Context::Store)));
-                if let Some(parameters) = field("parameters") {
+                stack.extend(own("name").map(|n| (n, Context::Store)));
+                if let Some(parameters) = own("parameters") {
                     let mut cursor = parameters.walk();
                     let defaults: Vec<Node> = parameters
                         .named_children(&mut cursor)
-                        .filter_map(|p| p.child_by_field_name("value"))
+                        .filter_map(|p| field(p, "value"))
                         .collect();
                     stack.extend(defaults.into_iter().map(|d| (d, Context::Load)));
                 }
-                stack.extend(field("superclasses").map(|s| (s, Context::Load)));
+                stack.extend(own("superclasses").map(|s| (s, Context::Load)));
             }
             "lambda" => {}
             "list_comprehension"
@@ -102,13 +102,13 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 let first = node
                     .named_children(&mut cursor)
                     .find(|c| kind_of(c) == "for_in_clause")
-                    .and_then(|c| c.child_by_field_name("right"));
+                    .and_then(|c| field(c, "right"));
                 push_children(&mut stack, node, Context::Comprehension);
                 stack.extend(first.map(|f| (f, Context::Load)));
             }
             "named_expression" => {
-                stack.extend(field("value").map(|v| (v, context)));
-                stack.extend(field("name").map(|n| (n, Context::Store)));
+                stack.extend(own("value").map(|v| (v, context)));
+                stack.extend(own("name").map(|n| (n, Context::Store)));
             }
             "assignment" | "augmented_assignment" | "for_statement" | "for_in_clause" => {
                 let target_context = if context == Context::Comprehension {
@@ -116,9 +116,9 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 } else {
                     Context::Store
                 };
-                let left = field("left");
+                let left = own("left");
                 if kind_of(node) == "assignment"
-                    && field("type").is_some()
+                    && own("type").is_some()
                     && left.is_some_and(|l| &text[l.byte_range()] == name)
                 {
                     found.annotated = true;
@@ -149,9 +149,9 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 } else {
                     Context::Load
                 };
-                stack.extend(field("object").map(|o| (o, object_context)));
+                stack.extend(own("object").map(|o| (o, object_context)));
             }
-            "keyword_argument" => stack.extend(field("value").map(|v| (v, context))),
+            "keyword_argument" => stack.extend(own("value").map(|v| (v, context))),
             "import_statement" | "import_from_statement" | "future_import_statement" => {
                 found.imported |= imports(node, name, text);
             }
@@ -183,12 +183,12 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
 /// `from m import a as b` bind `b`, `from m import a` binds `a`.
 fn imports(node: Node, name: &[u8], text: &[u8]) -> bool {
     let mut cursor = node.walk();
-    let module = node.child_by_field_name("module_name");
+    let module = field(node, "module_name");
     node.named_children(&mut cursor)
         .filter(|c| Some(*c) != module)
         .any(|imported| {
             let bound = match kind_of(imported) {
-                "aliased_import" => imported.child_by_field_name("alias"),
+                "aliased_import" => field(imported, "alias"),
                 "dotted_name" => imported.named_child(0),
                 _ => None,
             };
@@ -223,8 +223,8 @@ pub(super) fn debug_bindings(tree: &Tree, text: &[u8]) -> Vec<Finding> {
 
 fn debug_binding(node: Node) -> Option<&'static str> {
     const ASSIGN: &str = "cannot assign to __debug__";
-    let is_field = |parent: Node, field: &str, child: Node| {
-        parent.child_by_field_name(field) == Some(child)
+    let is_field = |parent: Node, name: &str, child: Node| {
+        field(parent, name) == Some(child)
     };
     let mut child = node;
     let mut parent = node.parent()?;
@@ -270,7 +270,7 @@ fn debug_binding(node: Node) -> Option<&'static str> {
         "aliased_import" if is_field(parent, "alias", child) => Some(ASSIGN),
         "dotted_name" => {
             let statement = parent.parent()?;
-            let module = statement.child_by_field_name("module_name");
+            let module = field(statement, "module_name");
             let first = parent.named_child(0) == Some(child);
             let imported = matches!(kind_of(statement), "import_statement" | "import_from_statement")
                 && module != Some(parent)

@@ -5,7 +5,7 @@
 //! tree-sitter-python parses all of them. The node-by-node checks of the parser's rules run in
 //! the same walk, so the tree is walked once.
 
-use super::kind_of;
+use super::{field, kind_of};
 use tree_sitter::{Node, TreeCursor};
 
 use super::names::{NameUse, name_use};
@@ -354,7 +354,7 @@ impl<'t> PythonCheck<'t> {
         let mut cursor = node.walk();
         for imported in node.named_children(&mut cursor) {
             let name = match kind_of(imported) {
-                "aliased_import" => imported.child_by_field_name("name"),
+                "aliased_import" => field(imported, "name"),
                 "dotted_name" => Some(imported),
                 _ => None,
             };
@@ -442,12 +442,12 @@ impl<'t> PythonCheck<'t> {
 
     /// `x: int` after `global x` (or `nonlocal x`) in the same scope.
     fn annotated_declared(&self, node: Node<'t>) -> Option<Finding> {
-        node.child_by_field_name("type")?;
+        field(node, "type")?;
         let index = self.scope_index(node.start_byte())?;
         if !self.frames[index].declares {
             return None;
         }
-        let target = node.child_by_field_name("left")?;
+        let target = field(node, "left")?;
         if kind_of(target) != "identifier" {
             return None;
         }
@@ -478,7 +478,7 @@ impl<'t> PythonCheck<'t> {
     /// variable, not in a class body (where it would bind a class attribute from inside a scope).
     fn named_expression(&self, node: Node<'t>) -> Option<Finding> {
         let start = node.start_byte();
-        let name = node.child_by_field_name("name")?;
+        let name = field(node, "name")?;
         let name_text = &self.text[name.byte_range()];
         let mut in_comprehension = false;
         for frame in self.frames.iter().rev() {
@@ -491,8 +491,7 @@ impl<'t> PythonCheck<'t> {
                         .named_children(&mut cursor)
                         .filter(|n| kind_of(n) == "for_in_clause")
                     {
-                        if clause
-                            .child_by_field_name("right")
+                        if field(clause, "right")
                             .is_some_and(|r| r.byte_range().contains(&start))
                         {
                             return Some(Finding::new(
@@ -500,7 +499,7 @@ impl<'t> PythonCheck<'t> {
                                 "assignment expression cannot be used in a comprehension iterable expression",
                             ));
                         }
-                        let target = clause.child_by_field_name("left")?;
+                        let target = field(clause, "left")?;
                         if binds_name(target, name_text, self.text) {
                             return Some(Finding::new(
                                 start,
@@ -685,7 +684,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 let first_iterable = (0..u32::try_from(node.named_child_count()).unwrap_or(u32::MAX))
                     .filter_map(|i| node.named_child(i))
                     .find(|c| kind_of(c) == "for_in_clause")
-                    .and_then(|c| c.child_by_field_name("right"))
+                    .and_then(|c| field(c, "right"))
                     .map_or((0, 0), |r| (r.start_byte(), r.end_byte()));
                 self.push(
                     node,
@@ -741,7 +740,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 targets::except_clause(node).or_else(|| python3_rejects(node, text))
             }
             "interpolation" => {
-                let expression = node.child_by_field_name("expression")?;
+                let expression = field(node, "expression")?;
                 targets::is_starred(expression).then(|| {
                     Finding::new(
                         expression.start_byte(),

@@ -3,7 +3,7 @@
 //! parameters and keyword arguments, `except:` clauses out of order. Each check looks at one node
 //! and its children only.
 
-use super::kind_of;
+use super::{field, kind_of};
 use tree_sitter::{Node, TreeCursor};
 
 use crate::verify::syntax::Finding;
@@ -101,7 +101,7 @@ pub(super) fn delete_targets(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// `a, b += 1`: an augmented assignment takes one name, attribute or subscript.
 pub(super) fn augmented_target(node: Node, text: &[u8]) -> Option<Finding> {
-    let mut left = node.child_by_field_name("left")?;
+    let mut left = field(node, "left")?;
     // `(o.a) += 1`: parentheses around one target change nothing.
     while (kind_of(left) == "parenthesized_expression" || is_parenthesized_name(left))
         && let Some(inner) = left.named_child(0)
@@ -135,7 +135,7 @@ pub(super) fn as_target(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// `for *a in b:`: a starred target needs a sequence around it.
 pub(super) fn loop_target(node: Node) -> Option<Finding> {
-    let left = node.child_by_field_name("left")?;
+    let left = field(node, "left")?;
     matches!(kind_of(left), "list_splat_pattern" | "list_splat").then(|| starred_alone(left))
 }
 
@@ -156,10 +156,10 @@ pub(super) fn is_starred(node: Node) -> bool {
     loop {
         let next = match kind_of(node) {
             "list_splat" | "list_splat_pattern" => return true,
-            "call" => node.child_by_field_name("function"),
-            "attribute" => node.child_by_field_name("object"),
-            "subscript" => node.child_by_field_name("value"),
-            "binary_operator" | "boolean_operator" => node.child_by_field_name("left"),
+            "call" => field(node, "function"),
+            "attribute" => field(node, "object"),
+            "subscript" => field(node, "value"),
+            "binary_operator" | "boolean_operator" => field(node, "left"),
             "comparison_operator" | "conditional_expression" => node.named_child(0),
             _ => None,
         };
@@ -173,11 +173,11 @@ pub(super) fn is_starred(node: Node) -> bool {
 /// An assignment's targets and value: a lone starred target, two starred targets in one
 /// sequence, an annotated tuple or list, a starred value without a sequence around it.
 pub(super) fn assignment(node: Node) -> Option<Finding> {
-    let left = node.child_by_field_name("left")?;
+    let left = field(node, "left")?;
     match kind_of(left) {
         "list_splat_pattern" | "list_splat" => return Some(starred_alone(left)),
         "pattern_list" | "tuple_pattern" | "list_pattern" => {
-            if node.child_by_field_name("type").is_some() && !is_parenthesized_name(left) {
+            if field(node, "type").is_some() && !is_parenthesized_name(left) {
                 let what = if kind_of(left) == "list_pattern" {
                     "list"
                 } else {
@@ -202,10 +202,10 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
         }
         _ => {}
     }
-    let right = node.child_by_field_name("right")?;
-    let annotated = node.child_by_field_name("type");
+    let right = field(node, "right")?;
+    let annotated = field(node, "type");
     if kind_of(right) == "assignment"
-        && (annotated.is_some() || right.child_by_field_name("type").is_some())
+        && (annotated.is_some() || field(right, "type").is_some())
     {
         // `x: int = y = 1`, `z = w: int = 1`: an annotated assignment has one target.
         return Some(Finding::new(right.start_byte(), "invalid syntax"));
@@ -261,7 +261,7 @@ pub(super) fn parenthesized_starred(node: Node) -> Option<Finding> {
 pub(super) fn parameter_name(parameter: Node) -> Option<Node> {
     match kind_of(parameter) {
         "identifier" => Some(parameter),
-        "default_parameter" | "typed_default_parameter" => parameter.child_by_field_name("name"),
+        "default_parameter" | "typed_default_parameter" => field(parameter, "name"),
         "typed_parameter" | "list_splat_pattern" | "dictionary_splat_pattern" => {
             parameter.named_child(0).and_then(parameter_name)
         }
@@ -276,6 +276,9 @@ pub(super) fn parameter_list<'t>(
     cursor: &mut TreeCursor<'t>,
     earlier: &mut TreeCursor<'t>,
 ) -> Option<Finding> {
+    const SEEN: usize = 16;
+    let mut names: [&[u8]; SEEN] = [&[]; SEEN];
+    let mut seen = 0;
     let mut var_keyword = false;
     let mut star = false;
     let mut slash = false;
@@ -324,7 +327,7 @@ pub(super) fn parameter_list<'t>(
         }
         if kind_of(parameter) == "typed_parameter"
             && splat != "list_splat_pattern"
-            && let Some(annotation) = parameter.child_by_field_name("type")
+            && let Some(annotation) = field(parameter, "type")
             && let Some(inner) = annotation.named_child(0)
             && kind_of(inner) == "splat_type"
         {
@@ -335,13 +338,19 @@ pub(super) fn parameter_list<'t>(
             continue;
         };
         let name_text = &text[name.byte_range()];
-        // Parameter lists are short: comparing each with those before it allocates nothing.
-        let repeated = node
-            .named_children(earlier)
-            .filter(|c| !c.is_extra())
-            .take(index)
-            .filter_map(parameter_name)
-            .any(|n| &text[n.byte_range()] == name_text);
+        // The names so far sit in an array on the stack; past its size, the list is read again.
+        let repeated = if seen < SEEN {
+            let repeated = names[..seen].contains(&name_text);
+            names[seen] = name_text;
+            seen += 1;
+            repeated
+        } else {
+            node.named_children(earlier)
+                .filter(|c| !c.is_extra())
+                .take(index)
+                .filter_map(parameter_name)
+                .any(|n| &text[n.byte_range()] == name_text)
+        };
         if repeated {
             return Some(Finding::new(
                 name.start_byte(),
@@ -411,7 +420,7 @@ pub(super) fn arguments<'t>(
     }
     let name_of = |argument: Node<'t>| {
         (kind_of(argument) == "keyword_argument")
-            .then(|| argument.child_by_field_name("name"))
+            .then(|| field(argument, "name"))
             .flatten()
     };
     for (index, argument) in node.named_children(cursor).enumerate() {
@@ -496,7 +505,7 @@ pub(super) fn mixed_concatenation(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// `[*x for x in y]`: a comprehension makes one element (one pair) per round.
 pub(super) fn comprehension_body(node: Node) -> Option<Finding> {
-    let body = node.child_by_field_name("body")?;
+    let body = field(node, "body")?;
     let unpacked = is_starred(body) || kind_of(body) == "dictionary_splat";
     unpacked.then(|| {
         Finding::new(
@@ -571,7 +580,7 @@ pub(super) fn except_clause(node: Node) -> Option<Finding> {
     let alias = node
         .named_children(&mut walk)
         .find(|c| kind_of(c) == "as_pattern")
-        .and_then(|p| p.child_by_field_name("alias"))?;
+        .and_then(|p| field(p, "alias"))?;
     let target = alias.named_child(0)?;
     (kind_of(target) != "identifier").then(|| Finding::new(target.start_byte(), "invalid syntax"))
 }
