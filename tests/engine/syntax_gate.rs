@@ -305,8 +305,16 @@ fn python_targets_that_cannot_be_assigned_or_deleted() {
             (1, 1),
             "'list' is an illegal expression for augmented assignment",
         ),
-        ("with a as b(): pass\n", (1, 11), "cannot assign to function call"),
-        ("with a as (b, c()): pass\n", (1, 15), "cannot assign to function call"),
+        (
+            "with a as b(): pass\n",
+            (1, 11),
+            "cannot assign to function call",
+        ),
+        (
+            "with a as (b, c()): pass\n",
+            (1, 15),
+            "cannot assign to function call",
+        ),
         (
             "for *a in b: pass\n",
             (1, 5),
@@ -350,7 +358,11 @@ fn python_starred_expressions_where_no_sequence_takes_them() {
             "iterable unpacking cannot be used in comprehension",
         ),
         // CPython places f-string errors at the start of the string (1:2).
-        ("f'{*a}'\n", (1, 4), "f-string: cannot use starred expression here"),
+        (
+            "f'{*a}'\n",
+            (1, 4),
+            "f-string: cannot use starred expression here",
+        ),
     ]);
     assert_python_passes(&["x = *a, b\nprint(*a, *b)\nx = [*a]\na[*b]\nf(*g(x))\n"]);
 }
@@ -395,7 +407,11 @@ fn python_escapes_that_cannot_be_decoded() {
             (1, 8),
             "unknown Unicode character name `NO SUCH NAME` in a `\\N{…}` escape",
         ),
-        ("x = 'a' b'b'\n", (1, 9), "cannot mix bytes and nonbytes literals"),
+        (
+            "x = 'a' b'b'\n",
+            (1, 9),
+            "cannot mix bytes and nonbytes literals",
+        ),
         (
             "x = f'{x!z}'\n",
             (1, 9),
@@ -413,10 +429,22 @@ fn python_escapes_that_cannot_be_decoded() {
 fn python_statements_outside_their_scope() {
     assert_python_errors(&[
         ("return 1\n", (1, 1), "'return' outside function"),
-        ("class C:\n    yield 1\n", (2, 5), "'yield' outside function"),
-        ("[(yield) for x in y]\n", (1, 3), "'yield' inside list comprehension"),
+        (
+            "class C:\n    yield 1\n",
+            (2, 5),
+            "'yield' outside function",
+        ),
+        (
+            "[(yield) for x in y]\n",
+            (1, 3),
+            "'yield' inside list comprehension",
+        ),
         ("await x\n", (1, 1), "'await' outside function"),
-        ("def f():\n    await x\n", (2, 5), "'await' outside async function"),
+        (
+            "def f():\n    await x\n",
+            (2, 5),
+            "'await' outside async function",
+        ),
         (
             "async def f():\n    class C:\n        await x\n",
             (3, 9),
@@ -427,7 +455,11 @@ fn python_statements_outside_their_scope() {
             (2, 5),
             "asynchronous comprehension outside of an asynchronous function",
         ),
-        ("async with a: pass\n", (1, 1), "'async with' outside async function"),
+        (
+            "async with a: pass\n",
+            (1, 1),
+            "'async with' outside async function",
+        ),
         (
             "async def f():\n    yield 1\n    return 2\n",
             (3, 5),
@@ -468,14 +500,26 @@ fn python_statements_outside_their_scope() {
 #[test]
 fn python_names_declared_global_or_nonlocal_and_repeated_names() {
     assert_python_errors(&[
-        ("nonlocal x\n", (1, 1), "nonlocal declaration not allowed at module level"),
-        ("def f():\n    nonlocal x\n", (2, 5), "no binding for nonlocal 'x' found"),
+        (
+            "nonlocal x\n",
+            (1, 1),
+            "nonlocal declaration not allowed at module level",
+        ),
+        (
+            "def f():\n    nonlocal x\n",
+            (2, 5),
+            "no binding for nonlocal 'x' found",
+        ),
         (
             "def f():\n    global x\n    def g():\n        nonlocal x\n",
             (4, 9),
             "no binding for nonlocal 'x' found",
         ),
-        ("def f(x):\n    global x\n", (2, 5), "name 'x' is parameter and global"),
+        (
+            "def f(x):\n    global x\n",
+            (2, 5),
+            "name 'x' is parameter and global",
+        ),
         (
             "def f():\n    x = 1\n    global x\n",
             (3, 5),
@@ -504,7 +548,11 @@ fn python_names_declared_global_or_nonlocal_and_repeated_names() {
         ("f(a=1, a=2)\n", (1, 8), "keyword argument repeated: a"),
         ("__debug__ = 1\n", (1, 1), "cannot assign to __debug__"),
         // CPython places this one at the `def` (1:1); the name is where to look.
-        ("def f(*, __debug__): pass\n", (1, 10), "cannot assign to __debug__"),
+        (
+            "def f(*, __debug__): pass\n",
+            (1, 10),
+            "cannot assign to __debug__",
+        ),
         ("del __debug__\n", (1, 5), "cannot delete __debug__"),
         (
             "[i := 0 for i in x]\n",
@@ -544,7 +592,11 @@ fn python_future_imports_and_import_star() {
             (3, 1),
             "from __future__ imports must occur at the beginning of the file",
         ),
-        ("from __future__ import spam\n", (1, 1), "future feature spam is not defined"),
+        (
+            "from __future__ import spam\n",
+            (1, 1),
+            "future feature spam is not defined",
+        ),
         ("from __future__ import braces\n", (1, 1), "not a chance"),
         (
             "def f():\n    from os import *\n",
@@ -561,15 +613,31 @@ fn python_future_imports_and_import_star() {
 #[test]
 fn python_parser_rules_tree_sitter_lacks() {
     assert_python_errors(&[
-        ("def foo(a, /, /, b): pass\n", (1, 15), "/ may appear only once"),
-        ("def foo(a, *b, c, /, d): pass\n", (1, 19), "/ must be ahead of *"),
-        ("lambda /, a: None\n", (1, 8), "at least one argument must precede /"),
+        (
+            "def foo(a, /, /, b): pass\n",
+            (1, 15),
+            "/ may appear only once",
+        ),
+        (
+            "def foo(a, *b, c, /, d): pass\n",
+            (1, 19),
+            "/ must be ahead of *",
+        ),
+        (
+            "lambda /, a: None\n",
+            (1, 8),
+            "at least one argument must precede /",
+        ),
         (
             "def f(**k, a): pass\n",
             (1, 12),
             "arguments cannot follow var-keyword argument",
         ),
-        ("def f(*a, *b): pass\n", (1, 11), "* argument may appear only once"),
+        (
+            "def f(*a, *b): pass\n",
+            (1, 11),
+            "* argument may appear only once",
+        ),
         ("def f6(x: *b): pass\n", (1, 11), "invalid syntax"),
         (
             "try:\n    pass\nexcept:\n    pass\nexcept E:\n    pass\n",
@@ -637,7 +705,11 @@ fn valid_code_tree_sitter_rejects_passes_when_the_language_accepts_it() {
     ];
     for (language, source) in cases {
         let errors = check(language, source.as_bytes());
-        assert!(errors.is_empty(), "{}: {source:?}: {errors:?}", language.name());
+        assert!(
+            errors.is_empty(),
+            "{}: {source:?}: {errors:?}",
+            language.name()
+        );
     }
     // The second opinion never passes what the language rejects.
     for (language, source) in [

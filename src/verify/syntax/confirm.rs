@@ -49,9 +49,12 @@ pub(super) fn rust_accepts(text: &[u8]) -> bool {
 /// `node --check`, as a script and then as a module (JSX, which Node does not read, keeps
 /// tree-sitter's verdict).
 pub(super) fn node_accepts(text: &[u8]) -> bool {
-    [&["--check", "-"][..], &["--input-type=module", "--check", "-"][..]]
-        .iter()
-        .any(|args| accepts("node", args, text) == Some(true))
+    [
+        &["--check", "-"][..],
+        &["--input-type=module", "--check", "-"][..],
+    ]
+    .iter()
+    .any(|args| accepts("node", args, text) == Some(true))
 }
 
 /// `gofmt -e`: Go's own parser (all errors, not only the first ten).

@@ -7,10 +7,10 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use tree_sitter::{Node, Tree};
 
+use self::scopes::PythonCheck;
 use self::tokenizer::{
     IndentProblem, python_indentation, python_join_bracketed_lines, python_keyword,
 };
-use self::scopes::PythonCheck;
 use super::{Encoding, Finding, Language, LanguageRules, NodeCheck, language_findings, parse};
 
 mod names;
@@ -172,10 +172,7 @@ fn python_trailing_continuation(text: &[u8]) -> Option<usize> {
     if body.last() != Some(&b'\\') {
         return None;
     }
-    let line_start = body
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |n| n + 1);
+    let line_start = body.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
     let mut quote: Option<u8> = None;
     let mut i = line_start;
     while i + 1 < body.len() {
@@ -365,7 +362,10 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// Parameter lists: Python 2 tuple parameters, a parameter without a default after one with a
 /// default, a bare `*` with no named parameter after it. tree-sitter-python accepts all three.
-fn python_parameters<'t>(node: Node<'t>, cursor: &mut tree_sitter::TreeCursor<'t>) -> Option<Finding> {
+fn python_parameters<'t>(
+    node: Node<'t>,
+    cursor: &mut tree_sitter::TreeCursor<'t>,
+) -> Option<Finding> {
     let mut positional_default = false;
     // After `*args` or a bare `*`, parameters are keyword-only and may go without defaults.
     let mut keyword_only = false;
@@ -381,17 +381,16 @@ fn python_parameters<'t>(node: Node<'t>, cursor: &mut tree_sitter::TreeCursor<'t
             ));
         }
         // `*args: T` and `**kwargs: T` are typed parameters around the splat.
-        let kind = match kind_of(parameter) {
-            "typed_parameter" => {
-                parameter
-                    .named_child(0)
-                    .map_or("typed_parameter", |inner| match kind_of(inner) {
+        let kind =
+            match kind_of(parameter) {
+                "typed_parameter" => parameter.named_child(0).map_or("typed_parameter", |inner| {
+                    match kind_of(inner) {
                         splat @ ("list_splat_pattern" | "dictionary_splat_pattern") => splat,
                         _ => "typed_parameter",
-                    })
-            }
-            kind => kind,
-        };
+                    }
+                }),
+                kind => kind,
+            };
         match kind {
             "default_parameter" | "typed_default_parameter" => {
                 positional_default |= !keyword_only;

@@ -139,8 +139,15 @@ pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> 
                 };
                 push_children(&mut stack, node, target_context);
             }
-            "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "tuple"
-            | "list" | "parenthesized_expression" | "expression_list" | "list_splat" => {
+            "pattern_list"
+            | "tuple_pattern"
+            | "list_pattern"
+            | "list_splat_pattern"
+            | "tuple"
+            | "list"
+            | "parenthesized_expression"
+            | "expression_list"
+            | "list_splat" => {
                 push_children(&mut stack, node, context);
             }
             "attribute" => {
@@ -223,9 +230,7 @@ pub(super) fn debug_bindings(tree: &Tree, text: &[u8]) -> Vec<Finding> {
 
 fn debug_binding(node: Node) -> Option<&'static str> {
     const ASSIGN: &str = "cannot assign to __debug__";
-    let is_field = |parent: Node, name: &str, child: Node| {
-        field(parent, name) == Some(child)
-    };
+    let is_field = |parent: Node, name: &str, child: Node| field(parent, name) == Some(child);
     let mut child = node;
     let mut parent = node.parent()?;
     if kind_of(parent) == "attribute" {
@@ -258,8 +263,12 @@ fn debug_binding(node: Node) -> Option<&'static str> {
             Some(ASSIGN)
         }
         "as_pattern" if kind_of(child) == "as_pattern_target" => Some(ASSIGN),
-        "named_expression" | "function_definition" | "class_definition" | "keyword_argument"
-        | "default_parameter" | "typed_default_parameter"
+        "named_expression"
+        | "function_definition"
+        | "class_definition"
+        | "keyword_argument"
+        | "default_parameter"
+        | "typed_default_parameter"
             if is_field(parent, "name", child) =>
         {
             Some(ASSIGN)
@@ -272,8 +281,10 @@ fn debug_binding(node: Node) -> Option<&'static str> {
             let statement = parent.parent()?;
             let module = field(statement, "module_name");
             let first = parent.named_child(0) == Some(child);
-            let imported = matches!(kind_of(statement), "import_statement" | "import_from_statement")
-                && module != Some(parent)
+            let imported = matches!(
+                kind_of(statement),
+                "import_statement" | "import_from_statement"
+            ) && module != Some(parent)
                 && first;
             let captured = kind_of(statement) == "case_pattern" && parent.named_child_count() == 1;
             (imported || captured).then_some(ASSIGN)

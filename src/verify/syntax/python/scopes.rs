@@ -186,21 +186,19 @@ impl<'t> PythonCheck<'t> {
                 yields: true,
                 returns_value: Some(at),
                 ..
-            }) => self.deferred.push(Finding::new(
-                at,
-                "'return' with value in async generator",
-            )),
+            }) => self
+                .deferred
+                .push(Finding::new(at, "'return' with value in async generator")),
             Scope::Comprehension(c) if c.is_async && !c.generator => {
-                match self.scope_index(c.node.start_byte()) {
-                    Some(i) => match &mut self.frames[i].scope {
+                if let Some(i) = self.scope_index(c.node.start_byte()) {
+                    match &mut self.frames[i].scope {
                         Scope::Comprehension(outer) => outer.is_async = true,
                         Scope::Function(f) if f.is_async => {}
                         _ => self.deferred.push(Finding::new(
                             c.node.start_byte(),
                             "asynchronous comprehension outside of an asynchronous function",
                         )),
-                    },
-                    None => {}
+                    }
                 }
             }
             _ => {}
@@ -399,7 +397,9 @@ impl<'t> PythonCheck<'t> {
             let message = if before.parameter {
                 Some(format!("name '{shown}' is parameter and {kind}"))
             } else if before.used {
-                Some(format!("name '{shown}' is used prior to {kind} declaration"))
+                Some(format!(
+                    "name '{shown}' is used prior to {kind} declaration"
+                ))
             } else if before.annotated {
                 Some(format!("annotated name '{shown}' can't be {kind}"))
             } else if before.assigned {
@@ -425,13 +425,17 @@ impl<'t> PythonCheck<'t> {
     /// `f(x for x in y,)`: tree-sitter-python takes the comma into the `in` clause.
     fn trailing_comma_in_clause(&self, node: Node<'t>) -> Option<Finding> {
         let mut cursor = node.walk();
-        let last = node.children(&mut cursor).filter(|c| !c.is_extra()).last()?;
+        let last = node
+            .children(&mut cursor)
+            .filter(|c| !c.is_extra())
+            .last()?;
         if kind_of(last) != "," {
             return None;
         }
-        let generator = self.frames.last().is_some_and(|f| {
-            matches!(f.scope, Scope::Comprehension(c) if c.generator)
-        });
+        let generator = self
+            .frames
+            .last()
+            .is_some_and(|f| matches!(f.scope, Scope::Comprehension(c) if c.generator));
         let message = if generator {
             "Generator expression must be parenthesized"
         } else {
@@ -491,9 +495,7 @@ impl<'t> PythonCheck<'t> {
                         .named_children(&mut cursor)
                         .filter(|n| kind_of(n) == "for_in_clause")
                     {
-                        if field(clause, "right")
-                            .is_some_and(|r| r.byte_range().contains(&start))
-                        {
+                        if field(clause, "right").is_some_and(|r| r.byte_range().contains(&start)) {
                             return Some(Finding::new(
                                 start,
                                 "assignment expression cannot be used in a comprehension iterable expression",
@@ -553,8 +555,13 @@ impl<'t> PythonCheck<'t> {
 fn binds_name(target: Node, name: &[u8], text: &[u8]) -> bool {
     match kind_of(target) {
         "identifier" => &text[target.byte_range()] == name,
-        "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "tuple"
-        | "list" | "parenthesized_expression" => {
+        "pattern_list"
+        | "tuple_pattern"
+        | "list_pattern"
+        | "list_splat_pattern"
+        | "tuple"
+        | "list"
+        | "parenthesized_expression" => {
             let mut cursor = target.walk();
             target
                 .named_children(&mut cursor)
@@ -651,10 +658,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 self.wait_for_block(node, depth, Scope::ExceptStar);
             }
             "block" => {
-                if let Some(pending) = self
-                    .pending
-                    .take_if(|p| p.depth == depth && start < p.end)
-                {
+                if let Some(pending) = self.pending.take_if(|p| p.depth == depth && start < p.end) {
                     self.push(node, depth, pending.scope);
                 }
                 return None;
@@ -681,7 +685,8 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
                 {
                     return Some(finding);
                 }
-                let first_iterable = (0..u32::try_from(node.named_child_count()).unwrap_or(u32::MAX))
+                let first_iterable = (0..u32::try_from(node.named_child_count())
+                    .unwrap_or(u32::MAX))
                     .filter_map(|i| node.named_child(i))
                     .find(|c| kind_of(c) == "for_in_clause")
                     .and_then(|c| field(c, "right"))
@@ -736,9 +741,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
             }
             "slice" => targets::starred_slice(node),
             "import_from_statement" => targets::import_trailing_comma(node),
-            "except_clause" => {
-                targets::except_clause(node).or_else(|| python3_rejects(node, text))
-            }
+            "except_clause" => targets::except_clause(node).or_else(|| python3_rejects(node, text)),
             "interpolation" => {
                 let expression = field(node, "expression")?;
                 targets::is_starred(expression).then(|| {

@@ -4,9 +4,9 @@
 //! in CPython, and passes.
 
 use super::kind_of;
+use std::io::Write as _;
 use std::ops::Range;
 use std::process::{Command, Stdio};
-use std::io::Write as _;
 
 use tree_sitter::Node;
 
@@ -38,8 +38,8 @@ pub(super) fn string(node: Node, text: &[u8], names: &mut Vec<Range<usize>>) -> 
     let prefix = &token[..quote];
     let has = |letter: u8| prefix.iter().any(|b| b.eq_ignore_ascii_case(&letter));
     if !PREFIXES
-            .iter()
-            .any(|p| p.as_bytes().eq_ignore_ascii_case(prefix))
+        .iter()
+        .any(|p| p.as_bytes().eq_ignore_ascii_case(prefix))
     {
         return Some(Finding::new(
             start.start_byte(),
@@ -85,9 +85,7 @@ fn bad_escape(
     let mut i = 0;
     while let Some(found) = memchr_backslash(&content[i..]) {
         let backslash = i + found;
-        let Some(&letter) = content.get(backslash + 1) else {
-            return None;
-        };
+        let &letter = content.get(backslash + 1)?;
         let hex_digits = |wanted: usize| {
             content[backslash + 2..]
                 .iter()
@@ -96,7 +94,9 @@ fn bad_escape(
                 .count()
         };
         let problem = match letter {
-            b'x' if hex_digits(2) < 2 => Some("truncated `\\x` escape: `\\xXX` needs two hex digits"),
+            b'x' if hex_digits(2) < 2 => {
+                Some("truncated `\\x` escape: `\\xXX` needs two hex digits")
+            }
             b'u' if !bytes && hex_digits(4) < 4 => {
                 Some("truncated `\\u` escape: `\\uXXXX` needs four hex digits")
             }
@@ -119,9 +119,9 @@ fn bad_escape(
                         names.push(start..start + end);
                         None
                     }
-                    None => Some(
-                        "malformed `\\N` escape: `\\N{NAME}` needs a character name in braces",
-                    ),
+                    None => {
+                        Some("malformed `\\N` escape: `\\N{NAME}` needs a character name in braces")
+                    }
                 }
             }
             _ => None,

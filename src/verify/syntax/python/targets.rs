@@ -39,7 +39,11 @@ pub(super) fn expression_name(node: Node, text: &[u8]) -> &'static str {
                 .iter()
                 .take_while(|b| b.is_ascii_alphabetic())
                 .any(|b| b.eq_ignore_ascii_case(&b'f'));
-            if prefix { "f-string expression" } else { "literal" }
+            if prefix {
+                "f-string expression"
+            } else {
+                "literal"
+            }
         }
         "integer" | "float" => "literal",
         _ => "expression",
@@ -96,7 +100,10 @@ pub(super) fn delete_targets(node: Node, text: &[u8]) -> Option<Finding> {
     let mut cursor = node.walk();
     let target = node.named_children(&mut cursor).find(|c| !c.is_extra())?;
     let (bad, name) = undeletable(target, text)?;
-    Some(Finding::new(bad.start_byte(), format!("cannot delete {name}")))
+    Some(Finding::new(
+        bad.start_byte(),
+        format!("cannot delete {name}"),
+    ))
 }
 
 /// `a, b += 1`: an augmented assignment takes one name, attribute or subscript.
@@ -204,9 +211,7 @@ pub(super) fn assignment(node: Node) -> Option<Finding> {
     }
     let right = field(node, "right")?;
     let annotated = field(node, "type");
-    if kind_of(right) == "assignment"
-        && (annotated.is_some() || field(right, "type").is_some())
-    {
+    if kind_of(right) == "assignment" && (annotated.is_some() || field(right, "type").is_some()) {
         // `x: int = y = 1`, `z = w: int = 1`: an annotated assignment has one target.
         return Some(Finding::new(right.start_byte(), "invalid syntax"));
     }
@@ -531,9 +536,7 @@ pub(super) fn generator_argument(node: Node) -> Option<Finding> {
 /// `A[*b:]`: a slice's bounds are single expressions.
 pub(super) fn starred_slice(node: Node) -> Option<Finding> {
     let mut cursor = node.walk();
-    let starred = node
-        .named_children(&mut cursor)
-        .find(|c| is_starred(*c))?;
+    let starred = node.named_children(&mut cursor).find(|c| is_starred(*c))?;
     Some(Finding::new(starred.start_byte(), "invalid syntax"))
 }
 
