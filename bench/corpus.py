@@ -228,7 +228,7 @@ for (const path of fs.readFileSync(0, 'utf8').split('\n').filter(Boolean)) {
 
 def typescript_rejects(paths, npm_root):
     """The TypeScript package's own parser on each file; the paths it rejects."""
-    found = glob.glob(os.path.join(npm_root, "**", "typescript", "lib", "typescript.js"), recursive=True)
+    found = glob.glob(os.path.join(npm_root, "typescript-*", "package", "lib", "typescript.js"))
     if not found:
         return None
     result = subprocess.run(["node", "-e", TS_CHECK, found[0]], input="\n".join(paths),

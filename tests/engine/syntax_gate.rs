@@ -711,11 +711,24 @@ fn valid_code_tree_sitter_rejects_passes_when_the_language_accepts_it() {
             language.name()
         );
     }
+    // TypeScript that tree-sitter-typescript 0.23 rejects, parsed again in forms it knows.
+    for source in [
+        "export declare const add: import(\"./types.js\").FPFn2<\n  Date,\n  number\n>;\n",
+        "interface I {\n  [Symbol.unscopables]: { [K in keyof readonly any[]]?: boolean };\n}\n",
+        "export type * from './types';\nexport type * as t from './t';\n",
+    ] {
+        let errors = check(Language::TypeScript, source.as_bytes());
+        assert!(errors.is_empty(), "{source:?}: {errors:?}");
+    }
     // The second opinion never passes what the language rejects.
     for (language, source) in [
         (Language::Bash, "for i do\n  echo $i\n"),
         (Language::Rust, "fn f() { let x = try!(g()) }\nfn g( {}\n"),
         (Language::JavaScript, "let x = ;\n"),
+        (
+            Language::TypeScript,
+            "export declare const add: import(\"./t\").F<\n  Date,\n>;\nlet x = ;\n",
+        ),
     ] {
         assert!(
             !check(language, source.as_bytes()).is_empty(),

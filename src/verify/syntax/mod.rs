@@ -91,10 +91,13 @@ impl Language {
             Language::Python => &python::Python,
             Language::Rust => &rust::Rust,
             Language::JavaScript => &javascript::JavaScript {
-                node_confirms: true,
+                language: Language::JavaScript,
             },
-            Language::TypeScript | Language::Tsx => &javascript::JavaScript {
-                node_confirms: false,
+            Language::TypeScript => &javascript::JavaScript {
+                language: Language::TypeScript,
+            },
+            Language::Tsx => &javascript::JavaScript {
+                language: Language::Tsx,
             },
             Language::Json => &json::Json,
             Language::Yaml => &yaml::Yaml,
