@@ -43,7 +43,8 @@ PYPI_PACKAGES = ["django==5.0.6", "sqlalchemy==2.0.30", "requests==2.32.3", "fla
 NPM_PACKAGES = ["typescript@5.4.5", "rxjs@7.8.1", "lodash@4.17.21", "@types/node@20.14.2",
                 "date-fns@3.6.0", "zod@3.23.8", "vue@3.4.27", "@angular/core@17.3.11"]
 DEBIAN_PACKAGES = ["bash-completion", "devscripts", "git", "dkms", "debhelper", "autoconf",
-                   "libtool-bin", "ucf", "initramfs-tools-core", "console-setup",
+                   "libtool-bin", "ucf", "initramfs-tools-core", "console-setup", "dracut-core",
+                   "live-build", "grub-common", "os-prober", "kernel-wedge",
                    "golang-golang-x-text-dev", "golang-golang-x-sys-dev",
                    "golang-github-stretchr-testify-dev", "golang-github-spf13-cobra-dev",
                    "golang-gopkg-yaml.v3-dev"]
@@ -87,13 +88,16 @@ def fetch_npm(root):
 
 def fetch_debian(root):
     out = os.path.join(root, "debian")
-    if not os.path.isdir(out):
-        os.makedirs(out + ".part", exist_ok=True)
-        for package in DEBIAN_PACKAGES:
-            run(["apt-get", "download", package], cwd=out + ".part")
-        for deb in glob.glob(out + ".part/*.deb"):
+    os.makedirs(out, exist_ok=True)
+    for package in DEBIAN_PACKAGES:
+        folder = os.path.join(out, package)
+        if os.path.isdir(folder):
+            continue
+        os.makedirs(folder + ".part", exist_ok=True)
+        run(["apt-get", "download", package], cwd=folder + ".part")
+        for deb in glob.glob(folder + ".part/*.deb"):
             run(["dpkg-deb", "-x", deb, deb + ".d"])
-        os.rename(out + ".part", out)
+        os.rename(folder + ".part", folder)
     return out
 
 
@@ -105,8 +109,8 @@ def cargo_registry():
 def shell_scripts(debian):
     """Debian's shell scripts, as .sh files: completions, and files starting with a sh/bash `#!`."""
     folder = os.path.join(CACHE, "shell")
-    if os.path.isdir(folder):
-        return
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(folder + ".part", ignore_errors=True)
     os.makedirs(folder + ".part", exist_ok=True)
     count = 0
     for path in sorted(glob.glob(os.path.join(debian, "**", "*"), recursive=True)):
@@ -264,6 +268,28 @@ def gate(paths, work, name):
     return rejected, float(seconds.group(1)) if seconds else 0.0
 
 
+def judged_with_cache(language, paths, judge):
+    """The files `judge` accepts; verdicts are kept in the cache by path, size and time, as the
+    tools take minutes over thousands of files."""
+    cache_path = os.path.join(CACHE, f"verdicts-{language}.json")
+    try:
+        with open(cache_path, encoding="utf-8") as f:
+            cache = json.load(f)
+    except (OSError, ValueError):
+        cache = {}
+    valid = []
+    for path in paths:
+        stat = os.stat(path)
+        key = f"{path}|{stat.st_size}|{int(stat.st_mtime)}"
+        if key not in cache:
+            cache[key] = bool(judge(path))
+        if cache[key]:
+            valid.append(path)
+    with open(cache_path, "w", encoding="utf-8") as f:
+        json.dump(cache, f)
+    return valid
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--languages", default=",".join(EXTENSIONS))
@@ -304,10 +330,10 @@ def main():
             judged = "TypeScript's parser" if rejected_by_tool is not None else "not judged"
             valid = [p for p in paths if p not in (rejected_by_tool or set())]
         elif language == "bash":
-            valid = [p for p in paths if accepted(["bash", "-n"], p)]
+            valid = judged_with_cache(language, paths, lambda p: accepted(["bash", "-n"], p))
             judged = "bash -n"
         elif judges.get(language):
-            valid = [p for p in paths if judges[language](p)]
+            valid = judged_with_cache(language, paths, judges[language])
             judged = judges[language].__name__
         else:
             valid, judged = paths, "not judged (no tool installed)"

@@ -401,7 +401,7 @@ fn python_escapes_that_cannot_be_decoded() {
             (1, 10),
             "truncated `\\x` escape: `\\xXX` needs two hex digits",
         ),
-        // Only CPython's table knows the names: python3 is asked.
+        // The names of Unicode characters and their aliases, as CPython knows them.
         (
             "x = 'é \\N{NO SUCH NAME}'\n",
             (1, 8),

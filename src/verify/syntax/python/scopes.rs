@@ -146,8 +146,6 @@ pub(super) struct PythonCheck<'t> {
     /// Two cursors for the checks that go through a node's children: a cursor allocates, and
     /// the walk meets a call or a parameter list in most lines.
     cursors: Option<(TreeCursor<'t>, TreeCursor<'t>)>,
-    /// The names in `\N{…}` escapes, looked up once the walk is done.
-    unicode_names: Vec<std::ops::Range<usize>>,
 }
 
 impl<'t> PythonCheck<'t> {
@@ -160,7 +158,6 @@ impl<'t> PythonCheck<'t> {
             deferred: Vec::new(),
             future_end: 0,
             cursors: None,
-            unicode_names: Vec::new(),
         }
     }
 
@@ -711,7 +708,7 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
             return Some(finding);
         }
         match kind_of(node) {
-            "string" => strings::string(node, text, &mut self.unicode_names),
+            "string" => strings::string(node, text),
             "concatenated_string" => targets::mixed_concatenation(node, text),
             "type_conversion" => strings::conversion(node, text),
             "delete_statement" => targets::delete_targets(node, text),
@@ -761,10 +758,6 @@ impl<'t> NodeCheck<'t> for PythonCheck<'t> {
     fn finish(&mut self) -> Vec<Finding> {
         while let Some(frame) = self.frames.pop() {
             self.close(frame.scope);
-        }
-        if !self.unicode_names.is_empty() {
-            let unknown = strings::unknown_names(self.text, &self.unicode_names);
-            self.deferred.extend(unknown);
         }
         std::mem::take(&mut self.deferred)
     }

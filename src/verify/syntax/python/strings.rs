@@ -4,9 +4,6 @@
 //! in CPython, and passes.
 
 use super::kind_of;
-use std::io::Write as _;
-use std::ops::Range;
-use std::process::{Command, Stdio};
 
 use tree_sitter::Node;
 
@@ -19,7 +16,7 @@ const PREFIXES: [&str; 12] = [
 ];
 
 /// A `string` node: its prefix, its bytes (ASCII only in a bytes literal) and its escapes.
-pub(super) fn string(node: Node, text: &[u8], names: &mut Vec<Range<usize>>) -> Option<Finding> {
+pub(super) fn string(node: Node, text: &[u8]) -> Option<Finding> {
     let start = node.child(0)?;
     if kind_of(start) != "string_start" {
         return None;
@@ -63,25 +60,12 @@ pub(super) fn string(node: Node, text: &[u8], names: &mut Vec<Range<usize>>) -> 
     (0..u32::try_from(node.child_count()).unwrap_or(u32::MAX))
         .filter_map(|i| node.child(i))
         .filter(|c| kind_of(c) == "string_content")
-        .find_map(|content| {
-            bad_escape(
-                &text[content.byte_range()],
-                bytes,
-                content.start_byte(),
-                names,
-            )
-        })
+        .find_map(|content| bad_escape(&text[content.byte_range()], bytes, content.start_byte()))
 }
 
 /// The first escape in `content` (a literal's text between its quotes and interpolations) that
-/// CPython cannot decode; `at` is the offset of `content` in the file. The names of `\N{…}`
-/// escapes go to `names` (as ranges of the file), for [`unknown_names`] to look up.
-fn bad_escape(
-    content: &[u8],
-    bytes: bool,
-    at: usize,
-    names: &mut Vec<Range<usize>>,
-) -> Option<Finding> {
+/// CPython cannot decode; `at` is the offset of `content` in the file.
+fn bad_escape(content: &[u8], bytes: bool, at: usize) -> Option<Finding> {
     let mut i = 0;
     while let Some(found) = memchr_backslash(&content[i..]) {
         let backslash = i + found;
@@ -115,8 +99,20 @@ fn bad_escape(
                     .filter(|&end| end > 0);
                 match name_end {
                     Some(end) => {
-                        let start = at + backslash + 3;
-                        names.push(start..start + end);
+                        let name = &content[backslash + 3..backslash + 3 + end];
+                        let known = std::str::from_utf8(name)
+                            .ok()
+                            .and_then(unicode_names2::character)
+                            .is_some();
+                        if !known {
+                            return Some(Finding::new(
+                                at + backslash,
+                                format!(
+                                    "unknown Unicode character name `{}` in a `\\N{{…}}` escape",
+                                    String::from_utf8_lossy(name)
+                                ),
+                            ));
+                        }
                         None
                     }
                     None => {
@@ -147,57 +143,4 @@ pub(super) fn conversion(node: Node, text: &[u8]) -> Option<Finding> {
         node.start_byte(),
         "f-string: invalid conversion character: expected 's', 'r', or 'a'",
     ))
-}
-
-/// The `\N{NAME}` escapes (ranges of `text`) whose name is no Unicode character name. Only
-/// CPython's own table says which names exist; python3 is asked, once for the whole file, and
-/// only when the file has such escapes. Without python3 every name passes.
-pub(super) fn unknown_names(text: &[u8], names: &[Range<usize>]) -> Vec<Finding> {
-    const LOOKUP: &str = "import sys, unicodedata\n\
-        for name in sys.stdin.read().split('\\n')[:-1]:\n\
-        \x20   try:\n\
-        \x20       print(len(unicodedata.lookup(name)))\n\
-        \x20   except KeyError:\n\
-        \x20       print(0)\n";
-    let Ok(mut child) = Command::new("python3")
-        .args(["-c", LOOKUP])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-    else {
-        return Vec::new();
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let mut input = Vec::new();
-        for range in names {
-            input.extend_from_slice(&text[range.clone()]);
-            input.push(b'\n');
-        }
-        // A python3 that stops early is judged by its output below.
-        let _ = stdin.write_all(&input);
-    }
-    let Ok(output) = child.wait_with_output() else {
-        return Vec::new();
-    };
-    let answers = String::from_utf8_lossy(&output.stdout);
-    let answers: Vec<&str> = answers.lines().collect();
-    if !output.status.success() || answers.len() != names.len() {
-        return Vec::new();
-    }
-    names
-        .iter()
-        .zip(answers)
-        // A named sequence (several characters) is no character either.
-        .filter(|(_, answer)| *answer != "1")
-        .map(|(range, _)| {
-            Finding::new(
-                range.start - 3,
-                format!(
-                    "unknown Unicode character name `{}` in a `\\N{{…}}` escape",
-                    String::from_utf8_lossy(&text[range.clone()])
-                ),
-            )
-        })
-        .collect()
 }
