@@ -666,6 +666,18 @@ fn python_parser_rules_tree_sitter_lacks() {
             "Generator expression must be parenthesized",
         ),
         ("foo(,)\n", (1, 5), "invalid syntax"),
+        // tree-sitter-python reads on into the next line (`x = y = 1`); CPython points after
+        // the `=` (1:5).
+        (
+            "x = \ny = 1\n",
+            (1, 3),
+            "invalid syntax: nothing follows `=` on this line",
+        ),
+        (
+            "d = a + b +\nprint(d)\n",
+            (1, 11),
+            "invalid syntax: nothing follows `+` on this line",
+        ),
         (
             "x = 1\n\\\n",
             (2, 1),
@@ -674,7 +686,8 @@ fn python_parser_rules_tree_sitter_lacks() {
     ]);
     assert_python_passes(&[
         "def f(a, /, b, *, c): pass\ndef g(a, /): pass\ndef h(*args: *Ts): pass\n\
-         from t import (x,)\nf(x for x in L)\nx = 1 \\\n    + 2\n",
+         from t import (x,)\nf(x for x in L)\nx = 1 \\\n    + 2\n\
+         y = 1.\nz = ...\nfrom m import *\nw = (1 +\n     2)\nq = \"a=\"  # b =\n",
     ]);
 }
 
