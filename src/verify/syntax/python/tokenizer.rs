@@ -336,13 +336,18 @@ struct PythonLine {
     dangling: Option<usize>,
 }
 
-/// Whether a line whose last token ends in `last` ends in an operator with its right operand
-/// missing. `*` (`import *`) and `.` (`...`, `1.`) end valid lines and do not count.
-fn python_dangling_operator(last: u8) -> bool {
-    matches!(
-        last,
-        b'=' | b'+' | b'-' | b'/' | b'%' | b'&' | b'|' | b'^' | b'<' | b'>' | b'@' | b'~'
-    )
+/// Whether the token ending at `last` is an operator with its right operand missing. `*`
+/// (`import *`) ends valid lines; `.` does after a digit (`1.`) or another `.` (`...`), and
+/// counts only after a name or a closing bracket (`a.`, `f().`).
+fn python_dangling_operator(text: &[u8], last: usize) -> bool {
+    match text[last] {
+        b'=' | b'+' | b'-' | b'/' | b'%' | b'&' | b'|' | b'^' | b'<' | b'>' | b'@' | b'~' => true,
+        b'.' => last.checked_sub(1).is_some_and(|before| {
+            let before = text[before];
+            before.is_ascii_alphabetic() || matches!(before, b'_' | b')' | b']')
+        }),
+        _ => false,
+    }
 }
 
 /// Reads one logical line from `start`: through brackets, strings and `\` continuations to the
@@ -363,7 +368,7 @@ fn python_logical_line(text: &[u8], start: usize) -> PythonLine {
                 let end = python_line_end(text, i);
                 if depth == 0 {
                     let colon = last.filter(|&l| text[l] == b':');
-                    let dangling = last.filter(|&l| python_dangling_operator(text[l]));
+                    let dangling = last.filter(|&l| python_dangling_operator(text, l));
                     return PythonLine {
                         end,
                         colon,
@@ -404,7 +409,7 @@ fn python_logical_line(text: &[u8], start: usize) -> PythonLine {
         end: text.len(),
         colon: last.filter(|&l| depth == 0 && text[l] == b':'),
         last_end,
-        dangling: last.filter(|&l| depth == 0 && python_dangling_operator(text[l])),
+        dangling: last.filter(|&l| depth == 0 && python_dangling_operator(text, l)),
     }
 }
 
