@@ -1,17 +1,43 @@
 //! JavaScript, TypeScript and TSX: a JSX closing tag must match its opening tag; objects have no
-//! holes (`{a: 1,, b: 2}`).
+//! holes (`{a: 1,, b: 2}`). Where the grammars reject valid code: a JavaScript file is given to
+//! `node --check`; a TypeScript file is parsed again with the forms tree-sitter-typescript 0.23
+//! does not know put in words it knows (`import("m").T<X>` types, which `tsc` writes into every
+//! declaration file that names another module's type; `keyof readonly T[]`; `export type *`).
 
 use std::sync::LazyLock;
 
 use regex::bytes::Regex;
-use tree_sitter::Node;
+use tree_sitter::{Node, Tree};
 
-use super::{ExtraCheck, Finding, LanguageRules};
+use super::{ExtraCheck, Finding, Language, LanguageRules, confirm, parse};
 
 /// The rules of JavaScript and TypeScript (TSX included) on top of their tree-sitter grammars.
-pub(super) struct JavaScript;
+pub(super) struct JavaScript {
+    /// Which of the three: Node.js, when installed, is the second opinion on a JavaScript file
+    /// tree-sitter rejects (Node cannot read TypeScript); TypeScript gets the second parse.
+    pub(super) language: Language,
+}
 
 impl LanguageRules for JavaScript {
+    fn after_walk(
+        &self,
+        _tree: &Tree,
+        text: &[u8],
+        _utf8: Option<&str>,
+        tree_errors: Vec<Finding>,
+    ) -> Vec<Finding> {
+        if tree_errors.is_empty() {
+            return tree_errors;
+        }
+        let valid = match self.language {
+            Language::JavaScript => confirm::node_accepts(text),
+            language => typescript_gaps_masked(text)
+                .and_then(|masked| parse(language, &masked).ok())
+                .is_some_and(|tree| !tree.root_node().has_error()),
+        };
+        if valid { Vec::new() } else { tree_errors }
+    }
+
     fn extra_kinds(&self) -> &'static [&'static str] {
         &["jsx_element", "object", "object_pattern"]
     }
@@ -19,6 +45,32 @@ impl LanguageRules for JavaScript {
     fn extra_check(&self, text: &[u8]) -> Option<ExtraCheck> {
         js_may_need_checks(text).then_some(js_rejects as ExtraCheck)
     }
+}
+
+/// The text with the valid TypeScript that tree-sitter-typescript 0.23 rejects put in forms it
+/// accepts, byte for byte in place (so that nothing else moves); None when there is none. Each
+/// form is replaced by one TypeScript reads the same way: `import("m").T` by a qualified name
+/// (`____________.T`), `keyof readonly T[]` by `keyof T[]`, `export type *` by `export *`.
+fn typescript_gaps_masked(text: &[u8]) -> Option<Vec<u8>> {
+    static GAPS: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r#"(?P<import>\bimport\(\s*(?:"[^"\n]*"|'[^'\n]*')\s*\))\s*\.|\bkeyof\s+(?P<readonly>readonly)\b|\bexport\s+(?P<type>type)\s*\*"#,
+        )
+        .expect("the pattern is valid")
+    });
+    let mut masked: Option<Vec<u8>> = None;
+    for found in GAPS.captures_iter(text) {
+        let out = masked.get_or_insert_with(|| text.to_vec());
+        if let Some(import) = found.name("import") {
+            out[import.range()].fill(b'_');
+        }
+        for word in ["readonly", "type"] {
+            if let Some(word) = found.name(word) {
+                out[word.range()].fill(b' ');
+            }
+        }
+    }
+    masked
 }
 
 /// Whether the text has what [`js_rejects`] looks for: a JSX closing tag, or a comma after `{`

@@ -45,6 +45,7 @@ use self::position::{position, syntax_error_at};
 pub(crate) use crate::model::Language;
 
 mod bash;
+mod confirm;
 mod go;
 mod javascript;
 mod json;
@@ -89,7 +90,15 @@ impl Language {
         match self {
             Language::Python => &python::Python,
             Language::Rust => &rust::Rust,
-            Language::JavaScript | Language::TypeScript | Language::Tsx => &javascript::JavaScript,
+            Language::JavaScript => &javascript::JavaScript {
+                language: Language::JavaScript,
+            },
+            Language::TypeScript => &javascript::JavaScript {
+                language: Language::TypeScript,
+            },
+            Language::Tsx => &javascript::JavaScript {
+                language: Language::Tsx,
+            },
             Language::Json => &json::Json,
             Language::Yaml => &yaml::Yaml,
             Language::Toml => &toml::Toml,
@@ -125,6 +134,14 @@ trait LanguageRules {
     /// node, not only those around an error).
     fn extra_check(&self, _text: &[u8]) -> Option<ExtraCheck> {
         None
+    }
+
+    /// The check the walk runs on the nodes of [`LanguageRules::extra_kinds`]: by default
+    /// [`LanguageRules::extra_check`], which looks at one node at a time; a language whose rules
+    /// depend on where a node is (Python's `return` outside a function) keeps state instead.
+    fn node_check<'t>(&self, text: &'t [u8]) -> Option<Box<dyn NodeCheck<'t> + 't>> {
+        self.extra_check(text)
+            .map(|check| Box::new(SingleNodeCheck { check, text }) as Box<dyn NodeCheck<'t> + 't>)
     }
 
     /// When the tree has an ERROR node: the mistake it is a consequence of, placed where the
@@ -291,6 +308,31 @@ fn parse(language: Language, text: &[u8]) -> Result<Tree, String> {
 /// A language's check of one node, for what its grammar accepts but the language does not.
 type ExtraCheck = fn(Node, &[u8]) -> Option<Finding>;
 
+/// A language's check of the nodes of one tree, in document order, for what its grammar accepts
+/// but the language does not; it may remember what it saw (the scopes around a node).
+trait NodeCheck<'t> {
+    /// The problem with `node`, if any; `depth` is its depth in the tree (the root's is 0). The
+    /// walk does not enter a node with a problem.
+    fn visit(&mut self, node: Node<'t>, depth: u32) -> Option<Finding>;
+
+    /// What only the whole walk tells (a problem found when a scope ends), after the last node.
+    fn finish(&mut self) -> Vec<Finding> {
+        Vec::new()
+    }
+}
+
+/// An [`ExtraCheck`] as a [`NodeCheck`]: nothing remembered.
+struct SingleNodeCheck<'t> {
+    check: ExtraCheck,
+    text: &'t [u8],
+}
+
+impl<'t> NodeCheck<'t> for SingleNodeCheck<'t> {
+    fn visit(&mut self, node: Node<'t>, _depth: u32) -> Option<Finding> {
+        (self.check)(node, self.text)
+    }
+}
+
 /// Per language, by kind id, whether [`LanguageRules::extra_kinds`] names the kind: every node of
 /// a file passes the test, and comparing ids is much cheaper than comparing kind names.
 static EXTRA_KIND_IDS: LazyLock<Vec<Vec<bool>>> = LazyLock::new(|| {
@@ -328,8 +370,12 @@ fn language_findings(
     tree: &Tree,
 ) -> Vec<Finding> {
     let rules = language.rules();
-    let extra = rules.extra_check(text);
-    let mut tree_errors = tree_findings(tree, text, extra.map(|e| (e, language)));
+    let mut extra = rules.node_check(text);
+    let mut tree_errors = tree_findings(
+        tree,
+        text,
+        extra.as_deref_mut().map(|check| (check, language)),
+    );
     if tree_errors.iter().any(|f| f.error_end.is_some())
         && let Some(precise) = rules.precise_problem(tree, text)
     {
@@ -411,11 +457,26 @@ fn bracket_problem(tree: &Tree) -> Option<Finding> {
 /// ERROR and MISSING nodes in document order, plus whatever `extra` rejects. Without `extra`, only
 /// subtrees that contain an error are entered; with it, every node is visited. An ERROR node's
 /// descendants are not reported: they are one error.
-fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>) -> Vec<Finding> {
+fn tree_findings<'t>(
+    tree: &'t Tree,
+    text: &[u8],
+    extra: Option<(&mut (dyn NodeCheck<'t> + 't), Language)>,
+) -> Vec<Finding> {
     let walk_all = extra.is_some();
-    let checked: &[bool] = extra.map_or(&[], |(_, language)| &EXTRA_KIND_IDS[language.index()]);
+    let checked: &[bool] = extra
+        .as_ref()
+        .map_or(&[], |(_, language)| &EXTRA_KIND_IDS[language.index()]);
+    let mut extra = extra.map(|(check, _)| check);
     let mut out = Vec::new();
     let mut cursor = tree.walk();
+    // The cursor can tell its depth, but only by counting its stack each time.
+    let mut depth = 0u32;
+    let finish = |extra: Option<&mut (dyn NodeCheck<'t> + 't)>, mut out: Vec<Finding>| {
+        if let Some(check) = extra {
+            out.extend(check.finish());
+        }
+        out
+    };
     loop {
         let node = cursor.node();
         let mut descend = walk_all || node.has_error();
@@ -425,12 +486,12 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>
         } else if node.is_missing() {
             out.push(Finding::new(node.start_byte(), missing_message(node)));
             descend = false;
-        } else if let Some((check, _)) = extra
+        } else if let Some(check) = extra.as_deref_mut()
             && checked
                 .get(usize::from(node.kind_id()))
                 .copied()
                 .unwrap_or(false)
-            && let Some(finding) = check(node, text)
+            && let Some(finding) = check.visit(node, depth)
         {
             out.push(finding);
             descend = false;
@@ -442,12 +503,14 @@ fn tree_findings(tree: &Tree, text: &[u8], extra: Option<(ExtraCheck, Language)>
             return out;
         }
         if descend && cursor.goto_first_child() {
+            depth += 1;
             continue;
         }
         while !cursor.goto_next_sibling() {
             if !cursor.goto_parent() {
-                return out;
+                return finish(extra, out);
             }
+            depth -= 1;
         }
     }
 }

@@ -7,12 +7,52 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use tree_sitter::{Node, Tree};
 
+use self::scopes::PythonCheck;
 use self::tokenizer::{
     IndentProblem, python_indentation, python_join_bracketed_lines, python_keyword,
 };
-use super::{Encoding, ExtraCheck, Finding, Language, LanguageRules, language_findings, parse};
+use super::{Encoding, Finding, Language, LanguageRules, NodeCheck, language_findings, parse};
 
+mod names;
+mod scopes;
+mod strings;
+mod targets;
 mod tokenizer;
+
+/// A node's kind. `Node::kind` converts a C string on every call, which shows when a walk asks
+/// every node of a file; the names of the grammar's kinds are read once instead.
+pub(super) fn kind_of<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> &'static str {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        let grammar: tree_sitter::Language = tree_sitter_python::LANGUAGE.into();
+        (0..grammar.node_kind_count())
+            .map(|id| {
+                u16::try_from(id)
+                    .ok()
+                    .and_then(|id| grammar.node_kind_for_id(id))
+                    .unwrap_or("")
+            })
+            .collect()
+    });
+    NAMES
+        .get(usize::from(node.borrow().kind_id()))
+        .copied()
+        .unwrap_or("")
+}
+
+/// A node's child in a field. `Node::child_by_field_name` looks the name up among the grammar's
+/// field names with `strncmp` on every call, which shows when every assignment and call is
+/// checked; the names are read once instead.
+pub(super) fn field<'t>(node: Node<'t>, name: &str) -> Option<Node<'t>> {
+    static IDS: LazyLock<Vec<(&'static str, u16)>> = LazyLock::new(|| {
+        let grammar: tree_sitter::Language = tree_sitter_python::LANGUAGE.into();
+        (1..=grammar.field_count())
+            .filter_map(|id| u16::try_from(id).ok())
+            .filter_map(|id| grammar.field_name_for_id(id).map(|name| (name, id)))
+            .collect()
+    });
+    let id = IDS.iter().find(|(field, _)| *field == name)?.1;
+    node.child_by_field_id(id)
+}
 
 /// Python's rules on top of tree-sitter-python.
 pub(super) struct Python;
@@ -39,26 +79,26 @@ impl LanguageRules for Python {
     }
 
     fn extra_kinds(&self) -> &'static [&'static str] {
-        &[
-            "print_statement",
-            "except_clause",
-            "exec_statement",
-            "<>",
-            "integer",
-            "string_start",
-            "raise_statement",
-            "parameters",
-            "lambda_parameters",
-            "argument_list",
-            "float",
-            "try_statement",
-            "expression_statement",
-            "for_in_clause",
-        ]
+        scopes::KINDS
     }
 
-    fn extra_check(&self, _text: &[u8]) -> Option<ExtraCheck> {
-        Some(python3_rejects)
+    fn node_check<'t>(&self, text: &'t [u8]) -> Option<Box<dyn NodeCheck<'t> + 't>> {
+        Some(Box::new(PythonCheck::new(text)))
+    }
+
+    fn after_walk(
+        &self,
+        tree: &Tree,
+        text: &[u8],
+        _utf8: Option<&str>,
+        mut tree_errors: Vec<Finding>,
+    ) -> Vec<Finding> {
+        static DEBUG: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new("__debug__").expect("the pattern is valid"));
+        if DEBUG.is_match(text) {
+            tree_errors.extend(names::debug_bindings(tree, text));
+        }
+        tree_errors
     }
 }
 
@@ -111,7 +151,41 @@ fn python_findings(text: &[u8], utf8: Option<&str>) -> Vec<Finding> {
     // this order).
     let mut findings: Vec<Finding> = indentation.into_iter().map(|p| p.finding).collect();
     findings.extend(parsed_findings);
+    if findings.is_empty()
+        && let Some(at) = python_trailing_continuation(text)
+    {
+        findings.push(Finding::new(
+            at,
+            "unexpected end of file after a `\\` line continuation",
+        ));
+    }
     findings
+}
+
+/// A `\` continuing the last line of the file onto nothing, which CPython's tokenizer rejects
+/// and tree-sitter-python accepts: where it is, unless it is inside a comment or a string.
+fn python_trailing_continuation(text: &[u8]) -> Option<usize> {
+    let body = text
+        .strip_suffix(b"\r\n")
+        .or_else(|| text.strip_suffix(b"\n"))
+        .unwrap_or(text);
+    if body.last() != Some(&b'\\') {
+        return None;
+    }
+    let line_start = body.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
+    let mut quote: Option<u8> = None;
+    let mut i = line_start;
+    while i + 1 < body.len() {
+        match (quote, body[i]) {
+            (None, b'#') => return None,
+            (None, q @ (b'\'' | b'"')) => quote = Some(q),
+            (Some(q), b) if b == q => quote = None,
+            (Some(_), b'\\') => i += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    quote.is_none().then_some(body.len() - 1)
 }
 
 /// PEP 263: the encoding a `coding` declaration names, on line 1, or on line 2 below a comment or
@@ -224,9 +298,9 @@ fn python_findings_joined(text: &[u8], tree: &Tree) -> Vec<Finding> {
 /// What tree-sitter-python accepts (its grammar keeps Python 2) but Python 3 rejects.
 fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
     let at = |n: Node, message: &str| Some(Finding::new(n.start_byte(), message));
-    match node.kind() {
+    match kind_of(node) {
         // `print >>f, x` is also a valid Python 3 expression (a tuple holding `print >> f`).
-        "print_statement" if node.child(1).is_some_and(|c| c.kind() == "chevron") => None,
+        "print_statement" if node.child(1).is_some_and(|c| kind_of(c) == "chevron") => None,
         "print_statement" => at(
             node,
             "Python 2 `print` statement; Python 3 needs `print(…)`",
@@ -236,7 +310,7 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
         // earlier Python 3 rejects it, and in Python 2 code `except E, e:` meant `except E as e:`.
         "except_clause" => {
             let mut cursor = node.walk();
-            let comma = node.children(&mut cursor).find(|c| c.kind() == ",")?;
+            let comma = node.children(&mut cursor).find(|c| kind_of(c) == ",")?;
             at(
                 comma,
                 "`except A, B:` needs parentheses before Python 3.14; Python 2's `except E, e:` is `except E as e:`",
@@ -244,22 +318,19 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
         }
         "<>" if !node.is_named() => at(node, "Python 2 `<>` operator; Python 3 needs `!=`"),
         "integer" => python_integer(node, text),
-        "string_start" => python_string_start(node, text),
         "raise_statement" => {
             let mut cursor = node.walk();
             let list = node
                 .named_children(&mut cursor)
-                .find(|c| c.kind() == "expression_list")?;
+                .find(|c| kind_of(c) == "expression_list")?;
             at(list, "Python 2 `raise E, V`; Python 3 needs `raise E(V)`")
         }
-        "parameters" | "lambda_parameters" => python_parameters(node),
-        "argument_list" => python_arguments(node),
         "float" if text[node.byte_range()].last() == Some(&b'_') => at(node, TRAILING_UNDERSCORE),
         "try_statement" => {
             let mut cursor = node.walk();
             let handled = node
                 .named_children(&mut cursor)
-                .any(|c| matches!(c.kind(), "except_clause" | "finally_clause"));
+                .any(|c| matches!(kind_of(c), "except_clause" | "finally_clause"));
             if handled {
                 None
             } else {
@@ -270,7 +341,7 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
             if node.named_child_count() == 1
                 && node
                     .named_child(0)
-                    .is_some_and(|c| c.kind() == "named_expression") =>
+                    .is_some_and(|c| kind_of(c) == "named_expression") =>
         {
             at(
                 node,
@@ -291,18 +362,18 @@ fn python3_rejects(node: Node, text: &[u8]) -> Option<Finding> {
 
 /// Parameter lists: Python 2 tuple parameters, a parameter without a default after one with a
 /// default, a bare `*` with no named parameter after it. tree-sitter-python accepts all three.
-fn python_parameters(node: Node) -> Option<Finding> {
-    let mut cursor = node.walk();
+fn python_parameters<'t>(
+    node: Node<'t>,
+    cursor: &mut tree_sitter::TreeCursor<'t>,
+) -> Option<Finding> {
     let mut positional_default = false;
     // After `*args` or a bare `*`, parameters are keyword-only and may go without defaults.
     let mut keyword_only = false;
     // A bare `*` still waiting for its first named parameter.
     let mut bare_star: Option<Node> = None;
-    for parameter in node.named_children(&mut cursor) {
-        if parameter.kind() == "tuple_pattern"
-            || parameter
-                .child_by_field_name("name")
-                .is_some_and(|n| n.kind() == "tuple_pattern")
+    for parameter in node.named_children(cursor) {
+        if kind_of(parameter) == "tuple_pattern"
+            || field(parameter, "name").is_some_and(|n| kind_of(n) == "tuple_pattern")
         {
             return Some(Finding::new(
                 parameter.start_byte(),
@@ -310,17 +381,16 @@ fn python_parameters(node: Node) -> Option<Finding> {
             ));
         }
         // `*args: T` and `**kwargs: T` are typed parameters around the splat.
-        let kind = match parameter.kind() {
-            "typed_parameter" => {
-                parameter
-                    .named_child(0)
-                    .map_or("typed_parameter", |inner| match inner.kind() {
+        let kind =
+            match kind_of(parameter) {
+                "typed_parameter" => parameter.named_child(0).map_or("typed_parameter", |inner| {
+                    match kind_of(inner) {
                         splat @ ("list_splat_pattern" | "dictionary_splat_pattern") => splat,
                         _ => "typed_parameter",
-                    })
-            }
-            kind => kind,
-        };
+                    }
+                }),
+                kind => kind,
+            };
         match kind {
             "default_parameter" | "typed_default_parameter" => {
                 positional_default |= !keyword_only;
@@ -345,35 +415,6 @@ fn python_parameters(node: Node) -> Option<Finding> {
         }
     }
     bare_star.map(|star| Finding::new(star.start_byte(), "named parameters must follow a bare `*`"))
-}
-
-/// Call arguments: positional after keyword arguments, `*iterable` after `**mapping`.
-fn python_arguments(node: Node) -> Option<Finding> {
-    let mut cursor = node.walk();
-    let mut keyword = false;
-    let mut mapping_unpacked = false;
-    // Comments and `\` line continuations are extras: they sit among the arguments.
-    for argument in node.named_children(&mut cursor).filter(|a| !a.is_extra()) {
-        match argument.kind() {
-            "keyword_argument" => keyword = true,
-            "dictionary_splat" => mapping_unpacked = true,
-            "list_splat" if mapping_unpacked => {
-                return Some(Finding::new(
-                    argument.start_byte(),
-                    "iterable argument unpacking follows keyword argument unpacking",
-                ));
-            }
-            "list_splat" => {}
-            _ if keyword || mapping_unpacked => {
-                return Some(Finding::new(
-                    argument.start_byte(),
-                    "positional argument follows keyword argument",
-                ));
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 const TRAILING_UNDERSCORE: &str = "invalid number: `_` must separate digits, not end the literal";
@@ -402,42 +443,6 @@ fn python_integer(node: Node, text: &[u8]) -> Option<Finding> {
             format!("leading zeros in `{shown}` are not allowed in Python 3; octal needs `0o`"),
         )
     })
-}
-
-fn python_string_start(node: Node, text: &[u8]) -> Option<Finding> {
-    let token = &text[node.byte_range()];
-    let quote = token
-        .iter()
-        .position(|b| matches!(b, b'\'' | b'"' | b'`'))
-        .unwrap_or(token.len());
-    if token.get(quote) == Some(&b'`') {
-        return Some(Finding::new(
-            node.start_byte(),
-            "Python 2 backticks; Python 3 needs `repr(…)`",
-        ));
-    }
-    let prefix = String::from_utf8_lossy(&token[..quote]).to_ascii_lowercase();
-    // `t` (template strings) is Python 3.14; accepting it keeps valid new code passing.
-    if !matches!(
-        prefix.as_str(),
-        "" | "r" | "u" | "f" | "b" | "t" | "br" | "rb" | "fr" | "rf" | "tr" | "rt"
-    ) {
-        return Some(Finding::new(
-            node.start_byte(),
-            format!("string prefix `{prefix}` is not valid in Python 3"),
-        ));
-    }
-    if prefix.contains('b') {
-        let string = node.parent()?;
-        let offset = text[string.byte_range()]
-            .iter()
-            .position(|b| !b.is_ascii())?;
-        return Some(Finding::new(
-            string.start_byte() + offset,
-            "bytes literals can only contain ASCII characters",
-        ));
-    }
-    None
 }
 
 #[cfg(test)]
@@ -501,7 +506,7 @@ mod tests {
     #[test]
     fn python3_forms_that_look_like_python2_pass() {
         let source = "print(x)\nprint (a), b\nprint -1\nprint\nprint >>sys.stderr, \"m\"\nx = 00 + 0_0 + 07j + 0o777 + 0x1F\n\
-                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\ntry: pass\nexcept (A, B) as e: pass\nexcept* C: pass\n\
+                      y = rb'a' + Rb\"b\" + f'{x}' + u'c' + t'd'\nexec(code)\nx = a != b\ntry: pass\nexcept (A, B) as e: pass\ntry: pass\nexcept* C: pass\n\
                       match p:\n    case [a, *rest]: pass\ndef f[T](x: T) -> T: pass\ntype X = int\n";
         assert_eq!(messages(Language::Python, source), vec![]);
     }

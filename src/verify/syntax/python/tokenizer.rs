@@ -169,6 +169,19 @@ pub(super) fn python_indentation(text: &[u8]) -> Vec<IndentProblem> {
             line_before,
         }));
         let line = python_logical_line(text, i);
+        if let Some(operator) = line.dangling {
+            out.push(IndentProblem {
+                finding: Finding::new(
+                    operator,
+                    format!(
+                        "invalid syntax: nothing follows `{}` on this line",
+                        char::from(text[operator])
+                    ),
+                ),
+                line_before: i,
+                header: None,
+            });
+        }
         opener = line.colon.map(|colon| (i, colon + 1));
         colon_missing = (line.colon.is_none()
             && PYTHON_COMPOUND_KEYWORDS.contains(&python_keyword(text, i).as_str()))
@@ -317,6 +330,24 @@ struct PythonLine {
     colon: Option<usize>,
     /// The byte after its last token (before any comment).
     last_end: usize,
+    /// Where its last token is, when that token is an operator that needs an operand after it
+    /// (`x =`, `a + b +`) and the line ends outside brackets: Python ends the statement there,
+    /// and tree-sitter-python reads on into the next line.
+    dangling: Option<usize>,
+}
+
+/// Whether the token ending at `last` is an operator with its right operand missing. `*`
+/// (`import *`) ends valid lines; `.` does after a digit (`1.`) or another `.` (`...`), and
+/// counts only after a name or a closing bracket (`a.`, `f().`).
+fn python_dangling_operator(text: &[u8], last: usize) -> bool {
+    match text[last] {
+        b'=' | b'+' | b'-' | b'/' | b'%' | b'&' | b'|' | b'^' | b'<' | b'>' | b'@' | b'~' => true,
+        b'.' => last.checked_sub(1).is_some_and(|before| {
+            let before = text[before];
+            before.is_ascii_alphabetic() || matches!(before, b'_' | b')' | b']')
+        }),
+        _ => false,
+    }
 }
 
 /// Reads one logical line from `start`: through brackets, strings and `\` continuations to the
@@ -337,10 +368,12 @@ fn python_logical_line(text: &[u8], start: usize) -> PythonLine {
                 let end = python_line_end(text, i);
                 if depth == 0 {
                     let colon = last.filter(|&l| text[l] == b':');
+                    let dangling = last.filter(|&l| python_dangling_operator(text, l));
                     return PythonLine {
                         end,
                         colon,
                         last_end,
+                        dangling,
                     };
                 }
                 i = end;
@@ -376,6 +409,7 @@ fn python_logical_line(text: &[u8], start: usize) -> PythonLine {
         end: text.len(),
         colon: last.filter(|&l| depth == 0 && text[l] == b':'),
         last_end,
+        dangling: last.filter(|&l| depth == 0 && python_dangling_operator(text, l)),
     }
 }
 
