@@ -11,6 +11,10 @@ use crate::verify::syntax::Finding;
 
 /// How one scope (a function, a class or the module) uses one name.
 #[derive(Debug, Default, Clone, Copy)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of CPython's symbol table, each set by its own kind of statement"
+)]
 pub(super) struct NameUse {
     pub(super) parameter: bool,
     pub(super) used: bool,
@@ -24,7 +28,7 @@ pub(super) struct NameUse {
 impl NameUse {
     /// Whether the name is local to the scope: the scope binds it and does not declare it
     /// `global` or `nonlocal`.
-    pub(super) fn binds(&self) -> bool {
+    pub(super) fn binds(self) -> bool {
         !self.global
             && !self.nonlocal
             && (self.parameter || self.assigned || self.imported || self.annotated)
