@@ -391,7 +391,7 @@ fn github_actions(
         apply_steps(&mut out, &before, false);
         let _ = writeln!(out, "      - name: {}", quote(&format!("Run phase {name}")));
         out.push_str(
-            "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
+            "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --bundles --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
         );
         let _ = writeln!(
             out,

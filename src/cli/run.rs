@@ -10,7 +10,7 @@ use super::input;
 use crate::agent::prompt::{render_argv, shell_quote};
 use crate::diagnostics::did_you_mean;
 use crate::engine::plan::{Force, PhasePlan};
-use crate::engine::{RunOptions, attempt_prompt, execute};
+use crate::engine::{Bundles, RunOptions, attempt_prompt, execute};
 use crate::event::CheckKind;
 use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
@@ -57,9 +57,13 @@ pub(crate) struct Args {
     /// Plain lines instead of progress bars (the default when standard error is not a terminal).
     #[arg(long)]
     no_progress: bool,
-    /// Write no bundles (`phases/<phase>/bundle.hxb`): the workspace is then walked before and
-    /// after an attempt only when the phase's checks read its changes, which spares short steps
-    /// in large workspaces the two walks.
+    /// Write a bundle (`phases/<phase>/bundle.hxb`) for every phase that passes, `run` steps
+    /// included (by default only agent and isolated phases leave one: two walks of the workspace
+    /// per attempt cost little beside an agent, much beside a short step).
+    #[arg(long, conflicts_with = "no_bundles")]
+    bundles: bool,
+    /// Write no bundles: the workspace is then walked before and after an attempt only when the
+    /// phase's checks read its changes.
     #[arg(long)]
     no_bundles: bool,
 }
@@ -178,7 +182,13 @@ pub(crate) fn run(args: &Args) -> i32 {
         grace,
         reports: report_files(args),
         force,
-        bundles: !args.no_bundles,
+        bundles: if args.bundles {
+            Bundles::All
+        } else if args.no_bundles {
+            Bundles::None
+        } else {
+            Bundles::Agents
+        },
         // A person at the terminal answers `approval` gates there; otherwise the run waits for
         // `helixflow approve`.
         approver: std::io::stdin().is_terminal().then(|| {

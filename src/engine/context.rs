@@ -37,9 +37,35 @@ pub(crate) struct RunOptions {
     pub approver: Option<Arc<dyn super::approver::Approver>>,
     /// Phases re-run whatever their records say (`--force`, `--from`).
     pub force: Force,
-    /// Write each passing phase's bundle (`run --no-bundles` turns it off): the workspace is
-    /// then snapshotted before and after every attempt, not only when a check reads the changes.
-    pub bundles: bool,
+    /// Which passing phases write a bundle; the workspace is snapshotted before and after every
+    /// attempt of those, not only when a check reads the changes.
+    pub bundles: Bundles,
+}
+
+/// Which passing phases leave a bundle (`phases/<phase>/bundle.hxb`), whose snapshots cost two
+/// walks of the workspace per attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bundles {
+    /// Agent phases and isolated phases (the default): the walks are small beside an agent.
+    Agents,
+    /// Every phase, `run` steps included (`run --bundles`; the exported CI jobs use it).
+    All,
+    /// None (`run --no-bundles`).
+    None,
+}
+
+impl Bundles {
+    /// Whether a passing attempt of `phase` leaves a bundle.
+    pub(crate) fn wanted(self, phase: &Phase) -> bool {
+        match self {
+            Bundles::All => true,
+            Bundles::None => false,
+            Bundles::Agents => {
+                matches!(phase.worker, crate::model::Worker::Agent(_))
+                    || phase.isolation == crate::model::Isolation::Worktree
+            }
+        }
+    }
 }
 
 /// What the user asked to re-run whatever the records say.
@@ -83,7 +109,7 @@ impl Default for RunOptions {
             reports: Vec::new(),
             force: Force::default(),
             approver: None,
-            bundles: true,
+            bundles: Bundles::Agents,
         }
     }
 }

@@ -14,5 +14,5 @@ pub(crate) mod run;
 
 pub(crate) use attempt::attempt_prompt;
 pub(crate) use context::gate_env;
-pub(crate) use context::{GRACE, RunOptions};
+pub(crate) use context::{Bundles, GRACE, RunOptions};
 pub(crate) use run::execute;

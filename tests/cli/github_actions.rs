@@ -858,7 +858,7 @@ fn a_phase_whose_file_name_a_bundle_cannot_carry_passes_with_a_warning_and_no_bu
     )
     .unwrap();
     let out = Command::new(BIN)
-        .args(["run", "--no-progress", "pipeline.kdl"])
+        .args(["run", "--no-progress", "--bundles", "pipeline.kdl"])
         .current_dir(dir.path())
         .output()
         .unwrap();

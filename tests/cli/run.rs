@@ -976,10 +976,20 @@ fn every_attempt_records_its_changes_and_every_passing_phase_its_bundle() {
          phase \"scoped\" {\n    depends-on \"plain\"\n    run \"echo hi > scoped.txt\"\n    scope \"scoped.txt\"\n}\n\
          phase \"stray\" {\n    depends-on \"scoped\"\n    run \"echo hi > stray.txt\"\n    scope \"elsewhere/**\"\n    retries 0\n}\n",
     );
-    test.with_args(&["run", "--no-progress"]).run().code(1);
+    // By default a `run` step leaves no bundle (and a plain one is not snapshotted at all).
+    let default =
+        Test::new().pipeline(&std::fs::read_to_string(test.path().join("pipeline.kdl")).unwrap());
+    default.with_args(&["run", "--no-progress"]).run().code(1);
+    let run = latest_run(default.path());
+    assert!(!run.join("phases/plain/bundle.hxb").exists());
+    assert!(!run.join("phases/plain/attempt-1/changes.json").exists());
+    assert!(!run.join("phases/scoped/bundle.hxb").exists());
+    test.with_args(&["run", "--no-progress", "--bundles"])
+        .run()
+        .code(1);
     let run = latest_run(test.path());
     let changes = |phase: &str| run.join(format!("phases/{phase}/attempt-1/changes.json"));
-    // A plain step too: its bundle is made of its changes.
+    // With `--bundles`, a plain step too: its bundle is made of its changes.
     let plain: Value =
         serde_json::from_str(&std::fs::read_to_string(changes("plain")).unwrap()).unwrap();
     assert_eq!(

@@ -339,9 +339,12 @@ async fn one_attempt(
     } else {
         first_before
     };
-    if let (true, AttemptOutcome::Passed, Some(before), Some(after)) =
-        (shared.options.bundles, result.outcome, bundle_before, after)
-    {
+    if let (true, AttemptOutcome::Passed, Some(before), Some(after)) = (
+        shared.options.bundles.wanted(phase),
+        result.outcome,
+        bundle_before,
+        after,
+    ) {
         // The attempt passed and says so in the journal already: a bundle that cannot be
         // written is told, not turned into a failure of the work.
         if let Err(e) = conclude::bundle(&current, &before, &after) {
@@ -447,7 +450,7 @@ fn transient_wait(phase: &Phase, retry_after: Option<Duration>, tries: u32) -> D
 /// verification. Only then are snapshots taken before and after it (and `changes.json`
 /// written): a walk of the workspace costs more than a short step.
 fn tracks_changes(shared: &Shared, phase: &Phase) -> bool {
-    shared.options.bundles
+    shared.options.bundles.wanted(phase)
         || !phase.scope.is_empty()
         || !phase.protect.is_empty()
         || phase
