@@ -20,6 +20,10 @@ use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow run`.
 #[derive(Debug, clap::Args)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "command-line switches, each its own flag"
+)]
 pub(crate) struct Args {
     /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
     file: Option<PathBuf>,
