@@ -57,15 +57,9 @@ pub(crate) fn run(args: &Args) -> i32 {
             "warning: no watchdog for this check ({e}): if helixflow is killed, a gate command may go on running"
         );
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            say!("error: cannot start the runtime: {e}");
-            return crate::exit::INTERNAL;
-        }
+        Err(code) => return code,
     };
     let code = runtime.block_on(check(pipeline, options, reporters));
     crate::process::watchdog::finish();

@@ -188,6 +188,17 @@ pub fn main() -> i32 {
 
 /// Writes command output to standard output. A reader that went away (`| head`) is not an
 /// error worth a message; other write failures are.
+/// The runtime of `run` and `check`: one thread drives every phase (see `run`).
+fn runtime() -> Result<tokio::runtime::Runtime, i32> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            say!("error: cannot start the runtime: {e}");
+            crate::exit::INTERNAL
+        })
+}
+
 fn emit(text: &str) -> i32 {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();

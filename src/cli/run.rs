@@ -203,15 +203,9 @@ pub(crate) fn run(args: &Args) -> i32 {
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that
     // made up much of the cost per phase (bench/schedule.sh: 1,000 phases, 1.03 s -> 0.83 s).
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            say!("error: cannot start the runtime: {e}");
-            return crate::exit::INTERNAL;
-        }
+        Err(code) => return code,
     };
     let result = runtime.block_on(execute(pipeline, options, reporters));
     crate::process::watchdog::finish();
