@@ -5,7 +5,7 @@ Codex is pointed at the server by a fresh CODEX_HOME whose config.toml selects a
 (`base_url`, `env_key`, `wire_api = "responses"`), with analytics, feedback upload and update
 checks off and the client's own HTTP retries off (so an API error fails at once).
 
-Defects of issue 11 covered here: 1 (retry after a verifier / two phases at once), 2 (a retry can
+Defects covered here: 1 (retry after a verifier / two phases at once), 2 (a retry can
 write), 3 (no git repository), 5 (prompt starting with `-`), 9 (API error in the feedback and
 run.json), 11 (attempt 1 never got an answer: the retry still has the task).
 """

@@ -5,7 +5,7 @@ Gemini CLI is pointed at the server with GOOGLE_GEMINI_BASE_URL and GEMINI_API_K
 $HOME/.gemini/settings.json selecting API-key auth with telemetry, usage statistics and update
 checks off (servers/gemini.py `configure`).
 
-Defects of issue 11 covered here: 1 (a retry after a verifier, and two phases at once, each
+Defects covered here: 1 (a retry after a verifier, and two phases at once, each
 continue the worker's own session), 4 (untrusted folder), 5 (prompt starting with `-`), 9 (API
 error in the feedback and run.json), 10 (a prompt over 128 KiB), 11 (attempt 1 never got an
 answer: the retry still has the task), 12 (the real error at the start of a long stderr is kept; no
