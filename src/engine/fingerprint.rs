@@ -222,6 +222,22 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
     Ok(hasher.finalize().to_hex().to_string())
 }
 
+/// The fingerprint of each phase `phase` depends on, as `fingerprint_of` finds it in the
+/// records (`none` for one that never passed).
+pub(crate) fn upstream(
+    phase: &Phase,
+    mut fingerprint_of: impl FnMut(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
+    phase
+        .depends_on
+        .iter()
+        .map(|d| {
+            let fingerprint = fingerprint_of(&d.value).unwrap_or_else(|| "none".to_owned());
+            (d.value.clone(), fingerprint)
+        })
+        .collect()
+}
+
 /// The one hash of a definition, inputs and upstream fingerprints.
 pub(crate) fn digest(
     definition: &Definition,

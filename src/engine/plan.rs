@@ -273,11 +273,16 @@ pub(crate) fn plan(
     for &i in selected {
         is_selected[i] = true;
     }
-    let order: Vec<usize> = graph
+    // Every phase in a topological order; `--from` looks at all of them, the plan at the selected.
+    let everything: Vec<usize> = graph
         .levels()
         .unwrap_or_default()
         .into_iter()
         .flatten()
+        .collect();
+    let order: Vec<usize> = everything
+        .iter()
+        .copied()
         .filter(|&i| is_selected[i])
         .collect();
     let name = |i: usize| pipeline.phases[i].name.value.as_str();
@@ -285,7 +290,7 @@ pub(crate) fn plan(
     let mut from: BTreeSet<&str> = BTreeSet::new();
     if let Some(start) = &force.from {
         from.insert(start.as_str());
-        for i in graph_order(pipeline) {
+        for &i in &everything {
             let phase = &pipeline.phases[i];
             if phase
                 .depends_on
@@ -329,15 +334,8 @@ pub(crate) fn plan(
             .map(|d| d.value.clone())
             .collect();
         let record = read(name(i));
-        let upstream: BTreeMap<String, String> = phase
-            .depends_on
-            .iter()
-            .map(|d| {
-                let fingerprint =
-                    read(&d.value).map_or_else(|| "none".to_owned(), |r| r.fingerprint.clone());
-                (d.value.clone(), fingerprint)
-            })
-            .collect();
+        let upstream =
+            fingerprint::upstream(phase, |name| read(name).map(|r| r.fingerprint.clone()));
         let definition = fingerprint::definition(pipeline, phase, redactor);
         let input_paths = fingerprint::input_paths(pipeline, phase, exclude);
         let inputs = fingerprint::stamps(
@@ -401,16 +399,6 @@ pub(crate) fn plan(
         });
     }
     plans
-}
-
-/// Every phase in a topological order (the whole pipeline, for `--from`).
-fn graph_order(pipeline: &Pipeline) -> Vec<usize> {
-    PhaseGraph::new(pipeline)
-        .levels()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect()
 }
 
 /// What differs between a record and the phase now.

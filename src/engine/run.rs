@@ -387,19 +387,14 @@ async fn run_and_record(shared: Arc<Shared>, i: usize) -> PhaseResult {
         let written = tokio::task::spawn_blocking(move || {
             let shared = recording;
             let phase = &shared.pipeline.phases[i];
-            let upstream = phase
-                .depends_on
-                .iter()
-                .map(|d| {
-                    let fingerprint = shared
-                        .records
-                        .read(&d.value)
-                        .ok()
-                        .flatten()
-                        .map_or_else(|| "none".to_owned(), |r| r.fingerprint);
-                    (d.value.clone(), fingerprint)
-                })
-                .collect();
+            let upstream = fingerprint::upstream(phase, |name| {
+                shared
+                    .records
+                    .read(name)
+                    .ok()
+                    .flatten()
+                    .map(|r| r.fingerprint)
+            });
             let record = fingerprint::record(
                 &shared.pipeline,
                 phase,
