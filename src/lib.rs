@@ -51,7 +51,7 @@ pub use redact::Redactor;
 pub use report::{Junit, Ndjson, Plain, Progress, Summary};
 pub use store::run::RunDir;
 pub use verify::feedback::AgentFailure;
-pub use verify::gates::GateContext;
+pub use verify::judge::{Changed, Inspection, Scene};
 pub use workspace::{Changes, FileState, IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions};
 
 /// Running one child process under helixflow's supervision.
@@ -71,7 +71,7 @@ pub mod syntax {
 
 /// Gates run against a workspace.
 pub mod gates {
-    pub use crate::verify::gates::{resolve_outputs, run_gates};
+    pub use crate::verify::gates::resolve_outputs;
 }
 
 /// The feedback a failed attempt gives the next one.

@@ -227,10 +227,50 @@ impl Agent {
     }
 }
 
+/// The identity of a phase of one pipeline: its place in `Pipeline::phases`. Only the pipeline
+/// hands them out, so a `PhaseId` always names one of its phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct PhaseId(usize);
+
+impl PhaseId {
+    /// The phase's place in `Pipeline::phases`, for tables indexed like it.
+    pub(crate) fn index(self) -> usize {
+        self.0
+    }
+}
+
 impl Pipeline {
     /// The phase with this name.
     pub fn phase(&self, name: &str) -> Option<&Phase> {
         self.phases.iter().find(|p| p.name.value == name)
+    }
+
+    /// The id of the phase with this name.
+    pub(crate) fn phase_id(&self, name: &str) -> Option<PhaseId> {
+        self.phases
+            .iter()
+            .position(|p| p.name.value == name)
+            .map(PhaseId)
+    }
+
+    /// Every phase's id, in file order.
+    pub(crate) fn phase_ids(&self) -> impl Iterator<Item = PhaseId> + use<> {
+        (0..self.phases.len()).map(PhaseId)
+    }
+
+    /// The phases a run selects: those named in `only`, or every phase when it is empty.
+    pub(crate) fn select(&self, only: &[String]) -> Vec<PhaseId> {
+        self.phase_ids()
+            .filter(|&id| only.is_empty() || only.contains(&self[id].name.value))
+            .collect()
+    }
+}
+
+impl std::ops::Index<PhaseId> for Pipeline {
+    type Output = Phase;
+
+    fn index(&self, id: PhaseId) -> &Phase {
+        &self.phases[id.0]
     }
 }
 

@@ -186,9 +186,7 @@ pub fn main() -> i32 {
     }
 }
 
-/// Writes command output to standard output. A reader that went away (`| head`) is not an
-/// error worth a message; other write failures are.
-/// The runtime of `run` and `check`: one thread drives every phase (see `run`).
+/// The runtime of `run`, `check` and `verify`: one thread drives every phase (see `run`).
 fn runtime() -> Result<tokio::runtime::Runtime, i32> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -199,6 +197,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, i32> {
         })
 }
 
+/// Writes command output to standard output. A reader that went away (`| head`) is not an
+/// error worth a message; other write failures are.
 fn emit(text: &str) -> i32 {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();

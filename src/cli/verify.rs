@@ -8,12 +8,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
 use super::input;
-use crate::engine::check::phase_gates;
 use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
 use crate::verify::gates::info as gate_info;
+use crate::verify::judge::{Inspection, Scene};
 use crate::workspace::{Snapshot, SnapshotOptions};
 
 /// Arguments of `helixflow verify`.
@@ -151,13 +151,8 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         ))
     })?;
     let phase = pick_phase(&pipeline, args.phase.as_deref())?.clone();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            say!("error: cannot start the runtime: {e}");
-            crate::exit::INTERNAL
-        })?;
+    let grace = super::run::kill_grace().map_err(|e| input::fail(&e))?;
+    let runtime = super::runtime()?;
     let options = SnapshotOptions {
         exclude: vec![pipeline.state_dir.clone()],
         ..SnapshotOptions::default()
@@ -169,18 +164,17 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     std::fs::create_dir_all(&logs)
         .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
     let env: Vec<(OsString, OsString)> = crate::engine::gate_env(&pipeline, &phase);
-    let gates = runtime.block_on(phase_gates(
-        &pipeline.workspace,
-        std::slice::from_ref(&pipeline.state_dir),
-        &phase,
-        &now,
-        &env,
-        &logs,
-        &Cancel::default(),
-        crate::engine::GRACE,
-        std::sync::Arc::new(pipeline.redactor()),
-        &mut |_| {},
-    ));
+    let cancel = Cancel::default();
+    let scene = Scene {
+        workspace: &pipeline.workspace,
+        exclude: std::slice::from_ref(&pipeline.state_dir),
+        env: &env,
+        logs: &logs,
+        cancel: &cancel,
+        grace,
+        redactor: std::sync::Arc::new(pipeline.redactor()),
+    };
+    let gates = runtime.block_on(Inspection::outside_run(&scene, &phase, &now).judge(&mut |_| {}));
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
     Ok((
         phase,

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::context::{Shared, millis};
+use super::context::{Run, millis};
 use crate::event::{CheckKind, Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 
@@ -16,7 +16,7 @@ pub(crate) use super::approver::{
 /// Decides every `approval` gate of the phase and puts the result in `reports` (replacing the
 /// placeholder the gate runner left, or adding it when external verification did not run).
 pub(crate) async fn decide(
-    shared: &Shared,
+    run: &Run,
     phase: &Phase,
     attempt: u32,
     dir: &Path,
@@ -32,7 +32,7 @@ pub(crate) async fn decide(
             .unwrap_or_else(|| format!("Approve the work of phase \"{}\"?", phase.name.value));
         let started = Instant::now();
         let (status, details) =
-            ask(shared, phase, attempt, dir, &gate.name, &question, reports).await;
+            ask(run, phase, attempt, dir, &gate.name, &question, reports).await;
         let report = GateReport {
             name: gate.name.clone(),
             kind: CheckKind::Approval.as_str().into(),
@@ -55,7 +55,7 @@ pub(crate) async fn decide(
 }
 
 async fn ask(
-    shared: &Shared,
+    run: &Run,
     phase: &Phase,
     attempt: u32,
     dir: &Path,
@@ -63,9 +63,9 @@ async fn ask(
     question: &str,
     reports: &[GateReport],
 ) -> (GateStatus, Vec<String>) {
-    if let Some(approver) = shared.options.approver.clone() {
-        let summary = shared.redactor.redact(&summary(phase, attempt, reports));
-        let question = shared.redactor.redact(question);
+    if let Some(approver) = run.ctx.options.approver.clone() {
+        let summary = run.ctx.redactor.redact(&summary(phase, attempt, reports));
+        let question = run.ctx.redactor.redact(question);
         let answer = tokio::task::spawn_blocking(move || approver.ask(&summary, &question)).await;
         return match answer {
             Ok(Ok(decision)) => judged(&decision),
@@ -87,7 +87,7 @@ async fn ask(
     };
     let decision_path = dir.join(DECISION_FILE);
     let _ = std::fs::remove_file(&decision_path);
-    if let Err(e) = (shared.redactor.to_json_pretty(&request))
+    if let Err(e) = (run.ctx.redactor.to_json_pretty(&request))
         .map_err(std::io::Error::other)
         .and_then(|text| std::fs::write(dir.join(REQUEST_FILE), text))
     {
@@ -96,12 +96,12 @@ async fn ask(
             vec![format!("could not record the approval request: {e}")],
         );
     }
-    shared.emit(Event::Step {
+    run.emit(Event::Step {
         phase: phase.name.value.clone(),
         attempt,
         step: format!(
             "awaiting approval: helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
-            run = shared.run.run_id,
+            run = run.ctx.folder.run_id,
             phase = crate::agent::prompt::shell_quote(&phase.name.value)
         ),
     });
@@ -116,7 +116,7 @@ async fn ask(
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            () = shared.cancel.soft.cancelled() => {
+            () = run.cancel().soft.cancelled() => {
                 return (GateStatus::Skipped, vec!["not decided: the run was stopped while waiting for approval".into()]);
             }
         }

@@ -13,20 +13,18 @@
 //! - Gate command logs go to `<state-dir>/check/<phase>/`, never into the workspace proper, and
 //!   no run folder is made: a check is not a run, and `helixflow runs` does not list it.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::{gate_env, millis};
 use super::run::stamp;
 use crate::event::sink::Sinks;
-use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, RunStatus};
+use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus};
 use crate::graph::PhaseGraph;
 use crate::model::{GateKind, Phase, Pipeline};
 use crate::process::Cancel;
-use crate::redact::Redactor;
-use crate::verify::gates::{GateContext, checks_response, info as gate_info, run_gates};
+use crate::verify::judge::{Inspection, Scene};
 use crate::workspace::{Snapshot, SnapshotOptions};
 
 /// The id a check's events carry where a run's carry the run's id: no run folder is made.
@@ -109,7 +107,12 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
         });
         // The workspace is read again only after a gate command ran, which may have changed it.
         if now.is_none() {
-            match Snapshot::take(&pipeline.workspace, &snapshot_options, None) {
+            let (workspace, options) = (pipeline.workspace.clone(), snapshot_options.clone());
+            let taken =
+                tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, None))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            match taken {
                 Ok(snapshot) => now = Some(snapshot),
                 Err(e) => {
                     let reason = format!("cannot read the workspace: {e}");
@@ -146,25 +149,24 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
         let _ = std::fs::create_dir_all(&logs);
         let checked = without_fixes(phase);
         let env = gate_env(&pipeline, &checked);
-        let gates = phase_gates(
-            &pipeline.workspace,
-            &exclude,
-            &checked,
-            snapshot,
-            &env,
-            &logs,
-            &cancel,
-            options.grace,
-            Arc::clone(&redactor),
-            &mut |report| {
+        let scene = Scene {
+            workspace: &pipeline.workspace,
+            exclude: &exclude,
+            env: &env,
+            logs: &logs,
+            cancel: &cancel,
+            grace: options.grace,
+            redactor: Arc::clone(&redactor),
+        };
+        let gates = Inspection::outside_run(&scene, &checked, snapshot)
+            .judge(&mut |report| {
                 emit(Event::GateFinished {
                     phase: name.clone(),
                     attempt: 1,
                     report: report.clone(),
                 });
-            },
-        )
-        .await;
+            })
+            .await;
         if checked
             .gates
             .iter()
@@ -223,53 +225,6 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
     });
     sinks.finish();
     sinks.exit_code().unwrap_or(exit_code)
-}
-
-/// The gates of `phase` against the workspace as `now` shows it, outside any attempt: gates that
-/// judge an attempt, or the agent's response, are reported as skipped with the reason, not run
-/// against nothing. `on_report` sees each report as it is final. `helixflow verify` outside a
-/// run and `helixflow check` both judge a phase this way.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "what a gate context needs (see GateContext::new), and where the reports go"
-)]
-pub(crate) async fn phase_gates(
-    workspace: &Path,
-    exclude: &[PathBuf],
-    phase: &Phase,
-    now: &Snapshot,
-    env: &[(OsString, OsString)],
-    logs: &Path,
-    cancel: &Cancel,
-    grace: Duration,
-    redactor: Arc<Redactor>,
-    on_report: &mut (dyn FnMut(&GateReport) + Send),
-) -> Vec<GateReport> {
-    let context = GateContext::new(
-        workspace, exclude, phase, now, env, logs, cancel, grace, redactor,
-    );
-    let mut reports = run_gates(&context, &mut |report| {
-        let mut report = report.clone();
-        judge_outside_a_run(phase, &mut report);
-        on_report(&report);
-    })
-    .await;
-    for report in &mut reports {
-        judge_outside_a_run(phase, report);
-    }
-    reports
-}
-
-/// Marks `report` skipped, with the reason, when its gate cannot be judged outside an attempt.
-fn judge_outside_a_run(phase: &Phase, report: &mut GateReport) {
-    let unjudged = report
-        .check_kind()
-        .and_then(|kind| gate_info(kind).outside_a_run);
-    let on_response = checks_response(phase, &report.name);
-    if let Some(why) = unjudged.or(on_response.then_some("the response exists only inside a run")) {
-        report.status = GateStatus::Skipped;
-        report.details = vec![why.to_owned()];
-    }
 }
 
 /// The phase with no `fix` on its command gates.

@@ -1,17 +1,14 @@
-//! The run's shared state: what the scheduler, every phase task and the control socket read and
-//! update while a run goes on. Everything else in the engine depends on this file, and it on
-//! nothing in the engine.
+//! What a run reads and never writes ([`RunContext`]: the pipeline, the options, the run's folder),
+//! and [`Run`], the context with the run's state (`state.rs`) as every phase task holds it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::event::usage::{Spend, Usage};
-use crate::event::{Event, GateReport, RunStatus};
-use crate::model::{Phase, Pipeline, Worker};
+use super::state::RunState;
+use crate::event::Event;
+use crate::model::{Phase, PhaseId, Pipeline, Worker};
 use crate::process::Cancel;
 use crate::redact::Redactor;
 use crate::store::run::RunDir;
@@ -114,22 +111,14 @@ impl Default for RunOptions {
     }
 }
 
-/// State shared by the scheduler and the phase tasks.
-pub(crate) struct Shared {
+/// What a run knows from its start and never changes: the pipeline, the options, the run's
+/// folder and what the snapshots leave out. Helpers that only read take this (or a part of it).
+pub(crate) struct RunContext {
     pub pipeline: Pipeline,
-    pub run: RunDir,
+    /// The run's folder under the state folder.
+    pub folder: RunDir,
     pub redactor: Arc<Redactor>,
-    pub cancel: Cancel,
     pub options: RunOptions,
-    pub(super) events: mpsc::Sender<Event>,
-    pub(super) stopping: AtomicBool,
-    /// Retries left in the run's budget; `None` is unlimited.
-    pub(super) retries_left: Option<AtomicU32>,
-    pub(super) cancel_reason: Mutex<String>,
-    /// What the run's attempts cost so far, for its `max-cost`.
-    pub(super) spend: Mutex<Spend>,
-    /// Attempts now running, for `helixflow verify` over the control socket.
-    pub live: LiveAttempts,
     /// The control socket's path, when it could be opened.
     pub socket: Option<PathBuf>,
     /// What workspace snapshots and gate searches leave out: the state folder and helixflow's
@@ -137,79 +126,43 @@ pub(crate) struct Shared {
     pub excluded: Vec<PathBuf>,
     /// The records of passed phases: removed when a phase starts, written when it passes.
     pub records: crate::store::passed::Records,
-    /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
-    pub latest_snapshot: Mutex<Option<crate::workspace::Snapshot>>,
-    /// Which phases ran alongside each attempt under way.
-    pub alongside: Mutex<Alongside>,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
     /// than there are cores (see `ChildSpec::spawn_in_pool`).
     pub spawn_in_pool: bool,
 }
 
-impl Shared {
+/// A run under way, as its tasks hold it: what never changes, and the state in named parts.
+pub(crate) struct Run {
+    pub ctx: RunContext,
+    pub state: RunState,
+}
+
+impl Run {
     /// Sends an event to the journal and the reporters.
     pub(crate) fn emit(&self, event: Event) {
-        // The dispatcher outlives every phase task; a send can only fail after it stopped.
-        let _ = self.events.send(event.redacted(&self.redactor));
+        self.state.events.emit(event);
     }
 
-    /// Whether `on-failure "stop"` was triggered: no new phases, no more retries.
-    pub(crate) fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
+    /// The cancellation tokens every child of the run watches.
+    pub(crate) fn cancel(&self) -> &Cancel {
+        &self.state.cancel.tokens
     }
 
-    /// Takes one retry from the run's budget; false when it is spent.
-    pub(crate) fn take_retry(&self) -> bool {
-        match &self.retries_left {
-            None => true,
-            Some(left) => left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok(),
+    /// The phases that ran at some time during the attempt of `id` under way, in pipeline
+    /// order; none for an isolated phase.
+    pub(crate) fn phases_alongside(&self, id: PhaseId) -> Vec<&Phase> {
+        let pipeline = &self.ctx.pipeline;
+        // An attempt in a worktree of its own sees no other phase's changes: every change there
+        // is its own, whatever other phases claim.
+        if pipeline[id].isolation == crate::model::Isolation::Worktree {
+            return Vec::new();
         }
-    }
-
-    /// Retries left in the run's budget now; `None` when it is unlimited.
-    pub(crate) fn retries_left(&self) -> Option<u32> {
-        self.retries_left
-            .as_ref()
-            .map(|left| left.load(Ordering::SeqCst))
-    }
-
-    /// What the run's attempts cost so far.
-    pub(crate) fn spend(&self) -> Spend {
-        self.spend.lock().map(|s| *s).unwrap_or_default()
-    }
-
-    /// Adds an attempt's usage to the run's spend.
-    pub(crate) fn add_spend(&self, usage: &Usage) {
-        if let Ok(mut spend) = self.spend.lock() {
-            spend.add(usage);
-        }
-    }
-
-    /// Why running phases were cancelled.
-    pub(crate) fn cancel_reason(&self) -> String {
-        self.cancel_reason
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_default()
-    }
-
-    pub(super) fn cancel_with(
-        &self,
-        reason: &str,
-        status: &Mutex<Option<RunStatus>>,
-        as_status: RunStatus,
-    ) {
-        if let Ok(mut r) = self.cancel_reason.lock()
-            && r.is_empty()
-        {
-            reason.clone_into(&mut r);
-        }
-        if let Ok(mut s) = status.lock() {
-            s.get_or_insert(as_status);
-        }
-        self.cancel.soft.cancel();
+        self.state
+            .alongside
+            .of(id)
+            .into_iter()
+            .map(|other| &pipeline[other])
+            .collect()
     }
 }
 
@@ -217,32 +170,6 @@ impl Shared {
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
-
-/// A passing or failing check made during an attempt.
-#[derive(Debug, Clone)]
-pub(crate) struct Receipt {
-    pub success: bool,
-    pub gates: Vec<GateReport>,
-    /// The workspace when the receipt was written: anything that differs later was changed
-    /// after verifying.
-    pub snapshot: Snapshot,
-}
-
-/// A running attempt, as the control socket sees it.
-#[derive(Debug)]
-pub(crate) struct LiveAttempt {
-    pub attempt: u32,
-    /// The attempt's workspace: the pipeline's, or the attempt's worktree.
-    pub workspace: PathBuf,
-    /// The workspace before the attempt; `None` when nothing the phase checks reads changes
-    /// (no scope, protect or changes gate, no self or sub-agent verification).
-    pub before: Option<Arc<Snapshot>>,
-    pub dir: PathBuf,
-    pub receipts: Mutex<Vec<Receipt>>,
-}
-
-/// Running attempts by phase name.
-pub(crate) type LiveAttempts = Mutex<BTreeMap<String, Arc<LiveAttempt>>>;
 
 /// The environment gates, verifiers and `escalate` get on top of helixflow's: the pipeline's
 /// `env`, then the phase's.
@@ -260,11 +187,15 @@ pub(crate) fn gate_env(
 
 /// Moves the changes to files the phase's agent keeps for itself (its `bookkeeping` globs) out
 /// of `changes`, and returns them.
-pub(crate) fn split_bookkeeping(shared: &Shared, phase: &Phase, changes: &mut Changes) -> Changes {
+pub(crate) fn split_bookkeeping(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    changes: &mut Changes,
+) -> Changes {
     let Worker::Agent(agent) = &phase.worker else {
         return Changes::default();
     };
-    let globs = &shared.pipeline.agents[&agent.value].bookkeeping;
+    let globs = &pipeline.agents[&agent.value].bookkeeping;
     if globs.is_empty() {
         return Changes::default();
     }
@@ -279,13 +210,13 @@ const KEPT_CONTENTS: u64 = 1 << 20;
 /// report files; its protected files even where ignored; contents kept on request; judged by
 /// `rules` when given.
 pub(crate) fn snapshot_options(
-    shared: &Shared,
+    ctx: &RunContext,
     phase: &Phase,
     keep_contents: bool,
     rules: Option<IgnoreRules>,
 ) -> SnapshotOptions {
     SnapshotOptions {
-        exclude: shared.excluded.clone(),
+        exclude: ctx.excluded.clone(),
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
         // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
         protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
@@ -298,21 +229,17 @@ pub(crate) fn snapshot_options(
 /// (any earlier snapshot serves: a hash is reused only for a file whose size, times and inode are
 /// unchanged), so only files that changed are read again.
 pub(crate) async fn take_snapshot(
-    shared: &Shared,
+    run: &Run,
     workspace: &std::path::Path,
     options: SnapshotOptions,
     previous: Option<&Snapshot>,
 ) -> std::io::Result<Snapshot> {
     // The cache is the workspace's: an attempt's worktree keeps its hashes to itself.
-    let cached = workspace == shared.pipeline.workspace;
+    let cached = workspace == run.ctx.pipeline.workspace;
     let workspace = workspace.to_path_buf();
     let previous = match previous {
         Some(previous) => Some(previous.clone()),
-        None if cached => shared
-            .latest_snapshot
-            .lock()
-            .ok()
-            .and_then(|latest| latest.clone()),
+        None if cached => run.state.snapshots.latest(),
         None => None,
     };
     let snapshot = tokio::task::spawn_blocking(move || {
@@ -320,109 +247,8 @@ pub(crate) async fn take_snapshot(
     })
     .await
     .map_err(std::io::Error::other)??;
-    if cached && let Ok(mut latest) = shared.latest_snapshot.lock() {
-        *latest = Some(snapshot.clone());
+    if cached {
+        run.state.snapshots.keep(&snapshot);
     }
     Ok(snapshot)
-}
-
-/// Which phases ran alongside each attempt under way. A change another phase made while an
-/// attempt ran is in that attempt's snapshots too; knowing who else ran lets the gates leave
-/// such a change to the phase whose `scope` or `outputs` claim it.
-#[derive(Debug, Default)]
-pub(crate) struct Alongside {
-    /// The phases running now.
-    running: BTreeSet<usize>,
-    /// For each phase with an attempt under way: every other phase running at any time since it
-    /// began.
-    attempts: HashMap<usize, BTreeSet<usize>>,
-}
-
-/// The phases that ran at some time during the attempt of phase `index` under way, in pipeline
-/// order; none for an isolated phase.
-pub(crate) fn phases_alongside(shared: &Shared, index: usize) -> Vec<&Phase> {
-    // An attempt in a worktree of its own sees no other phase's changes: every change there is
-    // its own, whatever other phases claim.
-    if shared
-        .pipeline
-        .phases
-        .get(index)
-        .is_some_and(|phase| phase.isolation == crate::model::Isolation::Worktree)
-    {
-        return Vec::new();
-    }
-    let indices: Vec<usize> = shared
-        .alongside
-        .lock()
-        .ok()
-        .and_then(|alongside| alongside.attempts.get(&index).cloned())
-        .map(|set| set.into_iter().collect())
-        .unwrap_or_default();
-    indices
-        .into_iter()
-        .filter_map(|i| shared.pipeline.phases.get(i))
-        .collect()
-}
-
-/// The index of `phase` in the pipeline.
-pub(crate) fn phase_index(shared: &Shared, phase: &Phase) -> usize {
-    shared
-        .pipeline
-        .phases
-        .iter()
-        .position(|p| std::ptr::eq(p, phase))
-        .unwrap_or(usize::MAX)
-}
-
-/// Notes a phase as running for as long as it lives.
-pub(crate) struct PhaseRunning<'s> {
-    shared: &'s Shared,
-    index: usize,
-}
-
-impl<'s> PhaseRunning<'s> {
-    pub(crate) fn start(shared: &'s Shared, index: usize) -> PhaseRunning<'s> {
-        if let Ok(mut alongside) = shared.alongside.lock() {
-            for (&attempt_of, seen) in &mut alongside.attempts {
-                if attempt_of != index {
-                    seen.insert(index);
-                }
-            }
-            alongside.running.insert(index);
-        }
-        PhaseRunning { shared, index }
-    }
-}
-
-impl Drop for PhaseRunning<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut alongside) = self.shared.alongside.lock() {
-            alongside.running.remove(&self.index);
-        }
-    }
-}
-
-/// Notes the phases running alongside an attempt for as long as it lives.
-pub(crate) struct AttemptWindow<'s> {
-    shared: &'s Shared,
-    index: usize,
-}
-
-impl<'s> AttemptWindow<'s> {
-    pub(crate) fn open(shared: &'s Shared, index: usize) -> AttemptWindow<'s> {
-        if let Ok(mut alongside) = shared.alongside.lock() {
-            let mut seen = alongside.running.clone();
-            seen.remove(&index);
-            alongside.attempts.insert(index, seen);
-        }
-        AttemptWindow { shared, index }
-    }
-}
-
-impl Drop for AttemptWindow<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut alongside) = self.shared.alongside.lock() {
-            alongside.attempts.remove(&self.index);
-        }
-    }
 }

@@ -4,7 +4,6 @@
 //! is only a record for people.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,9 +11,12 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use super::context::{LiveAttempt, Receipt, Shared};
+use super::context::Run;
+use super::observe::{observe, scene};
+use super::state::{LiveAttempt, Receipt};
 use crate::event::{GateReport, GateStatus};
-use crate::verify::gates::{GateContext, checks_response, resolve_outputs, run_gates};
+use crate::verify::gates::resolve_outputs;
+use crate::verify::judge::Inspection;
 use crate::workspace::Snapshot;
 
 /// The environment variable that names the socket.
@@ -57,19 +59,19 @@ pub(crate) fn socket_path(run_dir: &Path, run_id: &str) -> PathBuf {
 }
 
 /// Accepts `helixflow verify` connections until the run ends (the task is aborted then).
-pub(crate) async fn serve(listener: UnixListener, shared: Arc<Shared>) {
+pub(crate) async fn serve(listener: UnixListener, run: Arc<Run>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let shared = shared.clone();
+        let run = run.clone();
         tokio::spawn(async move {
-            let _ = answer(stream, &shared).await;
+            let _ = answer(stream, &run).await;
         });
     }
 }
 
-async fn answer(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
+async fn answer(stream: UnixStream, run: &Run) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     // One request line; a client that sends more than a few KiB is not `helixflow verify`.
@@ -77,7 +79,7 @@ async fn answer(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
         .read_line(&mut line)
         .await?;
     let response = match serde_json::from_str::<VerifyRequest>(&line) {
-        Ok(request) => verify(shared, &request).await,
+        Ok(request) => verify(run, &request).await,
         Err(e) => refusal(format!("not a verify request: {e}")),
     };
     let mut text = serde_json::to_string(&response)?;
@@ -94,13 +96,12 @@ fn refusal(error: String) -> VerifyResponse {
     }
 }
 
-async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
-    let live = shared
-        .live
-        .lock()
-        .ok()
-        .and_then(|live| live.get(&request.phase).cloned());
-    let Some(live) = live else {
+async fn verify(run: &Run, request: &VerifyRequest) -> VerifyResponse {
+    let pipeline = &run.ctx.pipeline;
+    let Some(id) = pipeline.phase_id(&request.phase) else {
+        return refusal(format!("no phase \"{}\"", request.phase));
+    };
+    let Some(live) = run.state.live.get(id) else {
         return refusal(format!(
             "phase \"{}\" has no attempt running now",
             request.phase
@@ -112,70 +113,33 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
             live.attempt, request.phase, request.attempt
         ));
     }
-    let Some(phase) = shared.pipeline.phase(&request.phase) else {
-        return refusal(format!("no phase \"{}\"", request.phase));
-    };
-    let workspace = live.workspace.clone();
-    // Judged as the attempt's after-snapshot will be: by the ignore rules before the attempt.
-    let rules = live
-        .before
-        .as_ref()
-        .and_then(|before| before.ignore_rules());
-    let options = super::context::snapshot_options(shared, phase, false, rules);
-    let before = live.before.clone();
-    let after = match tokio::task::spawn_blocking(move || {
-        Snapshot::take(&workspace, &options, before.as_deref())
-    })
-    .await
-    {
-        Ok(Ok(after)) => after,
-        Ok(Err(e)) => return refusal(format!("cannot read the workspace: {e}")),
+    let phase = &pipeline[id];
+    let observed = match observe(run, phase, &live.workspace, live.before.as_ref(), true).await {
+        Ok(observed) => observed,
         Err(e) => return refusal(format!("cannot read the workspace: {e}")),
     };
-    let mut changes = live
-        .before
-        .as_ref()
-        .map(|before| before.diff(&after))
-        .unwrap_or_default();
-    let bookkeeping = super::context::split_bookkeeping(shared, phase, &mut changes);
-    let alongside = shared
-        .pipeline
-        .phases
-        .iter()
-        .position(|p| p.name.value == phase.name.value)
-        .map(|index| super::context::phases_alongside(shared, index))
-        .unwrap_or_default();
-    let env: Vec<(OsString, OsString)> = super::gate_env(&shared.pipeline, phase);
+    let alongside = run.phases_alongside(id);
+    let env = super::observe::env(run, phase);
     let number = live.receipts.lock().map_or(1, |r| r.len() + 1);
     let logs = live.dir.join(format!("verify-{number}"));
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return refusal(format!("cannot write {}: {e}", logs.display()));
     }
-    let context = GateContext::new(
-        &live.workspace,
-        &shared.excluded,
-        phase,
-        &after,
-        &env,
-        &logs,
-        &shared.cancel,
-        shared.options.grace,
-        shared.redactor.clone(),
-    )
-    .changed(&changes, &bookkeeping)
-    .alongside(&alongside);
-    let gates = without_response_gates(phase, run_gates(&context, &mut |_| {}).await);
+    let scene = scene(run, &live.workspace, &env, &logs);
+    let inspection =
+        Inspection::for_receipt(&scene, phase, &observed.after, observed.changed(), &alongside);
+    let gates = inspection.judge(&mut |_| {}).await;
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
-    let mut paths = resolve_outputs(&live.workspace, phase, &shared.excluded);
-    paths.extend(changes.all().map(str::to_owned));
+    let mut paths = resolve_outputs(&live.workspace, phase, &run.ctx.excluded);
+    paths.extend(observed.changes.all().map(str::to_owned));
     paths.sort();
     paths.dedup();
-    write_receipt(&live, number, success, &gates, &after, &paths, shared);
+    write_receipt(&live, number, success, &gates, &observed.after, &paths, &run.ctx.redactor);
     if let Ok(mut receipts) = live.receipts.lock() {
         receipts.push(Receipt {
             success,
             gates: gates.clone(),
-            snapshot: after,
+            snapshot: observed.after,
         });
     }
     VerifyResponse {
@@ -183,21 +147,6 @@ async fn verify(shared: &Shared, request: &VerifyRequest) -> VerifyResponse {
         gates,
         error: None,
     }
-}
-
-/// Gates on the agent's response cannot be judged while the agent is still running: they are
-/// marked skipped here (external verification checks them after the agent exits).
-fn without_response_gates(
-    phase: &crate::model::Phase,
-    mut gates: Vec<GateReport>,
-) -> Vec<GateReport> {
-    for report in &mut gates {
-        if checks_response(phase, &report.name) {
-            report.status = GateStatus::Skipped;
-            report.details = vec!["the response is known only after the agent exits; it is not checked by `helixflow verify`".into()];
-        }
-    }
-    gates
 }
 
 /// The receipt as a file: the result and the fingerprints (BLAKE3) of the phase's outputs and of
@@ -209,7 +158,7 @@ fn write_receipt(
     gates: &[GateReport],
     snapshot: &Snapshot,
     paths: &[String],
-    shared: &Shared,
+    redactor: &crate::redact::Redactor,
 ) {
     let fingerprints: BTreeMap<&str, String> = paths
         .iter()
@@ -231,7 +180,7 @@ fn write_receipt(
         "gates": gates,
         "fingerprints": fingerprints,
     });
-    if let Ok(text) = shared.redactor.to_json_pretty(&receipt) {
+    if let Ok(text) = redactor.to_json_pretty(&receipt) {
         let _ = std::fs::write(live.dir.join("receipt.json"), text);
     }
 }

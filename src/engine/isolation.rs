@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::context::Shared;
+use super::context::Run;
 use crate::model::Phase;
 use crate::process::watchdog;
 use crate::store::run::folder_name;
@@ -72,22 +72,18 @@ impl Worktree {
 
     /// Makes the worktree of attempt `attempt` of `phase` from the workspace as it is now.
     pub(crate) async fn create(
-        shared: &Shared,
+        run: &Run,
         phase: &Phase,
         attempt: u32,
     ) -> io::Result<Worktree> {
-        let workspace = shared.pipeline.workspace.clone();
+        let workspace = run.ctx.pipeline.workspace.clone();
         // Absolute: the watchdog is told this path, and git resolves it from the repository.
-        let root = std::path::absolute(worktrees_dir(shared))?
-            .join(&shared.run.run_id)
+        let root = std::path::absolute(worktrees_dir(run))?
+            .join(&run.ctx.folder.run_id)
             .join(format!("{}-{attempt}", folder_name(&phase.name.value)));
         // Any earlier snapshot of the workspace spares reading the files that did not change.
-        let latest = shared
-            .latest_snapshot
-            .lock()
-            .ok()
-            .and_then(|latest| latest.clone());
-        let excluded = shared.excluded.clone();
+        let latest = run.state.snapshots.latest();
+        let excluded = run.ctx.excluded.clone();
         tokio::task::spawn_blocking(move || {
             Worktree::make(&workspace, root, &excluded, latest.as_ref())
         })
@@ -166,9 +162,9 @@ impl Worktree {
 
     /// Applies the changes the attempt made in the worktree to the workspace, or finds the files
     /// that conflict and applies nothing.
-    pub(crate) async fn apply(&self, shared: &Shared) -> io::Result<Applied> {
-        let workspace = shared.pipeline.workspace.clone();
-        let everything = everything(&shared.excluded);
+    pub(crate) async fn apply(&self, run: &Run) -> io::Result<Applied> {
+        let workspace = run.ctx.pipeline.workspace.clone();
+        let everything = everything(&run.ctx.excluded);
         let (worktree, checked_out, base) = (
             self.workspace.clone(),
             Arc::new(self.checked_out.clone()),
@@ -285,11 +281,11 @@ pub(crate) fn remove_leftovers(workspace: &Path, state_dir: &Path) {
     let _ = git(prune, "prune the worktrees of killed runs");
 }
 
-fn worktrees_dir(shared: &Shared) -> PathBuf {
-    shared
+fn worktrees_dir(run: &Run) -> PathBuf {
+    run.ctx
         .pipeline
         .workspace
-        .join(&shared.pipeline.state_dir)
+        .join(&run.ctx.pipeline.state_dir)
         .join(WORKTREES)
 }
 

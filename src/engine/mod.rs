@@ -9,8 +9,10 @@ mod context;
 pub(crate) mod control;
 pub(crate) mod fingerprint;
 mod isolation;
+mod observe;
 pub(crate) mod plan;
 pub(crate) mod run;
+mod state;
 
 pub(crate) use attempt::attempt_prompt;
 pub(crate) use context::gate_env;

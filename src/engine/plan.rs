@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::fingerprint::{self, Definition};
 use crate::graph::PhaseGraph;
-use crate::model::Pipeline;
+use crate::model::{PhaseId, Pipeline};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, Records};
 use crate::store::run::list_runs;
@@ -228,9 +228,9 @@ fn short(text: &str) -> String {
 pub(crate) struct PhasePlan {
     /// The phase.
     pub phase: String,
-    /// Index in the pipeline's phases.
+    /// The phase's id.
     #[serde(skip)]
-    pub index: usize,
+    pub id: PhaseId,
     /// The run in which it passed, when it is up to date.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub up_to_date: Option<String>,
@@ -258,10 +258,10 @@ impl PhasePlan {
     }
 }
 
-/// The plan of the `selected` phases (indices into the pipeline's phases), in topological order.
+/// The plan of the `selected` phases, in topological order.
 pub(crate) fn plan(
     pipeline: &Pipeline,
-    selected: &[usize],
+    selected: &[PhaseId],
     force: &Force,
     records: &Records,
     redactor: &Redactor,
@@ -269,9 +269,10 @@ pub(crate) fn plan(
     previous: Option<&RunSummary>,
 ) -> Vec<PhasePlan> {
     let graph = PhaseGraph::new(pipeline);
+    let ids: Vec<PhaseId> = pipeline.phase_ids().collect();
     let mut is_selected = vec![false; pipeline.phases.len()];
-    for &i in selected {
-        is_selected[i] = true;
+    for &id in selected {
+        is_selected[id.index()] = true;
     }
     // Every phase in a topological order; `--from` looks at all of them, the plan at the selected.
     let everything: Vec<usize> = graph
@@ -392,7 +393,7 @@ pub(crate) fn plan(
         };
         plans.push(PhasePlan {
             phase: name(i).to_owned(),
-            index: i,
+            id: ids[i],
             up_to_date,
             reasons,
             restamped,
@@ -481,9 +482,7 @@ pub(crate) fn for_run(
     force: &Force,
     reports: &[PathBuf],
 ) -> (Vec<PhasePlan>, Option<RunSummary>) {
-    let selected: Vec<usize> = (0..pipeline.phases.len())
-        .filter(|&i| only.is_empty() || only.contains(&pipeline.phases[i].name.value))
-        .collect();
+    let selected = pipeline.select(only);
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
         .chain(reports.iter().cloned())

@@ -4,22 +4,23 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::task::JoinSet;
 
 use super::attempt::{PhaseResult, run_phase};
-use super::context::{LiveAttempts, RunOptions, Shared, millis};
+use super::context::{Run, RunContext, RunOptions, millis};
 use super::control;
+use super::state::{
+    Alongside, Budget, Cancellation, Events, LiveAttempts, RunState, SnapshotCache,
+};
 use super::{fingerprint, plan};
 use crate::event::sink::{EventSink, Sinks};
-use crate::event::{Event, PhaseStatus, RunStatus, Stamped};
+use crate::event::{CancelReason, Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
-use crate::model::{OnFailure, Pipeline};
-use crate::process::Cancel;
+use crate::model::{OnFailure, PhaseId, Pipeline};
 use crate::store::journal::Journal;
 use crate::store::passed::Records;
 use crate::store::run::RunDir;
@@ -48,7 +49,7 @@ pub(crate) async fn execute(
     let runs_dir = state_dir.join("runs");
     // The latest run before this one: when it did not pass, this run continues it.
     let previous = plan::unfinished_run(&state_dir);
-    let run = RunDir::create(&runs_dir).map_err(|e| {
+    let folder = RunDir::create(&runs_dir).map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!("cannot create a run folder in {}: {e}", runs_dir.display()),
@@ -57,19 +58,15 @@ pub(crate) async fn execute(
     // Worktrees of isolated phases that a killed run could not remove.
     super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());
-    let journal = Journal::open(&run)?;
+    let journal = Journal::open(&folder)?;
     // Events are stamped with the time since the journal was opened.
     let opened = Instant::now();
     std::fs::write(
-        run.path.join("pipeline.json"),
+        folder.path.join("pipeline.json"),
         redactor.to_json_pretty(&pipeline)?,
     )?;
 
-    let selected: Vec<usize> = (0..pipeline.phases.len())
-        .filter(|&i| {
-            options.only.is_empty() || options.only.contains(&pipeline.phases[i].name.value)
-        })
-        .collect();
+    let selected = pipeline.select(&options.only);
     let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
         .chain(options.reports.iter().cloned())
         .collect();
@@ -85,13 +82,13 @@ pub(crate) async fn execute(
     );
     let resumes = previous.as_ref().map(|p| p.run_id.clone());
     let run_json = RunJson::start(
-        &run,
+        &folder,
         &pipeline.name,
         &pipeline.file,
         resumes.clone(),
         selected
             .iter()
-            .map(|&i| pipeline.phases[i].name.value.clone()),
+            .map(|&id| pipeline[id].name.value.clone()),
     )?;
     let sinks = reporters.with_first(vec![
         Box::new(journal) as Box<dyn EventSink>,
@@ -101,56 +98,55 @@ pub(crate) async fn execute(
     let (sender, receiver) = mpsc::channel();
     let dispatcher = std::thread::spawn(move || dispatch(receiver, sinks, opened));
 
-    let retries_left = pipeline.retry_budget.map(AtomicU32::new);
     let max_parallel = options.max_parallel(&pipeline) as usize;
     let timeout = pipeline.timeout.map(super::super::model::Millis::duration);
     // `self` verification talks to this run over a socket; without one, `helixflow verify`
     // inside the run reports that it cannot reach the run.
-    let socket_path = control::socket_path(&run.path, &run.run_id);
+    let socket_path = control::socket_path(&folder.path, &folder.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
-    let shared = Arc::new(Shared {
-        pipeline,
-        run: run.clone(),
-        redactor,
-        cancel: Cancel::default(),
-        options,
-        events: sender,
-        stopping: AtomicBool::new(false),
-        retries_left,
-        cancel_reason: Mutex::new(String::new()),
-        spend: Mutex::default(),
-        live: LiveAttempts::default(),
-        socket: listener.as_ref().map(|_| socket_path.clone()),
-        excluded,
-        records,
-        latest_snapshot: Mutex::new(None),
-        alongside: Mutex::default(),
+    let ctx = RunContext {
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-    });
-    let server = listener.map(|listener| tokio::spawn(control::serve(listener, shared.clone())));
-    shared.emit(Event::RunStarted {
-        run_id: run.run_id.clone(),
-        pipeline: shared.pipeline.name.clone(),
+        folder: folder.clone(),
+        redactor: redactor.clone(),
+        options,
+        socket: listener.as_ref().map(|_| socket_path.clone()),
+        excluded,
+        records,
+        pipeline,
+    };
+    let state = RunState {
+        events: Events::new(sender, redactor),
+        budget: Budget::new(ctx.pipeline.retry_budget),
+        cancel: Cancellation::default(),
+        live: LiveAttempts::default(),
+        alongside: Alongside::default(),
+        snapshots: SnapshotCache::default(),
+    };
+    let run = Arc::new(Run { ctx, state });
+    let server = listener.map(|listener| tokio::spawn(control::serve(listener, run.clone())));
+    run.emit(Event::RunStarted {
+        run_id: folder.run_id.clone(),
+        pipeline: run.ctx.pipeline.name.clone(),
         phases: selected
             .iter()
-            .map(|&i| shared.pipeline.phases[i].name.value.clone())
+            .map(|&id| run.ctx.pipeline[id].name.value.clone())
             .collect(),
         max_parallel: max_parallel as u32,
         resumes,
     });
     for plan in &plans {
         if let Some(record) = &plan.restamped
-            && let Err(e) = shared.records.write(record)
+            && let Err(e) = run.ctx.records.write(record)
         {
-            shared.emit(Event::Warning {
+            run.emit(Event::Warning {
                 message: format!("cannot update the record of \"{}\": {e}", plan.phase),
             });
         }
         match &plan.up_to_date {
-            Some(run_id) => shared.emit(Event::PhaseFinished {
+            Some(run_id) => run.emit(Event::PhaseFinished {
                 phase: plan.phase.clone(),
                 status: PhaseStatus::UpToDate,
                 attempts: 0,
@@ -159,31 +155,22 @@ pub(crate) async fn execute(
                     "passed in run {run_id}; nothing it depends on changed since"
                 )),
             }),
-            None => shared.emit(Event::PhaseQueued {
+            None => run.emit(Event::PhaseQueued {
                 phase: plan.phase.clone(),
                 reasons: plan.reasons.iter().map(ToString::to_string).collect(),
             }),
         }
     }
 
-    let interrupted = Arc::new(Mutex::new(None));
-    let signals = tokio::spawn(watch_signals(shared.clone(), interrupted.clone()));
+    let signals = tokio::spawn(watch_signals(run.clone()));
     let started = Instant::now();
-    let up_to_date: Vec<usize> = plans
+    let up_to_date: Vec<PhaseId> = plans
         .iter()
         .filter(|p| p.is_up_to_date())
-        .map(|p| p.index)
+        .map(|p| p.id)
         .collect();
-    let any_failed = schedule(
-        &shared,
-        &selected,
-        &up_to_date,
-        max_parallel,
-        timeout,
-        &interrupted,
-    )
-    .await;
-    // Aborted tasks let go of their `Shared` (and its event sender) only once they are dropped.
+    let any_failed = schedule(&run, &selected, &up_to_date, max_parallel, timeout).await;
+    // Aborted tasks let go of their `Run` (and its event sender) only once they are dropped.
     signals.abort();
     let _ = signals.await;
     if let Some(server) = server {
@@ -192,11 +179,7 @@ pub(crate) async fn execute(
         let _ = std::fs::remove_file(&socket_path);
     }
 
-    let status = interrupted
-        .lock()
-        .ok()
-        .and_then(|s| *s)
-        .unwrap_or(if any_failed {
+    let status = run.state.cancel.status().unwrap_or(if any_failed {
             RunStatus::Failed
         } else {
             RunStatus::Passed
@@ -206,39 +189,47 @@ pub(crate) async fn execute(
         RunStatus::Failed | RunStatus::TimedOut => crate::exit::FAILURE,
         RunStatus::Cancelled => crate::exit::INTERRUPTED,
     };
-    shared.emit(Event::RunFinished {
+    run.emit(Event::RunFinished {
         status,
         duration_ms: millis(started.elapsed()),
         exit_code,
     });
-    drop(shared);
+    drop(run);
     // The dispatcher stops after `RunFinished`; joined off the runtime's threads all the same.
     let recorded = tokio::task::spawn_blocking(move || dispatcher.join())
         .await
         .map_err(|_| std::io::Error::other("the event dispatcher could not be joined"))?
         .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
     let exit_code = recorded.unwrap_or(exit_code);
-    Ok(RunOutcome { exit_code, run })
+    Ok(RunOutcome {
+        exit_code,
+        run: folder,
+    })
 }
 
 /// Starts phases as their dependencies pass, at most `max_parallel` at once. Returns whether any
 /// phase did not pass.
 async fn schedule(
-    shared: &Arc<Shared>,
-    selected: &[usize],
-    up_to_date: &[usize],
+    run: &Arc<Run>,
+    selected: &[PhaseId],
+    up_to_date: &[PhaseId],
     max_parallel: usize,
     timeout: Option<Duration>,
-    interrupted: &Arc<Mutex<Option<RunStatus>>>,
 ) -> bool {
-    let pipeline = &shared.pipeline;
+    // The scheduler's tables are indexed like the pipeline's phases (`PhaseId::index`).
+    let pipeline = &run.ctx.pipeline;
     let graph = PhaseGraph::new(pipeline);
+    let ids: Vec<PhaseId> = pipeline.phase_ids().collect();
+    let mut is_selected = vec![false; pipeline.phases.len()];
+    for &id in selected {
+        is_selected[id.index()] = true;
+    }
     let order: Vec<usize> = graph
         .levels()
         .unwrap_or_default()
         .into_iter()
         .flatten()
-        .filter(|i| selected.contains(i))
+        .filter(|&i| is_selected[i])
         .collect();
     let by_name: HashMap<&str, usize> = pipeline
         .phases
@@ -246,10 +237,6 @@ async fn schedule(
         .enumerate()
         .map(|(i, p)| (p.name.value.as_str(), i))
         .collect();
-    let mut is_selected = vec![false; pipeline.phases.len()];
-    for &i in selected {
-        is_selected[i] = true;
-    }
     // Each phase's selected dependencies, found once.
     let dependencies: Vec<Vec<usize>> = pipeline
         .phases
@@ -265,8 +252,8 @@ async fn schedule(
         .collect();
     // The phases neither started nor decided, in order: each pass looks at these only.
     let mut state: Vec<Option<PhaseStatus>> = vec![None; pipeline.phases.len()];
-    for &i in up_to_date {
-        state[i] = Some(PhaseStatus::UpToDate);
+    for &id in up_to_date {
+        state[id.index()] = Some(PhaseStatus::UpToDate);
     }
     let mut waiting: Vec<usize> = order;
     waiting.retain(|&i| state[i].is_none());
@@ -279,7 +266,7 @@ async fn schedule(
     let mut any_failed = false;
 
     loop {
-        let halted = stop_reason.is_some() || shared.cancel.soft.is_cancelled();
+        let halted = stop_reason.is_some() || run.state.cancel.is_cancelled();
         for &i in &waiting {
             let dependencies = &dependencies[i];
             let blocked = dependencies
@@ -299,7 +286,7 @@ async fn schedule(
                 Some(
                     stop_reason
                         .clone()
-                        .unwrap_or_else(|| shared.cancel_reason()),
+                        .unwrap_or_else(|| run.state.cancel.reason()),
                 )
             } else {
                 None
@@ -307,7 +294,7 @@ async fn schedule(
             if let Some(reason) = reason {
                 state[i] = Some(PhaseStatus::Skipped);
                 any_failed = true;
-                shared.emit(Event::PhaseFinished {
+                run.emit(Event::PhaseFinished {
                     phase: pipeline.phases[i].name.value.clone(),
                     status: PhaseStatus::Skipped,
                     attempts: 0,
@@ -319,8 +306,9 @@ async fn schedule(
             let ready = dependencies.iter().all(|&d| done(state[d]));
             if ready && running.len() < max_parallel {
                 started[i] = true;
-                let shared = shared.clone();
-                running.spawn(async move { (i, run_and_record(shared, i).await) });
+                let run = run.clone();
+                let id = ids[i];
+                running.spawn(async move { (i, run_and_record(run, id).await) });
             }
         }
         waiting.retain(|&i| !started[i] && state[i].is_none());
@@ -331,17 +319,13 @@ async fn schedule(
             joined = running.join_next() => joined,
             () = sleep_until(deadline) => {
                 let limit = humantime::format_duration(timeout.unwrap_or_default());
-                shared.cancel_with(&format!("the run's timeout of {limit} expired"), interrupted, RunStatus::TimedOut);
+                run.state.cancel.cancel(CancelReason::TimedOut(limit.to_string()));
                 continue;
             }
         };
         let Some(Ok((i, result))) = joined else {
             // A phase task panicked: a bug in helixflow. Stop cleanly rather than hang.
-            shared.cancel_with(
-                "helixflow failed internally",
-                interrupted,
-                RunStatus::Failed,
-            );
+            run.state.cancel.cancel(CancelReason::Internal);
             any_failed = true;
             continue;
         };
@@ -358,9 +342,9 @@ async fn schedule(
                 "the run stopped after \"{}\" failed",
                 phase.name.value
             ));
-            shared.stopping.store(true, Ordering::SeqCst);
+            run.state.budget.stop();
         }
-        shared.emit(Event::PhaseFinished {
+        run.emit(Event::PhaseFinished {
             phase: phase.name.value.clone(),
             status: result.status,
             attempts: result.attempts,
@@ -374,21 +358,21 @@ async fn schedule(
 /// Runs a phase: its record goes before it starts (a phase that does not pass again, or whose
 /// helixflow is killed while it runs, is not up to date afterwards), and a new one is written
 /// once it passed, before the scheduler hears of it.
-async fn run_and_record(shared: Arc<Shared>, i: usize) -> PhaseResult {
-    let name = shared.pipeline.phases[i].name.value.clone();
-    if let Err(e) = shared.records.remove(&name) {
-        shared.emit(Event::Warning {
+async fn run_and_record(run: Arc<Run>, id: PhaseId) -> PhaseResult {
+    let name = run.ctx.pipeline[id].name.value.clone();
+    if let Err(e) = run.ctx.records.remove(&name) {
+        run.emit(Event::Warning {
             message: format!("cannot remove the record of \"{name}\": {e}"),
         });
     }
-    let result = run_phase(shared.clone(), i).await;
+    let result = run_phase(run.clone(), id).await;
     if result.status == PhaseStatus::Passed {
-        let recording = shared.clone();
+        let recording = run.clone();
         let written = tokio::task::spawn_blocking(move || {
-            let shared = recording;
-            let phase = &shared.pipeline.phases[i];
+            let run = recording;
+            let phase = &run.ctx.pipeline[id];
             let upstream = fingerprint::upstream(phase, |name| {
-                shared
+                run.ctx
                     .records
                     .read(name)
                     .ok()
@@ -396,14 +380,14 @@ async fn run_and_record(shared: Arc<Shared>, i: usize) -> PhaseResult {
                     .map(|r| r.fingerprint)
             });
             let record = fingerprint::record(
-                &shared.pipeline,
+                &run.ctx.pipeline,
                 phase,
-                &shared.run.run_id,
-                &shared.redactor,
-                &shared.excluded,
+                &run.ctx.folder.run_id,
+                &run.ctx.redactor,
+                &run.ctx.excluded,
                 upstream,
             );
-            shared.records.write(&record)
+            run.ctx.records.write(&record)
         })
         .await;
         let error = match written {
@@ -412,7 +396,7 @@ async fn run_and_record(shared: Arc<Shared>, i: usize) -> PhaseResult {
             Err(e) => Some(e.to_string()),
         };
         if let Some(e) = error {
-            shared.emit(Event::Warning {
+            run.emit(Event::Warning {
                 message: format!(
                     "cannot record that \"{name}\" passed ({e}); it will run again next time"
                 ),
@@ -430,7 +414,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 }
 
 /// First SIGINT or SIGTERM: cancel (TERM, grace, KILL). Second: KILL at once.
-async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunStatus>>>) {
+async fn watch_signals(run: Arc<Run>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
@@ -446,18 +430,14 @@ async fn watch_signals(shared: Arc<Shared>, interrupted: Arc<Mutex<Option<RunSta
         }
         count += 1;
         if count == 1 {
-            shared.emit(Event::Warning {
+            run.emit(Event::Warning {
                 message:
                     "interrupted: stopping every running child (press Ctrl-C again to kill at once)"
                         .into(),
             });
-            shared.cancel_with(
-                "the run was interrupted",
-                &interrupted,
-                RunStatus::Cancelled,
-            );
+            run.state.cancel.cancel(CancelReason::Interrupted);
         } else {
-            shared.cancel.hard.cancel();
+            run.cancel().hard.cancel();
         }
     }
 }

@@ -112,6 +112,38 @@ pub enum RunStatus {
     TimedOut,
 }
 
+/// Why a run cancelled its running phases. Its words are the reason those phases report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CancelReason {
+    /// SIGINT or SIGTERM.
+    Interrupted,
+    /// The run-wide `timeout` expired; the limit as written in words.
+    TimedOut(String),
+    /// A phase task panicked: a bug in helixflow.
+    Internal,
+}
+
+impl CancelReason {
+    /// The status a run cancelled for this reason ends with.
+    pub(crate) fn run_status(&self) -> RunStatus {
+        match self {
+            Self::Interrupted => RunStatus::Cancelled,
+            Self::TimedOut(_) => RunStatus::TimedOut,
+            Self::Internal => RunStatus::Failed,
+        }
+    }
+}
+
+impl std::fmt::Display for CancelReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Interrupted => f.write_str("the run was interrupted"),
+            Self::TimedOut(limit) => write!(f, "the run's timeout of {limit} expired"),
+            Self::Internal => f.write_str("helixflow failed internally"),
+        }
+    }
+}
+
 /// The step in which a `run` step's command runs (an agent runs in step `agent`).
 pub const RUN_STEP: &str = "run";
 

@@ -11,7 +11,7 @@ use helixflow::Redactor;
 use helixflow::{AgentFailure, feedback};
 use helixflow::{Changes, Snapshot, SnapshotOptions};
 use helixflow::{FsLoader, compile};
-use helixflow::{GateContext, gates};
+use helixflow::{Changed, Inspection, Scene, gates};
 use helixflow::{GateReport, GateStatus, TimeoutKind};
 
 /// A temporary workspace with a snapshot taken "before the attempt".
@@ -106,25 +106,27 @@ impl Workspace {
             });
         }
         let no_bookkeeping = Changes::default();
-        let ctx = GateContext::new(
-            self.path(),
-            &[],
-            phase,
-            &after,
-            &self.env,
-            self.logs.path(),
-            &cancel,
-            Duration::from_millis(500),
-            Arc::new(self.redactor.clone()),
-        )
-        .changed(&changes, &no_bookkeeping)
-        .alongside(alongside)
-        .with_response(response);
+        let scene = Scene {
+            workspace: self.path(),
+            exclude: &[],
+            env: &self.env,
+            logs: self.logs.path(),
+            cancel: &cancel,
+            grace: Duration::from_millis(500),
+            redactor: Arc::new(self.redactor.clone()),
+        };
+        let changed = Changed {
+            changes: &changes,
+            bookkeeping: &no_bookkeeping,
+        };
+        let inspection =
+            Inspection::after_attempt(&scene, phase, &after, changed, alongside, response);
         let mut seen = Vec::new();
-        let reports = gates::run_gates(&ctx, &mut |report: &GateReport| {
-            seen.push(report.clone());
-        })
-        .await;
+        let reports = inspection
+            .judge(&mut |report: &GateReport| {
+                seen.push(report.clone());
+            })
+            .await;
         assert_eq!(seen, reports, "on_report saw every report, in order");
         reports
     }

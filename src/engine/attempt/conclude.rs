@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{Attempt, AttemptResult};
 use crate::agent::failure;
-use crate::engine::context::{Shared, gate_env, millis, split_bookkeeping};
+use crate::engine::context::{Run, gate_env, millis, split_bookkeeping};
 use crate::event::usage::FailureClass;
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus};
 use crate::model::{FailureMarkers, Phase, Worker};
@@ -22,12 +22,12 @@ pub(super) fn conclude(
     agent_failure: Option<&AgentFailure>,
     reports: &[GateReport],
 ) -> std::io::Result<AttemptResult> {
-    let (shared, phase, attempt, max_attempts) = (a.shared, a.phase, a.number, a.max_attempts);
+    let (run, phase, attempt, max_attempts) = (a.run, a.phase, a.number, a.max_attempts);
     std::fs::write(
         a.dir.join("gates.json"),
-        shared.redactor.to_json_pretty(&reports)?,
+        run.ctx.redactor.to_json_pretty(&reports)?,
     )?;
-    if shared.cancel.soft.is_cancelled() {
+    if run.state.cancel.is_cancelled() {
         return Ok(cancelled(a));
     }
 
@@ -52,7 +52,7 @@ pub(super) fn conclude(
     // left when this feedback is written: a phase that retries first may still spend it, so an
     // attempt can turn out to be the last without the warning, but an attempt that gets the
     // warning is never followed by another.
-    let reachable = match shared.retries_left() {
+    let reachable = match run.state.budget.retries_left() {
         Some(left) => max_attempts.min(attempt.saturating_add(left)),
         None => max_attempts,
     };
@@ -60,7 +60,7 @@ pub(super) fn conclude(
     if let Some(class) = classified.class {
         text.push_str(&class_note(class, classified.message.as_deref()));
     }
-    let text = shared.redactor.redact(&text);
+    let text = run.ctx.redactor.redact(&text);
     std::fs::write(a.dir.join("feedback.md"), &text)?;
     Ok(finish(
         a,
@@ -77,13 +77,13 @@ pub(super) fn conclude(
 /// made) to `after` (the passing attempt's end), its agent's bookkeeping files left out, with the phase's folder and its records in the
 /// journal so far.
 pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> std::io::Result<()> {
-    let (shared, name) = (a.shared, &a.phase.name.value);
+    let (run, name) = (a.run, &a.phase.name.value);
     let mut changes = before.diff(after);
-    split_bookkeeping(shared, a.phase, &mut changes);
-    let phase_dir = shared.run.phase_dir(name);
+    split_bookkeeping(&run.ctx.pipeline, a.phase, &mut changes);
+    let phase_dir = run.ctx.folder.phase_dir(name);
     // The journal is written by the run's dispatcher: the latest events may not be in it yet.
     let journal =
-        std::fs::read_to_string(shared.run.path.join(journal::FILE_NAME)).unwrap_or_default();
+        std::fs::read_to_string(run.ctx.folder.path.join(journal::FILE_NAME)).unwrap_or_default();
     let events: String = journal
         .lines()
         .filter(|line| {
@@ -98,9 +98,9 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> st
             workspace: a.workspace(),
             before,
             changes: &changes,
-            pipeline: &shared.pipeline.name,
+            pipeline: &run.ctx.pipeline.name,
             phase: name,
-            run_id: &shared.run.run_id,
+            run_id: &run.ctx.folder.run_id,
             attempt: a.number,
             phase_dir: &phase_dir,
             events: &events,
@@ -139,7 +139,7 @@ fn classify(a: &Attempt<'_>, agent_failure: Option<&AgentFailure>) -> Classified
         _ => return work,
     };
     let markers = match &a.phase.worker {
-        Worker::Agent(agent) => a.shared.pipeline.agents[&agent.value].failures.clone(),
+        Worker::Agent(agent) => a.run.ctx.pipeline.agents[&agent.value].failures.clone(),
         Worker::Run(_) => FailureMarkers::default(),
     };
     let stdout = process::tail(&a.dir.join("stdout.log"), 8192).unwrap_or_default();
@@ -221,7 +221,7 @@ fn finish(
     classified: Classified,
 ) -> AttemptResult {
     let usage = a.usage.lock().ok().and_then(|u| u.clone());
-    a.shared.emit(Event::AttemptFinished {
+    a.run.emit(Event::AttemptFinished {
         phase: a.phase.name.value.clone(),
         attempt: a.number,
         outcome,
@@ -246,19 +246,19 @@ fn finish(
 /// Ends an attempt that could not run, or could not be judged, in the journal with the reason,
 /// and leaves the same account in its folder (no gate ran).
 pub(super) fn could_not_run(
-    shared: &Shared,
+    run: &Run,
     phase: &Phase,
     attempt: u32,
     max_attempts: u32,
     started: Instant,
     reason: &str,
 ) {
-    if let Ok(dir) = shared.run.attempt_dir(&phase.name.value, attempt) {
+    if let Ok(dir) = run.ctx.folder.attempt_dir(&phase.name.value, attempt) {
         let _ = std::fs::write(dir.join("gates.json"), "[]");
         let text = format!("# Attempt {attempt} of {max_attempts} could not run\n\n{reason}\n");
-        let _ = std::fs::write(dir.join("feedback.md"), shared.redactor.redact(&text));
+        let _ = std::fs::write(dir.join("feedback.md"), run.ctx.redactor.redact(&text));
     }
-    shared.emit(Event::AttemptFinished {
+    run.emit(Event::AttemptFinished {
         phase: phase.name.value.clone(),
         attempt,
         outcome: AttemptOutcome::Failed,
@@ -285,33 +285,33 @@ pub(super) fn fatal(message: String) -> AttemptResult {
 }
 
 /// Runs the phase's `escalate` command after its final failure.
-pub(super) async fn escalate(shared: &Shared, phase: &Phase) {
+pub(super) async fn escalate(run: &Run, phase: &Phase) {
     let Some(command) = &phase.escalate else {
         return;
     };
-    let Ok(dir) = std::fs::create_dir_all(shared.run.phase_dir(&phase.name.value))
-        .map(|()| shared.run.phase_dir(&phase.name.value))
+    let Ok(dir) = std::fs::create_dir_all(run.ctx.folder.phase_dir(&phase.name.value))
+        .map(|()| run.ctx.folder.phase_dir(&phase.name.value))
     else {
         return;
     };
     let mut spec = ChildSpec::shell(
         command,
-        &shared.pipeline.workspace,
+        &run.ctx.pipeline.workspace,
         dir.join("escalate.stdout"),
         dir.join("escalate.stderr"),
     );
-    spec.env = gate_env(&shared.pipeline, phase);
+    spec.env = gate_env(&run.ctx.pipeline, phase);
     spec.env
-        .push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
+        .push(("HELIXFLOW_RUN_DIR".into(), run.ctx.folder.path.clone().into()));
     spec.env
         .push(("HELIXFLOW_PHASE".into(), phase.name.value.clone().into()));
-    spec.grace = shared.options.grace;
-    spec.redactor = shared.redactor.clone();
-    let code = process::run(spec, &shared.cancel)
+    spec.grace = run.ctx.options.grace;
+    spec.redactor = run.ctx.redactor.clone();
+    let code = process::run(spec, run.cancel())
         .await
         .ok()
         .and_then(|exit| exit.code);
-    shared.emit(Event::Escalated {
+    run.emit(Event::Escalated {
         phase: phase.name.value.clone(),
         code,
     });

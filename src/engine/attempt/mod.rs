@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::context::{AttemptWindow, LiveAttempt, PhaseRunning, Shared, millis};
+use super::context::{Run, millis};
+use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use super::isolation::{Applied, Worktree};
 use crate::event::usage::{FailureClass, Spend, Usage};
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus};
 use crate::model::UnknownCost;
-use crate::model::{GateKind, Isolation, Millis, Phase, VerifyMode};
+use crate::model::{GateKind, Isolation, Millis, Phase, PhaseId, VerifyMode};
 use crate::verify::feedback::AgentFailure;
 use crate::workspace::Snapshot;
 use prepare::Session;
@@ -56,9 +57,9 @@ struct AttemptResult {
 /// Runs every attempt of one phase. A transient failure is tried again after a wait without
 /// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
 /// the phase at once; before each attempt the `max-cost` budgets are checked.
-pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult {
-    let phase = &shared.pipeline.phases[index];
-    let _running = PhaseRunning::start(&shared, index);
+pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
+    let phase = &run.ctx.pipeline[id];
+    let _running = PhaseRunning::start(&run.state.alongside, id);
     let started = Instant::now();
     let mut previous_feedback: Option<(String, PathBuf)> = None;
     let mut session = Session::default();
@@ -76,23 +77,23 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             reason,
             duration: started.elapsed(),
         };
-        if let Some(reason) = budget_spent(&shared, phase, &spend) {
-            conclude::escalate(&shared, phase).await;
+        if let Some(reason) = budget_spent(&run, phase, &spend) {
+            conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt - 1, Some(reason));
         }
         let max_attempts = phase
             .retries
             .saturating_add(1)
             .saturating_add(transient_used);
-        shared.emit(Event::AttemptStarted {
+        run.emit(Event::AttemptStarted {
             phase: phase.name.value.clone(),
             attempt,
             max_attempts,
         });
         let attempt_started = Instant::now();
         let result = match one_attempt(
-            &shared,
-            index,
+            &run,
+            id,
             attempt,
             max_attempts,
             previous_feedback.as_ref(),
@@ -106,7 +107,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         };
         if let Some(reason) = &result.fatal {
             conclude::could_not_run(
-                &shared,
+                &run,
                 phase,
                 attempt,
                 max_attempts,
@@ -116,12 +117,12 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         }
         if let Some(usage) = &result.usage {
             spend.add(usage);
-            shared.add_spend(usage);
+            run.state.budget.add_spend(usage);
             if usage.cost_usd.is_none()
-                && (phase.max_cost.is_some() || shared.pipeline.max_cost.is_some())
-                && shared.pipeline.unknown_cost == UnknownCost::Allow
+                && (phase.max_cost.is_some() || run.ctx.pipeline.max_cost.is_some())
+                && run.ctx.pipeline.unknown_cost == UnknownCost::Allow
             {
-                shared.emit(Event::Warning {
+                run.emit(Event::Warning {
                     message: format!(
                         "the cost of attempt {attempt} of \"{}\" is unknown: the max-cost budget counts only known costs (unknown-cost \"allow\")",
                         phase.name.value
@@ -135,14 +136,14 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
                 return finished(
                     PhaseStatus::Cancelled,
                     attempt,
-                    Some(shared.cancel_reason()),
+                    Some(run.state.cancel.reason()),
                 );
             }
             AttemptOutcome::Failed => {}
         }
         let transient = result.class == Some(FailureClass::Transient)
             && transient_used < phase.transient_retries
-            && !shared.stopping();
+            && !run.state.budget.stopping();
         let why_not_retry = if let Some(fatal) = &result.fatal {
             Some(fatal.clone())
         } else if result.class == Some(FailureClass::Fatal) {
@@ -161,15 +162,15 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             } else {
                 "no retries left".to_owned()
             })
-        } else if shared.stopping() {
+        } else if run.state.budget.stopping() {
             Some("not retried: the run is stopping".to_owned())
-        } else if !shared.take_retry() {
+        } else if !run.state.budget.take_retry() {
             Some("not retried: the run's retry budget is spent".to_owned())
         } else {
             None
         };
         if let Some(reason) = why_not_retry {
-            conclude::escalate(&shared, phase).await;
+            conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
         let backoff = if transient {
@@ -180,7 +181,7 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
             retries_used += 1;
             phase.backoff.map_or(Duration::ZERO, Millis::duration)
         };
-        shared.emit(Event::RetryScheduled {
+        run.emit(Event::RetryScheduled {
             phase: phase.name.value.clone(),
             next_attempt: attempt + 1,
             backoff_ms: millis(backoff),
@@ -188,16 +189,17 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
         if !backoff.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
-                () = shared.cancel.soft.cancelled() => {
-                    return finished(PhaseStatus::Cancelled, attempt, Some(shared.cancel_reason()));
+                () = run.cancel().soft.cancelled() => {
+                    return finished(PhaseStatus::Cancelled, attempt, Some(run.state.cancel.reason()));
                 }
             }
         }
         // A transient try does the same work again: the feedback of the last failure of the
         // work (if any) still applies.
         if !transient {
-            let feedback_file = shared
-                .run
+            let feedback_file = run
+                .ctx
+                .folder
                 .attempt_dir(&phase.name.value, attempt)
                 .map(|d| d.join("feedback.md"))
                 .unwrap_or_default();
@@ -209,9 +211,8 @@ pub(crate) async fn run_phase(shared: Arc<Shared>, index: usize) -> PhaseResult 
 
 /// One attempt under way: what each of its steps reads.
 struct Attempt<'s> {
-    shared: &'s Shared,
-    /// The phase's index in the pipeline.
-    index: usize,
+    run: &'s Run,
+    id: PhaseId,
     phase: &'s Phase,
     /// The attempt's number, from 1.
     number: u32,
@@ -231,12 +232,12 @@ impl Attempt<'_> {
     fn workspace(&self) -> &Path {
         self.worktree
             .as_ref()
-            .map_or(&self.shared.pipeline.workspace, Worktree::workspace)
+            .map_or(&self.run.ctx.pipeline.workspace, Worktree::workspace)
     }
 
     /// Tells the reporters which step the attempt is at.
     fn step(&self, step: &str) {
-        self.shared.emit(Event::Step {
+        self.run.emit(Event::Step {
             phase: self.phase.name.value.clone(),
             attempt: self.number,
             step: step.to_owned(),
@@ -247,29 +248,29 @@ impl Attempt<'_> {
 /// One attempt: prepare the worker, run it, verify its work, conclude. A step that returns
 /// `Err(result)` ends the attempt there, with that result.
 async fn one_attempt(
-    shared: &Shared,
-    index: usize,
+    run: &Run,
+    id: PhaseId,
     attempt: u32,
     max_attempts: u32,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
     phase_before: &mut Option<Arc<Snapshot>>,
 ) -> std::io::Result<AttemptResult> {
-    let phase = &shared.pipeline.phases[index];
+    let phase = &run.ctx.pipeline[id];
     // From here on, the phases running alongside are noted: their changes are not this attempt's.
-    let _window = AttemptWindow::open(shared, index);
+    let _window = AttemptWindow::open(&run.state.alongside, id);
     let worktree = if phase.isolation == Isolation::Worktree {
-        Some(Worktree::create(shared, phase, attempt).await?)
+        Some(Worktree::create(run, phase, attempt).await?)
     } else {
         None
     };
     let current = Attempt {
-        shared,
-        index,
+        run,
+        id,
         phase,
         number: attempt,
         max_attempts,
-        dir: shared.run.attempt_dir(&phase.name.value, attempt)?,
+        dir: run.ctx.folder.attempt_dir(&phase.name.value, attempt)?,
         worktree,
         started: Instant::now(),
         usage: Mutex::new(None),
@@ -287,6 +288,7 @@ async fn one_attempt(
         Err(ended) => return Ok(ended),
     };
     let live = Arc::new(LiveAttempt {
+        phase: id,
         attempt,
         workspace: current.workspace().to_path_buf(),
         before: before.clone(),
@@ -306,7 +308,7 @@ async fn one_attempt(
         Err(ended) => return Ok(ended),
     };
     let (mut agent_failure, response) =
-        worker::agent_result(shared, phase, &exit, &current.dir).await;
+        worker::agent_result(run, phase, &exit, &current.dir).await;
     if agent_failure.is_none()
         && let Some(failure) = too_many_turns(phase, &current)
     {
@@ -325,7 +327,7 @@ async fn one_attempt(
         (Vec::new(), None)
     };
     if agent_failure.is_none()
-        && !shared.cancel.soft.is_cancelled()
+        && !run.state.cancel.is_cancelled()
         && reports.iter().all(|r| r.status != GateStatus::Failed)
         && let Some(worktree) = &current.worktree
     {
@@ -340,7 +342,7 @@ async fn one_attempt(
         first_before
     };
     if let (true, AttemptOutcome::Passed, Some(before), Some(after)) = (
-        shared.options.bundles.wanted(phase),
+        run.ctx.options.bundles.wanted(phase),
         result.outcome,
         bundle_before,
         after,
@@ -348,7 +350,7 @@ async fn one_attempt(
         // The attempt passed and says so in the journal already: a bundle that cannot be
         // written is told, not turned into a failure of the work.
         if let Err(e) = conclude::bundle(&current, &before, &after) {
-            shared.emit(Event::Warning {
+            run.emit(Event::Warning {
                 message: format!(
                     "phase \"{}\" passed, but its bundle could not be written: {e}",
                     phase.name.value
@@ -364,7 +366,7 @@ async fn one_attempt(
 async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<GateReport> {
     a.step("apply");
     let started = Instant::now();
-    let (status, details) = match worktree.apply(a.shared).await? {
+    let (status, details) = match worktree.apply(a.run).await? {
         Applied::Done => (GateStatus::Passed, Vec::new()),
         Applied::Conflicts(files) => {
             let mut details = vec![format!(
@@ -386,7 +388,7 @@ async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<Gat
         duration_ms: millis(started.elapsed()),
         details,
     };
-    a.shared.emit(Event::GateFinished {
+    a.run.emit(Event::GateFinished {
         phase: a.phase.name.value.clone(),
         attempt: a.number,
         report: report.clone(),
@@ -407,11 +409,11 @@ fn too_many_turns(phase: &Phase, a: &Attempt<'_>) -> Option<AgentFailure> {
 
 /// Why no new attempt of `phase` may start: a `max-cost` (the phase's, or the run's) is spent,
 /// or cannot be held because a cost is unknown (`unknown-cost "fail"`).
-fn budget_spent(shared: &Shared, phase: &Phase, phase_spend: &Spend) -> Option<String> {
-    let run_spend = shared.spend();
+fn budget_spent(run: &Run, phase: &Phase, phase_spend: &Spend) -> Option<String> {
+    let run_spend = run.state.budget.spend();
     let budgets = [
         (phase.max_cost, phase_spend, "the phase's"),
-        (shared.pipeline.max_cost, &run_spend, "the run's"),
+        (run.ctx.pipeline.max_cost, &run_spend, "the run's"),
     ];
     for (limit, spend, whose) in budgets {
         let Some(limit) = limit else { continue };
@@ -422,7 +424,7 @@ fn budget_spent(shared: &Shared, phase: &Phase, phase_spend: &Spend) -> Option<S
                 spend.words()
             ));
         }
-        if spend.unknown > 0 && shared.pipeline.unknown_cost == UnknownCost::Fail {
+        if spend.unknown > 0 && run.ctx.pipeline.unknown_cost == UnknownCost::Fail {
             return Some(format!(
                 "{whose} max-cost of {shown} cannot be held: spent {} (unknown-cost \"fail\")",
                 spend.words()
@@ -449,8 +451,8 @@ fn transient_wait(phase: &Phase, retry_after: Option<Duration>, tries: u32) -> D
 /// (unless `run --no-bundles`), by `scope`, `protect` and `changes`, and by self and sub-agent
 /// verification. Only then are snapshots taken before and after it (and `changes.json`
 /// written): a walk of the workspace costs more than a short step.
-fn tracks_changes(shared: &Shared, phase: &Phase) -> bool {
-    shared.options.bundles.wanted(phase)
+fn tracks_changes(run: &Run, phase: &Phase) -> bool {
+    run.ctx.options.bundles.wanted(phase)
         || !phase.scope.is_empty()
         || !phase.protect.is_empty()
         || phase

@@ -75,12 +75,12 @@ pub(super) struct Prepared {
 pub(super) async fn snapshot_before(a: &Attempt<'_>) -> std::io::Result<Option<Arc<Snapshot>>> {
     // The diff shown to a verifier needs the files' earlier contents.
     let keep_contents = a.phase.verify.contains(&VerifyMode::SubAgent);
-    let tracked = tracks_changes(a.shared, a.phase);
+    let tracked = tracks_changes(a.run, a.phase);
     let before = if tracked {
         a.step("snapshot");
-        let options = snapshot_options(a.shared, a.phase, keep_contents, None);
+        let options = snapshot_options(&a.run.ctx, a.phase, keep_contents, None);
         Some(Arc::new(
-            take_snapshot(a.shared, a.workspace(), options, None).await?,
+            take_snapshot(a.run, a.workspace(), options, None).await?,
         ))
     } else {
         None
@@ -113,7 +113,7 @@ pub(super) fn worker(
             }
         }
         Worker::Agent(agent_name) => {
-            let agent = &a.shared.pipeline.agents[&agent_name.value];
+            let agent = &a.run.ctx.pipeline.agents[&agent_name.value];
             match agent_child(a, agent, feedback_text, feedback_file, session)? {
                 Ok(prepared) => prepared,
                 Err(ended) => return Ok(Err(ended)),
@@ -121,9 +121,9 @@ pub(super) fn worker(
         }
     };
     set_environment(a, &mut prepared.spec, feedback_file);
-    prepared.spec.grace = a.shared.options.grace;
-    prepared.spec.redactor = a.shared.redactor.clone();
-    prepared.spec.spawn_in_pool = a.shared.spawn_in_pool;
+    prepared.spec.grace = a.run.ctx.options.grace;
+    prepared.spec.redactor = a.run.ctx.redactor.clone();
+    prepared.spec.spawn_in_pool = a.run.ctx.spawn_in_pool;
     Ok(Ok(prepared))
 }
 
@@ -137,7 +137,7 @@ fn agent_child(
     feedback_file: Option<&PathBuf>,
     session: &mut Session,
 ) -> std::io::Result<Result<Prepared, AttemptResult>> {
-    let (shared, phase, attempt, dir) = (a.shared, a.phase, a.number, &a.dir);
+    let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
     let prompt = match attempt_prompt(phase, attempt, a.max_attempts, feedback_text) {
         Ok(prompt) => prompt,
@@ -168,7 +168,7 @@ fn agent_child(
     let file = PromptFile::write(
         &dir.join("prompt.md"),
         &prompt,
-        &shared.redactor,
+        &run.ctx.redactor,
         reads_file,
     )?;
     let mut values = BTreeMap::from([
@@ -189,7 +189,7 @@ fn agent_child(
     // `resume` may also name the previous attempt's feedback; in `command` those
     // placeholders are not replaced (lint reports them).
     if let Some(given) = &given_feedback {
-        std::fs::write(dir.join("feedback-given.md"), shared.redactor.redact(given))?;
+        std::fs::write(dir.join("feedback-given.md"), run.ctx.redactor.redact(given))?;
         values.insert("feedback", given.clone());
         values.insert(
             "feedback_file",
@@ -207,7 +207,7 @@ fn agent_child(
         .then(|| given_feedback.clone().unwrap_or_else(|| prompt.clone()));
     std::fs::write(
         dir.join("invocation.json"),
-        shared.redactor.to_json_pretty(&Invocation {
+        run.ctx.redactor.to_json_pretty(&Invocation {
             argv: &argv,
             resume: resume.is_some(),
             session_id: &session_id,
@@ -215,7 +215,7 @@ fn agent_child(
         })?,
     )?;
     if let Some(text) = &stdin {
-        std::fs::write(dir.join("stdin.txt"), shared.redactor.redact(text))?;
+        std::fs::write(dir.join("stdin.txt"), run.ctx.redactor.redact(text))?;
     }
     if let Some((at, arg)) = argv
         .iter()
@@ -268,8 +268,9 @@ fn agent_child(
 /// The child's environment: the pipeline's `env`, then the agent's (already in `spec`), then the
 /// phase's, then helixflow's own.
 fn set_environment(a: &Attempt<'_>, spec: &mut ChildSpec, feedback_file: Option<&PathBuf>) {
-    let shared = a.shared;
-    let mut env: Vec<(OsString, OsString)> = shared
+    let run = a.run;
+    let mut env: Vec<(OsString, OsString)> = run
+        .ctx
         .pipeline
         .env
         .iter()
@@ -282,13 +283,13 @@ fn set_environment(a: &Attempt<'_>, spec: &mut ChildSpec, feedback_file: Option<
             .iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v))),
     );
-    env.push(("HELIXFLOW_RUN_DIR".into(), shared.run.path.clone().into()));
+    env.push(("HELIXFLOW_RUN_DIR".into(), run.ctx.folder.path.clone().into()));
     env.push(("HELIXFLOW_PHASE".into(), a.phase.name.value.clone().into()));
     env.push(("HELIXFLOW_ATTEMPT".into(), a.number.to_string().into()));
     if let Some(file) = feedback_file {
         env.push(("HELIXFLOW_FEEDBACK_FILE".into(), file.clone().into()));
     }
-    if let Some(socket) = &shared.socket {
+    if let Some(socket) = &run.ctx.socket {
         env.push((control::SOCKET_ENV.into(), socket.clone().into()));
     }
     spec.env = env;

@@ -6,15 +6,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Attempt, tracks_changes};
+use super::Attempt;
 use crate::engine::approvals;
-use crate::engine::context::{
-    LiveAttempt, Shared, gate_env, millis, phase_index, phases_alongside, snapshot_options,
-    split_bookkeeping, take_snapshot,
-};
+use crate::engine::context::{Run, millis};
+use crate::engine::observe::{Observed, observe, scene};
+use crate::engine::state::LiveAttempt;
 use crate::event::{Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase, VerifyMode};
-use crate::verify::gates::{GateContext, run_gates};
+use crate::verify::judge::Inspection;
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 use crate::workspace::{Changes, Snapshot};
 
@@ -28,48 +27,18 @@ pub(super) async fn verify(
     task: &str,
     response: Option<&str>,
 ) -> std::io::Result<(Vec<GateReport>, Option<Snapshot>)> {
-    let (shared, phase, attempt, dir) = (a.shared, a.phase, a.number, &a.dir);
+    let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
     let mut reports: Vec<GateReport> = Vec::new();
     a.step("verify");
-    // Without a `before`, nothing reads the changes; the files on disk are still listed
-    // when an expected output may be missing, for the near-miss hints. With one, the ignore
-    // rules are those from before the attempt: an ignore file the agent wrote or changed
-    // hides none of its changes.
-    let after = if tracks_changes(shared, phase) || lists_files(phase) {
-        let rules = before.as_ref().and_then(|before| before.ignore_rules());
-        let options = snapshot_options(shared, phase, false, rules);
-        take_snapshot(shared, a.workspace(), options, before.as_deref()).await?
-    } else {
-        Snapshot::default()
-    };
-    let alongside = phases_alongside(shared, a.index);
-    let tracked = before.is_some();
-    let (before, changes, bookkeeping) = match &before {
-        Some(before) => {
-            let mut changes = before.diff(&after);
-            let bookkeeping = split_bookkeeping(shared, phase, &mut changes);
-            std::fs::write(
-                dir.join("changes.json"),
-                shared.redactor.to_json_pretty(&changes)?,
-            )?;
-            if !bookkeeping.is_empty() {
-                std::fs::write(
-                    dir.join("bookkeeping.json"),
-                    shared.redactor.to_json_pretty(&bookkeeping)?,
-                )?;
-            }
-            (before.clone(), changes, bookkeeping)
-        }
-        None => (
-            Arc::new(Snapshot::default()),
-            Changes::default(),
-            Changes::default(),
-        ),
-    };
-    let env: Vec<(OsString, OsString)> = gate_env(&shared.pipeline, phase);
+    let observed = observe(run, phase, a.workspace(), before.as_ref(), lists_files(phase)).await?;
+    if before.is_some() {
+        write_changes(run, dir, &observed)?;
+    }
+    let alongside = run.phases_alongside(a.id);
+    let env = super::super::observe::env(run, phase);
     let emit = |report: &GateReport| {
-        shared.emit(Event::GateFinished {
+        run.emit(Event::GateFinished {
             phase: name.clone(),
             attempt,
             report: report.clone(),
@@ -80,56 +49,63 @@ pub(super) async fn verify(
     // Modes run in the order self → external → sub-agent, each only when the earlier passed:
     // no verifier is paid to review work that already failed.
     if phase.verify.contains(&VerifyMode::SelfCheck) {
-        let report = self_verification(live, &after);
+        let report = self_verification(live, &observed.after);
         emit(&report);
         reports.push(report);
     }
     if passing(&reports) && phase.verify.contains(&VerifyMode::External) {
-        let context = GateContext::new(
-            a.workspace(),
-            &shared.excluded,
+        let scene = scene(run, a.workspace(), &env, dir);
+        let inspection = Inspection::after_attempt(
+            &scene,
             phase,
-            &after,
-            &env,
-            dir,
-            &shared.cancel,
-            shared.options.grace,
-            shared.redactor.clone(),
-        )
-        .changed(&changes, &bookkeeping)
-        .alongside(&alongside)
-        .with_response(response);
+            &observed.after,
+            observed.changed(),
+            &alongside,
+            response,
+        );
         let mut on_report = |report: &GateReport| {
             // Approval gates are decided below, once everything else passed.
             if !report.is(crate::event::CheckKind::Approval) {
                 emit(report);
             }
         };
-        reports.extend(run_gates(&context, &mut on_report).await);
+        reports.extend(inspection.judge(&mut on_report).await);
     }
     if passing(&reports) {
-        approvals::decide(shared, phase, attempt, dir, &mut reports, &emit).await;
+        approvals::decide(run, phase, attempt, dir, &mut reports, &emit).await;
     }
-    if passing(&reports)
-        && phase.verify.contains(&VerifyMode::SubAgent)
-        && !shared.cancel.soft.is_cancelled()
-    {
+    if passing(&reports) && phase.verify.contains(&VerifyMode::SubAgent) && !run.state.cancel.is_cancelled() {
         a.step("sub-agent verification");
+        let empty = Snapshot::default();
         let review = Review {
             workspace: a.workspace(),
             dir,
             task,
             reports: &reports,
-            changes: &changes,
-            before: &before,
+            changes: &observed.changes,
+            before: before.as_deref().unwrap_or(&empty),
             env: &env,
+            alongside: &alongside,
         };
-        let report = sub_agent(shared, phase, attempt, &review).await?;
+        let report = sub_agent(run, phase, attempt, &review).await?;
         add_verifier_usage(a);
         emit(&report);
         reports.push(report);
     }
-    Ok((reports, tracked.then_some(after)))
+    Ok((reports, before.is_some().then_some(observed.after)))
+}
+
+/// `changes.json` (and `bookkeeping.json`) in the attempt folder: what the attempt changed.
+fn write_changes(run: &Run, dir: &Path, observed: &Observed) -> std::io::Result<()> {
+    let redactor = &run.ctx.redactor;
+    std::fs::write(dir.join("changes.json"), redactor.to_json_pretty(&observed.changes)?)?;
+    if !observed.bookkeeping.is_empty() {
+        std::fs::write(
+            dir.join("bookkeeping.json"),
+            redactor.to_json_pretty(&observed.bookkeeping)?,
+        )?;
+    }
+    Ok(())
 }
 
 /// Adds what the sub-agent verifier used, when it ran, to the attempt's usage: a review is paid
@@ -143,13 +119,13 @@ fn add_verifier_usage(a: &Attempt<'_>) {
         .phase
         .verifier
         .as_ref()
-        .and_then(|v| a.shared.pipeline.agents.get(&v.value))
+        .and_then(|v| a.run.ctx.pipeline.agents.get(&v.value))
     else {
         return;
     };
     let used = crate::agent::usage::read(
         verifier.usage.as_ref(),
-        &a.shared.pipeline.prices,
+        &a.run.ctx.pipeline.prices,
         &stdout,
         &a.dir.join(subagent::STDERR_LOG),
     );
@@ -215,11 +191,12 @@ struct Review<'r> {
     changes: &'r Changes,
     before: &'r Snapshot,
     env: &'r [(OsString, OsString)],
+    alongside: &'r [&'r Phase],
 }
 
 /// Runs the phase's verifier; its verdict becomes one more gate report.
 async fn sub_agent(
-    shared: &Shared,
+    run: &Run,
     phase: &Phase,
     attempt: u32,
     review: &Review<'_>,
@@ -236,7 +213,7 @@ async fn sub_agent(
     let Some(verifier) = phase
         .verifier
         .as_ref()
-        .and_then(|v| shared.pipeline.agents.get(&v.value))
+        .and_then(|v| run.ctx.pipeline.agents.get(&v.value))
     else {
         return Ok(report(
             GateStatus::Failed,
@@ -253,12 +230,12 @@ async fn sub_agent(
         changes: review.changes,
         before: review.before,
         env: review.env,
-        exclude: &shared.excluded,
-        cancel: &shared.cancel,
-        redactor: shared.redactor.clone(),
-        grace: shared.options.grace,
+        exclude: &run.ctx.excluded,
+        cancel: run.cancel(),
+        redactor: run.ctx.redactor.clone(),
+        grace: run.ctx.options.grace,
         attempt,
-        alongside: &phases_alongside(shared, phase_index(shared, phase)),
+        alongside: review.alongside,
     };
     let outcome = subagent::check(&check).await?;
     Ok(match &outcome {

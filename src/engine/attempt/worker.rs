@@ -12,7 +12,8 @@ use crate::agent::prompt_file::PromptFile;
 use crate::agent::response;
 use crate::agent::transcript;
 use crate::agent::usage;
-use crate::engine::context::{LiveAttempt, Shared};
+use crate::engine::context::Run;
+use crate::engine::state::LiveAttempt;
 use crate::event::{ChildExit, Event, RUN_STEP};
 use crate::model::{Agent, Phase, Worker};
 use crate::process::{self, ChildSpec, watchdog};
@@ -28,21 +29,16 @@ pub(super) async fn run(
     live: &Arc<LiveAttempt>,
     session: &mut Session,
 ) -> Result<ChildExit, AttemptResult> {
-    let (shared, phase) = (a.shared, a.phase);
-    let name = &phase.name.value;
-    if let Ok(mut attempts) = shared.live.lock() {
-        attempts.insert(name.clone(), live.clone());
-    }
+    let (run, phase) = (a.run, a.phase);
+    run.state.live.begin(live.clone());
     a.step(match phase.worker {
         Worker::Run(_) => RUN_STEP,
         Worker::Agent(_) => "agent",
     });
-    let exit = process::run(spec, &shared.cancel).await;
+    let exit = process::run(spec, run.cancel()).await;
     // The agent has exited: a private copy of its prompt goes now.
     drop(prompt_file);
-    if let Ok(mut attempts) = shared.live.lock() {
-        attempts.remove(name);
-    }
+    run.state.live.end(a.id);
     let exit = match exit {
         Ok(exit) => exit,
         Err(e) => {
@@ -52,13 +48,13 @@ pub(super) async fn run(
             )));
         }
     };
-    shared.emit(Event::ChildExited {
-        phase: name.clone(),
+    run.emit(Event::ChildExited {
+        phase: phase.name.value.clone(),
         attempt: a.number,
         exit: exit.clone(),
     });
     if let Worker::Agent(agent_name) = &phase.worker
-        && let Some(capture) = &shared.pipeline.agents[&agent_name.value].session_id
+        && let Some(capture) = &run.ctx.pipeline.agents[&agent_name.value].session_id
     {
         let log = a.dir.join("stdout.log");
         let capture = capture.clone();
@@ -75,8 +71,8 @@ pub(super) async fn run(
     if let Worker::Agent(agent_name) = &phase.worker {
         // What the agent used is read whatever became of the attempt: a cancelled or failed
         // run was paid for too.
-        let spec = shared.pipeline.agents[&agent_name.value].usage.clone();
-        let prices = shared.pipeline.prices.clone();
+        let spec = run.ctx.pipeline.agents[&agent_name.value].usage.clone();
+        let prices = run.ctx.pipeline.prices.clone();
         let (stdout, stderr) = (a.dir.join("stdout.log"), a.dir.join("stderr.log"));
         let usage = tokio::task::spawn_blocking(move || {
             usage::read(spec.as_ref(), &prices, &stdout, &stderr)
@@ -87,7 +83,7 @@ pub(super) async fn run(
             *slot = Some(usage);
         }
     }
-    if exit.cancelled || shared.cancel.soft.is_cancelled() {
+    if exit.cancelled || run.state.cancel.is_cancelled() {
         return Err(cancelled(a));
     }
     Ok(exit)
@@ -95,7 +91,7 @@ pub(super) async fn run(
 
 /// Judges the child's exit, extracts and saves the response, and checks `evidence`.
 pub(super) async fn agent_result(
-    shared: &Shared,
+    run: &Run,
     phase: &Phase,
     exit: &ChildExit,
     dir: &Path,
@@ -103,10 +99,10 @@ pub(super) async fn agent_result(
     if let Some(kind) = exit.timeout {
         let limit = match (&phase.worker, kind) {
             (Worker::Agent(a), crate::event::TimeoutKind::Idle) => {
-                shared.pipeline.agents[&a.value].idle_timeout
+                run.ctx.pipeline.agents[&a.value].idle_timeout
             }
             (Worker::Agent(a), crate::event::TimeoutKind::Wall) => {
-                phase.timeout.or(shared.pipeline.agents[&a.value].timeout)
+                phase.timeout.or(run.ctx.pipeline.agents[&a.value].timeout)
             }
             (Worker::Run(_), _) => phase.timeout,
         };
@@ -127,7 +123,7 @@ pub(super) async fn agent_result(
         // on standard error and the API's message in its result event).
         let reported = match &phase.worker {
             Worker::Agent(a) => {
-                let format = shared.pipeline.agents[&a.value].response;
+                let format = run.ctx.pipeline.agents[&a.value].response;
                 let (stdout, stderr) = (dir.join("stdout.log"), dir.join("stderr.log"));
                 tokio::task::spawn_blocking(move || {
                     response::reported_error(format, &stdout, &stderr)
@@ -135,7 +131,7 @@ pub(super) async fn agent_result(
                 .await
                 .ok()
                 .flatten()
-                .map(|e| shared.redactor.redact(&e))
+                .map(|e| run.ctx.redactor.redact(&e))
             }
             Worker::Run(_) => None,
         };
@@ -154,8 +150,8 @@ pub(super) async fn agent_result(
     };
     // Reading the response and searching for evidence go through logs of any size: off the
     // runtime's thread, which supervises every other phase.
-    let agent = shared.pipeline.agents[&agent_name.value].clone();
-    let redactor = shared.redactor.clone();
+    let agent = run.ctx.pipeline.agents[&agent_name.value].clone();
+    let redactor = run.ctx.redactor.clone();
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || agent_response(&agent, &redactor, &dir))
         .await

@@ -57,36 +57,36 @@ use command::CommandGate;
 use protect::ProtectWatch;
 
 /// Everything a gate may look at.
-pub struct GateContext<'a> {
+pub(in crate::verify) struct GateContext<'a> {
     /// The workspace root; every relative path is resolved against it.
-    pub(crate) workspace: &'a Path,
+    pub(in crate::verify) workspace: &'a Path,
     /// The phase whose gates run.
-    pub(crate) phase: &'a Phase,
+    pub(in crate::verify) phase: &'a Phase,
     /// The agent's final response (None for `run` steps).
-    pub(crate) response: Option<&'a str>,
+    pub(in crate::verify) response: Option<&'a str>,
     /// The workspace after the attempt.
-    pub(crate) after: &'a Snapshot,
+    pub(in crate::verify) after: &'a Snapshot,
     /// What the attempt changed: the diff of the workspace before the attempt and `after`, without `bookkeeping`.
-    pub(crate) changes: &'a Changes,
+    pub(in crate::verify) changes: &'a Changes,
     /// What the attempt changed among the files its agent keeps for itself (`bookkeeping`):
     /// `scope` and `changes` do not count them; `protect` does.
-    pub(crate) bookkeeping: &'a Changes,
+    pub(in crate::verify) bookkeeping: &'a Changes,
     /// Pipeline env then phase env, added to helixflow's environment for gate commands.
-    pub(crate) env: &'a [(std::ffi::OsString, std::ffi::OsString)],
+    pub(in crate::verify) env: &'a [(std::ffi::OsString, std::ffi::OsString)],
     /// The attempt folder: command gates write `gate-<n>-<name>.stdout`/`.stderr` here.
-    pub(crate) logs: &'a Path,
+    pub(in crate::verify) logs: &'a Path,
     /// Stops running gate commands when the run is cancelled.
-    pub(crate) cancel: &'a Cancel,
+    pub(in crate::verify) cancel: &'a Cancel,
     /// Removes secrets from command logs and from every detail.
-    pub(crate) redactor: Arc<Redactor>,
+    pub(in crate::verify) redactor: Arc<Redactor>,
     /// Time between TERM and KILL when a gate command is stopped.
-    pub(crate) grace: Duration,
+    pub(in crate::verify) grace: Duration,
     /// Workspace-relative folders never listed (the state folder).
-    pub(crate) exclude: &'a [PathBuf],
+    pub(in crate::verify) exclude: &'a [PathBuf],
     /// The phases that ran at some time during the attempt. A change outside this phase's own
     /// `scope` and `outputs` that one of theirs claims is theirs: `scope` and `changes` leave it
     /// out. `protect` does not: a protected file stays byte-identical whoever changed it.
-    pub(crate) alongside: &'a [&'a Phase],
+    pub(in crate::verify) alongside: &'a [&'a Phase],
 }
 
 /// What helixflow says about one kind of gate, written once, in the kind's own file.
@@ -140,7 +140,7 @@ pub(crate) fn describe(gate: &Gate) -> String {
 /// Runs the implicit gates and the phase's gates in order, calling `on_report` as each finishes.
 /// All run and all failures are reported together, unless the phase has `fail_fast` (then the rest
 /// are reported as Skipped).
-pub async fn run_gates(
+pub(in crate::verify) async fn run_gates(
     ctx: &GateContext<'_>,
     on_report: &mut (dyn FnMut(&GateReport) + Send),
 ) -> Vec<GateReport> {

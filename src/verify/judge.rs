@@ -1,0 +1,181 @@
+//! The one judge of a workspace: every verdict on a phase's gates — after an attempt, for a
+//! `helixflow verify` receipt inside a run, outside a run (`helixflow check`, `helixflow verify`)
+//! — is an [`Inspection`] built by the constructor for its situation, and [`Inspection::judge`]
+//! holds the rules on what each situation cannot judge. Every inspection runs with the
+//! pipeline's redactor, so its `secret`s never reach a gate's log or detail.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::gates::{self, GateContext, checks_response, info};
+use crate::event::{GateReport, GateStatus};
+use crate::model::Phase;
+use crate::process::Cancel;
+use crate::redact::Redactor;
+use crate::workspace::{Changes, Snapshot};
+
+/// Where a phase is judged and how its gate commands run, whatever the situation.
+#[derive(Clone)]
+pub struct Scene<'a> {
+    /// The workspace root; every relative path is resolved against it.
+    pub workspace: &'a Path,
+    /// Workspace-relative folders searches leave out (the state folder, report files).
+    pub exclude: &'a [PathBuf],
+    /// Added to helixflow's environment for gate commands: the pipeline's `env`, then the phase's.
+    pub env: &'a [(OsString, OsString)],
+    /// Where gate commands write their logs.
+    pub logs: &'a Path,
+    /// Stops running gate commands.
+    pub cancel: &'a Cancel,
+    /// Time between TERM and KILL when a gate command is stopped.
+    pub grace: Duration,
+    /// The pipeline's secrets, taken out of every log and detail.
+    pub redactor: Arc<Redactor>,
+}
+
+/// What an attempt changed: the diff from the workspace when it began to now, and apart from it
+/// the changes to files its agent keeps for itself (`bookkeeping`).
+#[derive(Debug, Clone, Copy)]
+pub struct Changed<'a> {
+    pub changes: &'a Changes,
+    pub bookkeeping: &'a Changes,
+}
+
+/// In which situation a phase is judged: what can be known there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Situation {
+    /// An attempt has ended: everything can be judged.
+    AfterAttempt,
+    /// `helixflow verify` inside a run, while the agent still works: its response is not known.
+    Receipt,
+    /// No attempt: what it changed, and its response, are not known.
+    OutsideRun,
+}
+
+/// One judgement of a phase's gates against the workspace.
+pub struct Inspection<'a> {
+    context: GateContext<'a>,
+    situation: Situation,
+}
+
+/// What an inspection judges until it is told of changes: none.
+static NO_CHANGES: Changes = Changes {
+    created: Vec::new(),
+    modified: Vec::new(),
+    deleted: Vec::new(),
+};
+
+impl<'a> Inspection<'a> {
+    /// The verdict on an attempt that ended: `now` is the workspace after it, `changed` what it
+    /// changed, `alongside` the phases that ran at some time during it, `response` its agent's
+    /// final response.
+    #[must_use]
+    pub fn after_attempt(
+        scene: &Scene<'a>,
+        phase: &'a Phase,
+        now: &'a Snapshot,
+        changed: Changed<'a>,
+        alongside: &'a [&'a Phase],
+        response: Option<&'a str>,
+    ) -> Self {
+        let mut context = context(scene, phase, now, changed, alongside);
+        context.response = response;
+        Inspection {
+            context,
+            situation: Situation::AfterAttempt,
+        }
+    }
+
+    /// A `helixflow verify` receipt, asked by an agent inside a run while it works.
+    #[must_use]
+    pub fn for_receipt(
+        scene: &Scene<'a>,
+        phase: &'a Phase,
+        now: &'a Snapshot,
+        changed: Changed<'a>,
+        alongside: &'a [&'a Phase],
+    ) -> Self {
+        Inspection {
+            context: context(scene, phase, now, changed, alongside),
+            situation: Situation::Receipt,
+        }
+    }
+
+    /// The workspace as `now` shows it, outside any attempt (`helixflow check`, `helixflow
+    /// verify` outside a run).
+    #[must_use]
+    pub fn outside_run(scene: &Scene<'a>, phase: &'a Phase, now: &'a Snapshot) -> Self {
+        let nothing = Changed {
+            changes: &NO_CHANGES,
+            bookkeeping: &NO_CHANGES,
+        };
+        Inspection {
+            context: context(scene, phase, now, nothing, &[]),
+            situation: Situation::OutsideRun,
+        }
+    }
+
+    /// Runs the gates and returns their reports; `on_report` sees each one as it is final. A gate
+    /// the situation cannot judge is reported as skipped, with the reason, never run against
+    /// nothing.
+    pub async fn judge(&self, on_report: &mut (dyn FnMut(&GateReport) + Send)) -> Vec<GateReport> {
+        let situation = self.situation;
+        let phase = self.context.phase;
+        let mut reports = gates::run_gates(&self.context, &mut |report| {
+            let mut report = report.clone();
+            skip_unjudged(situation, phase, &mut report);
+            on_report(&report);
+        })
+        .await;
+        for report in &mut reports {
+            skip_unjudged(situation, phase, report);
+        }
+        reports
+    }
+}
+
+fn context<'a>(
+    scene: &Scene<'a>,
+    phase: &'a Phase,
+    now: &'a Snapshot,
+    changed: Changed<'a>,
+    alongside: &'a [&'a Phase],
+) -> GateContext<'a> {
+    GateContext {
+        workspace: scene.workspace,
+        phase,
+        response: None,
+        after: now,
+        changes: changed.changes,
+        bookkeeping: changed.bookkeeping,
+        env: scene.env,
+        logs: scene.logs,
+        cancel: scene.cancel,
+        redactor: scene.redactor.clone(),
+        grace: scene.grace,
+        exclude: scene.exclude,
+        alongside,
+    }
+}
+
+/// The skip rules: gates on the agent's response cannot be judged before it exits, and gates on
+/// what an attempt changed cannot be judged without one.
+fn skip_unjudged(situation: Situation, phase: &Phase, report: &mut GateReport) {
+    let why = match situation {
+        Situation::AfterAttempt => None,
+        Situation::Receipt => checks_response(phase, &report.name).then_some(
+            "the response is known only after the agent exits; it is not checked by `helixflow verify`",
+        ),
+        Situation::OutsideRun => report
+            .check_kind()
+            .and_then(|kind| info(kind).outside_a_run)
+            .or(checks_response(phase, &report.name)
+                .then_some("the response exists only inside a run")),
+    };
+    if let Some(why) = why {
+        report.status = GateStatus::Skipped;
+        report.details = vec![why.to_owned()];
+    }
+}
