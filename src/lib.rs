@@ -41,7 +41,8 @@ pub use diagnostics::{
 };
 pub use event::sink::{EventSink, Sinks};
 pub use event::{
-    AttemptOutcome, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, RunStatus,
+    AttemptOutcome, CheckKind, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
+    ReportKind, RunStatus,
     Stamped, TimeoutKind,
 };
 pub use language::{Compilation, FsLoader, Loader, Options, compile};

@@ -12,7 +12,7 @@ use crate::model::GateKind;
 /// (`front-matter`, `paths-exist`, …), and the implicit gates are named after their kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum CheckKind {
+pub enum CheckKind {
     /// The phase's expected outputs exist (implicit).
     Outputs,
     /// Every change is inside the phase's `scope` (implicit).
@@ -104,6 +104,85 @@ impl fmt::Display for CheckKind {
     }
 }
 
+/// What a gate report comes from: a gate of some kind, or one of the verdicts that are reported
+/// like gates (the `self` mode, the sub-agent verifier, applying an isolated attempt's worktree).
+/// It is written as its name in reports, journals, `run.json` and `JUnit`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ReportKind {
+    /// A gate of this kind.
+    Gate(CheckKind),
+    /// The `self` verify mode: the agent's last `helixflow verify` receipt.
+    SelfCheck,
+    /// The sub-agent verifier's verdict.
+    SubAgent,
+    /// Applying an isolated attempt's worktree back to the workspace.
+    Worktree,
+    /// A name this version does not know (a journal written by another version).
+    Unknown(String),
+}
+
+impl ReportKind {
+    /// The kind's name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Gate(kind) => kind.as_str(),
+            Self::SelfCheck => "self",
+            Self::SubAgent => "sub-agent",
+            Self::Worktree => "worktree",
+            Self::Unknown(name) => name,
+        }
+    }
+
+    /// The kind with this name.
+    #[must_use]
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "self" => Self::SelfCheck,
+            "sub-agent" => Self::SubAgent,
+            "worktree" => Self::Worktree,
+            name => CheckKind::from_name(name).map_or_else(|| Self::Unknown(name.to_owned()), Self::Gate),
+        }
+    }
+}
+
+impl From<CheckKind> for ReportKind {
+    fn from(kind: CheckKind) -> Self {
+        Self::Gate(kind)
+    }
+}
+
+impl From<&str> for ReportKind {
+    fn from(name: &str) -> Self {
+        Self::from_name(name)
+    }
+}
+
+impl fmt::Display for ReportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for ReportKind {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl Serialize for ReportKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ReportKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(Self::from_name(&name))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +194,9 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", kind.as_str()));
             assert_eq!(serde_json::from_str::<CheckKind>(&json).unwrap(), kind);
             assert_eq!(CheckKind::from_name(kind.as_str()), Some(kind));
+            let report = ReportKind::Gate(kind);
+            assert_eq!(serde_json::to_string(&report).unwrap(), json);
+            assert_eq!(serde_json::from_str::<ReportKind>(&json).unwrap(), report);
         }
         assert_eq!(CheckKind::from_name("lint"), None);
     }

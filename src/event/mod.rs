@@ -9,7 +9,8 @@ pub(crate) mod record;
 pub(crate) mod sink;
 pub(crate) mod usage;
 
-pub(crate) use check::CheckKind;
+pub use check::CheckKind;
+pub use check::ReportKind;
 pub use exit::ChildExit;
 pub(crate) use exit::how_it_ended;
 
@@ -42,9 +43,9 @@ pub enum GateStatus {
 pub struct GateReport {
     /// The gate's name (default: its kind); the implicit first gate is `outputs`.
     pub name: String,
-    /// The gate's kind, e.g. `syntax`, `command`, `outputs`, `scope`: the name of a
-    /// [`CheckKind`] (see [`GateReport::check_kind`]).
-    pub kind: String,
+    /// What the report comes from: a gate's kind (`syntax`, `command`, `outputs`, `scope`, …),
+    /// or `self`, `sub-agent`, `worktree`.
+    pub kind: ReportKind,
     /// Passed, failed or skipped.
     pub status: GateStatus,
     /// How long it took, in milliseconds.
@@ -60,13 +61,16 @@ impl GateReport {
     /// version of helixflow).
     #[must_use]
     pub(crate) fn check_kind(&self) -> Option<CheckKind> {
-        CheckKind::from_name(&self.kind)
+        match self.kind {
+            ReportKind::Gate(kind) => Some(kind),
+            _ => None,
+        }
     }
 
     /// Whether the report comes from a gate of this kind.
     #[must_use]
     pub(crate) fn is(&self, kind: CheckKind) -> bool {
-        self.kind == kind.as_str()
+        self.kind == ReportKind::Gate(kind)
     }
 }
 

@@ -215,7 +215,7 @@ fn attempt_cases(attempt: &AttemptRecord, cases: &mut Vec<Case>) {
                     .flat_map(|d| d.lines())
                     .find(|line| !line.trim().is_empty())
                     .map_or_else(|| format!("gate {} failed", gate.name), str::to_owned),
-                kind: gate.kind.clone(),
+                kind: gate.kind.to_string(),
                 text: failure_text(&gate.details, feedback),
             },
         };

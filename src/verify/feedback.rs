@@ -313,7 +313,7 @@ fn gate_section(out: &mut String, report: &GateReport) {
 
 /// `` `tests` (`command`) ``, or just `` `syntax` `` when the name is the kind.
 fn gate_label(report: &GateReport) -> String {
-    if report.name == report.kind {
+    if report.kind == *report.name {
         format!("`{}`", report.name)
     } else {
         format!("`{}` (`{}`)", report.name, report.kind)

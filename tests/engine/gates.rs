@@ -1297,14 +1297,14 @@ fn feedback_lists_passed_and_skipped_gates_and_is_deterministic() {
     let reports = [
         GateReport {
             name: "outputs".to_owned(),
-            kind: "outputs".to_owned(),
+            kind: "outputs".into(),
             status: GateStatus::Passed,
             duration_ms: 3,
             details: Vec::new(),
         },
         GateReport {
             name: "tests".to_owned(),
-            kind: "command".to_owned(),
+            kind: "command".into(),
             status: GateStatus::Failed,
             duration_ms: 1200,
             details: vec![
@@ -1313,7 +1313,7 @@ fn feedback_lists_passed_and_skipped_gates_and_is_deterministic() {
         },
         GateReport {
             name: "docs".to_owned(),
-            kind: "sections".to_owned(),
+            kind: "sections".into(),
             status: GateStatus::Skipped,
             duration_ms: 0,
             details: vec!["the run was cancelled".to_owned()],

@@ -19,7 +19,7 @@ use super::context::{Run, millis};
 use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use super::isolation::{Applied, Worktree};
 use crate::event::usage::{FailureClass, Spend, Usage};
-use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus};
+use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind};
 use crate::model::UnknownCost;
 use crate::model::{GateKind, Isolation, Millis, Phase, PhaseId, VerifyMode};
 use crate::verify::feedback::AgentFailure;
@@ -383,7 +383,7 @@ async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<Gat
     };
     let report = GateReport {
         name: "isolation".into(),
-        kind: "worktree".into(),
+        kind: ReportKind::Worktree,
         status,
         duration_ms: millis(started.elapsed()),
         details,

@@ -11,7 +11,7 @@ use crate::engine::approvals;
 use crate::engine::context::{Run, millis};
 use crate::engine::observe::{Observed, observe, scene};
 use crate::engine::state::LiveAttempt;
-use crate::event::{Event, GateReport, GateStatus};
+use crate::event::{Event, GateReport, GateStatus, ReportKind};
 use crate::model::{GateKind, Phase, VerifyMode};
 use crate::verify::judge::Inspection;
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
@@ -174,7 +174,7 @@ fn self_verification(live: &LiveAttempt, after: &Snapshot) -> GateReport {
     };
     GateReport {
         name: "self-verification".into(),
-        kind: "self".into(),
+        kind: ReportKind::SelfCheck,
         status,
         duration_ms: 0,
         details,
@@ -204,7 +204,7 @@ async fn sub_agent(
     let started = Instant::now();
     let report = |status, details| GateReport {
         name: "sub-agent".into(),
-        kind: "sub-agent".into(),
+        kind: ReportKind::SubAgent,
         status,
         duration_ms: millis(started.elapsed()),
         details,

@@ -165,7 +165,7 @@ pub(in crate::verify) async fn run_gates(
         }
         let report = GateReport {
             name: gate.name().to_owned(),
-            kind: gate.kind().to_owned(),
+            kind: gate.kind().into(),
             status: finding.status,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             details: finding
@@ -192,16 +192,16 @@ impl Planned<'_> {
     fn name(&self) -> &str {
         match self {
             Planned::Declared(gate) => &gate.name,
-            implicit => implicit.kind(),
+            implicit => implicit.kind().as_str(),
         }
     }
 
-    fn kind(&self) -> &'static str {
+    fn kind(&self) -> CheckKind {
         match self {
-            Planned::Outputs => CheckKind::Outputs.as_str(),
-            Planned::Scope => CheckKind::Scope.as_str(),
-            Planned::Protect => CheckKind::Protect.as_str(),
-            Planned::Declared(gate) => CheckKind::of(&gate.kind).as_str(),
+            Planned::Outputs => CheckKind::Outputs,
+            Planned::Scope => CheckKind::Scope,
+            Planned::Protect => CheckKind::Protect,
+            Planned::Declared(gate) => CheckKind::of(&gate.kind),
         }
     }
 }

@@ -107,7 +107,7 @@ fn gate_item(out: &mut String, report: &GateReport) {
         GateStatus::Failed => "failed",
         GateStatus::Skipped => "skipped",
     };
-    if report.name == report.kind {
+    if report.kind == *report.name {
         let _ = writeln!(out, "- `{}`: {status}", report.name);
     } else {
         let _ = writeln!(out, "- `{}` (`{}`): {status}", report.name, report.kind);
