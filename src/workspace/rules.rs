@@ -218,6 +218,28 @@ impl IgnoreRules {
     pub(super) fn outer(&self) -> &Arc<Outer> {
         &self.0.outer
     }
+
+    /// Whether these rules ignore the file at `rel` (relative, forward slashes) in the workspace
+    /// `root`: the file itself, or a folder on its way, is ignored, as a walk would find.
+    pub(crate) fn ignores(&self, root: &Path, rel: &str) -> bool {
+        let outer = &self.0.outer;
+        let mut level = Level::recorded(self, "", None);
+        let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+        let mut key = String::new();
+        for (i, part) in parts.iter().enumerate() {
+            let is_dir = i + 1 < parts.len();
+            key.push_str(part);
+            let from_above = outer.canonical.join(&key);
+            if outer.ignored(level.as_deref(), &root.join(&key), &from_above, is_dir) {
+                return true;
+            }
+            if is_dir {
+                key.push('/');
+                level = Level::recorded(self, &key, level.as_ref());
+            }
+        }
+        false
+    }
 }
 
 impl std::fmt::Debug for IgnoreRules {

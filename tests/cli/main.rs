@@ -21,4 +21,5 @@ mod prompts;
 mod run;
 mod scope_protect;
 mod uptodate;
+mod verdict;
 mod verify_modes;

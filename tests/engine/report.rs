@@ -71,7 +71,7 @@ fn gate(
         attempt,
         report: GateReport {
             name: name.to_owned(),
-            kind: kind.to_owned(),
+            kind: kind.into(),
             status,
             duration_ms,
             details: details.iter().map(|d| (*d).to_owned()).collect(),

@@ -60,6 +60,9 @@ struct AttemptResult {
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let phase = &run.ctx.pipeline[id];
     let _running = PhaseRunning::start(&run.state.alongside, id);
+    // From here on, the phases running alongside are noted: their changes are not this phase's.
+    // The window spans every attempt, as the verdict covers what they changed together.
+    let _window = AttemptWindow::open(&run.state.alongside, id);
     let started = Instant::now();
     let mut previous_feedback: Option<(String, PathBuf)> = None;
     let mut session = Session::default();
@@ -257,8 +260,6 @@ async fn one_attempt(
     phase_before: &mut Option<Arc<Snapshot>>,
 ) -> std::io::Result<AttemptResult> {
     let phase = &run.ctx.pipeline[id];
-    // From here on, the phases running alongside are noted: their changes are not this attempt's.
-    let _window = AttemptWindow::open(&run.state.alongside, id);
     let worktree = if phase.isolation == Isolation::Worktree {
         Some(Worktree::create(run, phase, attempt).await?)
     } else {
@@ -283,6 +284,14 @@ async fn one_attempt(
         phase_before.clone_from(&before);
     }
     let first_before = phase_before.clone();
+    // A phase is judged on everything its attempts changed together: a forbidden change a failed
+    // attempt left behind fails the next attempt too, until it is undone. An attempt in a
+    // worktree of its own starts afresh, and is judged on its own changes.
+    let judged_from = if current.worktree.is_some() {
+        before.clone()
+    } else {
+        first_before.clone()
+    };
     let prepared = match prepare::worker(&current, previous, session)? {
         Ok(prepared) => prepared,
         Err(ended) => return Ok(ended),
@@ -291,7 +300,7 @@ async fn one_attempt(
         phase: id,
         attempt,
         workspace: current.workspace().to_path_buf(),
-        before: before.clone(),
+        before: judged_from.clone(),
         dir: current.dir.clone(),
         receipts: Mutex::new(Vec::new()),
     });
@@ -317,7 +326,10 @@ async fn one_attempt(
     let (mut reports, after) = if agent_failure.is_none() {
         verify::verify(
             &current,
-            before.clone(),
+            verify::Starts {
+                phase: judged_from,
+                attempt: before.as_deref(),
+            },
             &live,
             &prepared.task,
             response.as_deref(),

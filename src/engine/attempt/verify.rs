@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::Attempt;
 use crate::engine::approvals;
-use crate::engine::context::{Run, millis};
+use crate::engine::context::{Run, millis, split_bookkeeping};
 use crate::engine::observe::{Observed, observe, scene};
 use crate::engine::state::LiveAttempt;
 use crate::event::{Event, GateReport, GateStatus, ReportKind};
@@ -17,23 +17,33 @@ use crate::verify::judge::Inspection;
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 use crate::workspace::{Changes, Snapshot};
 
+/// Where an attempt's work is judged from: the workspace when its phase started (or, in a
+/// worktree of its own, when the attempt did), and when the attempt started. `None` when nothing
+/// the phase checks reads the changes.
+pub(super) struct Starts<'s> {
+    pub(super) phase: Option<Arc<Snapshot>>,
+    pub(super) attempt: Option<&'s Snapshot>,
+}
+
 /// Runs the phase's verify modes on the work of an attempt whose worker succeeded, and returns
-/// their reports. `before` is the workspace before the attempt, `task` what the worker was asked
-/// to do, `response` its agent's final response.
+/// their reports. The gates judge what the phase changed since `starts.phase`; `changes.json`
+/// says what this attempt changed. `task` is what the worker was asked to do, `response` its
+/// agent's final response.
 pub(super) async fn verify(
     a: &Attempt<'_>,
-    before: Option<Arc<Snapshot>>,
+    starts: Starts<'_>,
     live: &LiveAttempt,
     task: &str,
     response: Option<&str>,
 ) -> std::io::Result<(Vec<GateReport>, Option<Snapshot>)> {
     let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
+    let before = starts.phase;
     let mut reports: Vec<GateReport> = Vec::new();
     a.step("verify");
     let observed = observe(run, phase, a.workspace(), before.as_ref(), lists_files(phase)).await?;
-    if before.is_some() {
-        write_changes(run, dir, &observed)?;
+    if let Some(attempt_before) = starts.attempt {
+        write_changes(run, phase, dir, attempt_before, &observed)?;
     }
     let alongside = run.phases_alongside(a.id);
     let env = super::super::observe::env(run, phase);
@@ -96,13 +106,21 @@ pub(super) async fn verify(
 }
 
 /// `changes.json` (and `bookkeeping.json`) in the attempt folder: what the attempt changed.
-fn write_changes(run: &Run, dir: &Path, observed: &Observed) -> std::io::Result<()> {
+fn write_changes(
+    run: &Run,
+    phase: &Phase,
+    dir: &Path,
+    attempt_before: &Snapshot,
+    observed: &Observed,
+) -> std::io::Result<()> {
     let redactor = &run.ctx.redactor;
-    std::fs::write(dir.join("changes.json"), redactor.to_json_pretty(&observed.changes)?)?;
-    if !observed.bookkeeping.is_empty() {
+    let mut changes = attempt_before.diff(&observed.after);
+    let bookkeeping = split_bookkeeping(&run.ctx.pipeline, phase, &mut changes);
+    std::fs::write(dir.join("changes.json"), redactor.to_json_pretty(&changes)?)?;
+    if !bookkeeping.is_empty() {
         std::fs::write(
             dir.join("bookkeeping.json"),
-            redactor.to_json_pretty(&observed.bookkeeping)?,
+            redactor.to_json_pretty(&bookkeeping)?,
         )?;
     }
     Ok(())

@@ -83,9 +83,10 @@ pub(in crate::verify) struct GateContext<'a> {
     pub(in crate::verify) grace: Duration,
     /// Workspace-relative folders never listed (the state folder).
     pub(in crate::verify) exclude: &'a [PathBuf],
-    /// The phases that ran at some time during the attempt. A change outside this phase's own
-    /// `scope` and `outputs` that one of theirs claims is theirs: `scope` and `changes` leave it
-    /// out. `protect` does not: a protected file stays byte-identical whoever changed it.
+    /// The phases that ran at some time during the phase. A change outside this phase's own
+    /// `scope` and `outputs` that one of theirs claims is theirs: `scope`, `protect` and
+    /// `changes` leave it out (lint warns when a phase protects what another may write at the
+    /// same time).
     pub(in crate::verify) alongside: &'a [&'a Phase],
 }
 

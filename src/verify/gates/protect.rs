@@ -2,6 +2,7 @@
 //! through every gate command that runs after it.
 
 use super::files::glob_set;
+use super::scope::LeftToOthers;
 use super::{Finding, GateContext, GateInfo, changed};
 use crate::model::Phase;
 use crate::workspace::{ProtectedPaths, Snapshot, SnapshotOptions};
@@ -14,19 +15,26 @@ pub(super) const INFO: GateInfo = GateInfo {
     outside_a_run: Some("judged only inside a run, against the attempt's starting point"),
 };
 
-/// A detail for each protected file the attempt changed, bookkeeping included.
+/// A detail for each protected file the phase changed, bookkeeping included. A change that a
+/// phase running alongside claims (by its `scope` or `outputs`) is that phase's work, as for
+/// `scope`: this phase is neither blamed nor told to undo it.
 pub(super) fn protect_gate(ctx: &GateContext<'_>) -> Finding {
     let set = match glob_set(&ctx.phase.protect) {
         Ok(set) => set,
         Err(problem) => return Finding::failed(problem),
     };
-    Finding::from_problems(
+    let others = LeftToOthers::of(ctx);
+    let mut finding = Finding::from_problems(
         changed(ctx.changes)
+            .filter(|(path, _)| !others.contains(path))
             .chain(changed(ctx.bookkeeping))
             .filter(|(path, _)| set.is_match(path))
             .map(|(path, how)| format!("protected file `{path}` was {how}"))
             .collect(),
-    )
+    );
+    let protected_of_others = others.only(|path| set.is_match(path));
+    finding.details.extend(protected_of_others.notes());
+    finding
 }
 
 /// Protected files as they were when last looked at, to catch a gate command or fix that changes
@@ -67,7 +75,19 @@ impl ProtectWatch {
         match self.take(ctx).await {
             Ok((Some(last), now)) => {
                 let changes = last.diff(&now);
-                self.notes.extend(changed(&changes).map(|(path, how)| {
+                let rules = ctx.after.ignore_rules();
+                let named = &ctx.phase.protect;
+                // What a command makes in ignored folders (`__pycache__/`, `.pytest_cache/`) is
+                // its cache, not a change to a protected file: only files a pattern names are
+                // watched there.
+                let agents = |path: &str| {
+                    named.iter().any(|p| crate::glob::is_literal(p) && super::clean(p) == path)
+                        || rules
+                            .as_ref()
+                            .is_none_or(|rules| !rules.ignores(ctx.workspace, path))
+                };
+                let changed = changed(&changes).filter(|(path, _)| agents(path));
+                self.notes.extend(changed.map(|(path, how)| {
                     format!(
                         "protected file `{path}` was {how} while {what} ran; protected files must \
                          stay byte-identical"

@@ -75,6 +75,18 @@ impl<'c> LeftToOthers<'c> {
         self.paths.contains_key(path)
     }
 
+    /// Those of the paths that `keep` keeps.
+    pub(super) fn only(&self, keep: impl Fn(&str) -> bool) -> Self {
+        Self {
+            paths: self
+                .paths
+                .iter()
+                .filter(|(path, _)| keep(path))
+                .map(|(path, phase)| (*path, *phase))
+                .collect(),
+        }
+    }
+
     /// "1 change left to phase "b", which ran at the same time: `b/y`", one line per phase.
     pub(super) fn notes(&self) -> Vec<String> {
         let mut by_phase: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

@@ -1,0 +1,250 @@
+//! The verdict on real projects: a phase is judged on everything its attempts changed together,
+//! never on what Python's caches or a phase running alongside it wrote.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{Test, latest_run, run_phase};
+use serde_json::Value;
+
+/// Makes the test's folder a git repository with one commit of everything in it.
+fn git_repo(dir: &Path) {
+    for args in [
+        &["init", "--quiet"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=helixflow",
+            "-c",
+            "user.email=helixflow@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "start",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+}
+
+fn status(workspace: &Path, phase: &str) -> String {
+    run_phase(workspace, phase)["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The reports of attempt `attempt` of `phase`.
+fn gates(workspace: &Path, phase: &str, attempt: u32) -> Vec<Value> {
+    let path = latest_run(workspace).join(format!("phases/{phase}/attempt-{attempt}/gates.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str::<Value>(&text).unwrap().as_array().unwrap().clone()
+}
+
+fn gate<'g>(reports: &'g [Value], name: &str) -> &'g Value {
+    reports
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no gate {name} in {reports:?}"))
+}
+
+/// A small Python package with a unittest suite that imports it: running the suite writes
+/// `src/calc/__pycache__/*.pyc`, which `.gitignore` ignores.
+fn python_package() -> Test {
+    Test::new()
+        .file(".gitignore", "__pycache__/\n.helixflow/\n")
+        .file("src/calc/__init__.py", "")
+        .file("src/calc/ops.py", "def add(a, b):\n    return a + b\n")
+        .file(
+            "tests/test_ops.py",
+            "import sys, unittest\nsys.path.insert(0, 'src')\nfrom calc.ops import add\n\n\
+             class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n",
+        )
+}
+
+#[test]
+fn caches_a_test_gate_writes_under_a_protected_folder_are_not_the_agents_changes() {
+    let test = python_package()
+        .file(
+            "writer.sh",
+            "cat > tests/test_more.py <<'PY'\nimport sys, unittest\nsys.path.insert(0, 'src')\n\
+             from calc.ops import add\n\nclass M(unittest.TestCase):\n    def test_zero(self):\n        \
+             self.assertEqual(add(0, 0), 0)\nPY\n",
+        )
+        .pipeline(
+            r#"pipeline "p"
+phase "tests" {
+    run "sh writer.sh && python3 -m unittest discover -s tests -q"
+    scope "tests/**"
+    protect "src/**"
+    gates {
+        syntax
+        command "python3 -m unittest discover -s tests -q" name="tests"
+    }
+    retries 0
+}
+"#,
+        );
+    git_repo(test.path());
+    let out = test
+        .with_args(&["run", "--no-progress"])
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .run();
+    assert!(
+        test.path().join("src/calc/__pycache__").is_dir(),
+        "Python wrote its cache: the test means something"
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(status(test.path(), "tests"), "passed");
+}
+
+#[test]
+fn a_protected_file_an_agent_names_is_judged_even_where_ignored() {
+    let test = Test::new()
+        .file(".gitignore", ".env\n.helixflow/\n")
+        .file(".env", "TOKEN=old\n")
+        .file("edit.sh", "echo TOKEN=new > .env\necho done > out.txt\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "work" {
+    run "sh edit.sh"
+    protect ".env"
+    retries 0
+}
+"#,
+        );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let reports = gates(test.path(), "work", 1);
+    let protect = gate(&reports, "protect");
+    assert_eq!(protect["status"], "failed");
+    assert_eq!(protect["details"][0], "protected file `.env` was modified");
+}
+
+/// Attempt 1 edits a protected file and writes a stray file outside the scope, then fails its
+/// gate; attempt 2 does the work and leaves both alone.
+const LEAVES_A_MESS: &str = r#"if [ "$HELIXFLOW_ATTEMPT" = 1 ]; then
+  echo tampered >> src/core.py
+  echo stray > notes.txt
+  exit 0
+fi
+echo "def f():\n    return 1" > work/out.py
+"#;
+
+#[test]
+fn a_failed_attempts_forbidden_changes_fail_the_phase_until_they_are_undone() {
+    let test = Test::new()
+        .file("src/core.py", "X = 1\n")
+        .file("work/.keep", "")
+        .file("agent.sh", LEAVES_A_MESS)
+        .pipeline(
+            r#"pipeline "p"
+phase "work" {
+    run "sh agent.sh"
+    outputs { file "work/out.py" }
+    scope "work/**"
+    protect "src/**"
+    retries 1
+}
+"#,
+        );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let ws = test.path();
+    assert_eq!(status(ws, "work"), "failed");
+    let second = gates(ws, "work", 2);
+    assert_eq!(gate(&second, "outputs")["status"], "passed");
+    let protect = gate(&second, "protect");
+    assert_eq!(protect["status"], "failed", "{protect}");
+    assert_eq!(protect["details"][0], "protected file `src/core.py` was modified");
+    let scope = gate(&second, "scope");
+    assert_eq!(scope["status"], "failed", "{scope}");
+    assert!(
+        scope["details"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("`notes.txt` was created"),
+        "{scope}"
+    );
+    // What attempt 2 itself changed is in its folder, as before.
+    let changes: Value = serde_json::from_str(
+        &std::fs::read_to_string(latest_run(ws).join("phases/work/attempt-2/changes.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(changes["created"], serde_json::json!(["work/out.py"]));
+    assert_eq!(changes["modified"], serde_json::json!([]));
+}
+
+#[test]
+fn a_retry_that_undoes_the_forbidden_changes_passes() {
+    let undoing = LEAVES_A_MESS.replace(
+        "echo \"def f()",
+        "git checkout -- src/core.py && rm notes.txt\necho \"def f()",
+    );
+    let test = Test::new()
+        .file("src/core.py", "X = 1\n")
+        .file("work/.keep", "")
+        .file("agent.sh", &undoing)
+        .pipeline(
+            r#"pipeline "p"
+phase "work" {
+    run "sh agent.sh"
+    outputs { file "work/out.py" }
+    scope "work/**"
+    protect "src/**"
+    retries 1
+}
+"#,
+        );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(status(test.path(), "work"), "passed");
+    assert_eq!(test.read("src/core.py"), "X = 1\n");
+}
+
+/// Writes `$1/file`, once the phase `$2` has started too, and exits once `$2/file` exists as
+/// well: both phases see both files.
+const ALONGSIDE: &str = r#"sync="$HELIXFLOW_RUN_DIR/started"
+mkdir -p "$sync" && touch "$sync/$1"
+i=0; while [ ! -e "$sync/$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+mkdir -p "$1" && echo "$1" > "$1/file"
+i=0; while [ ! -e "$2/file" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+"#;
+
+#[test]
+fn protect_leaves_a_phase_running_alongside_its_own_files() {
+    let test = Test::new().file("alongside.sh", ALONGSIDE).pipeline(
+        r#"pipeline "p" {
+    max-parallel 2
+}
+phase "code" {
+    run "sh alongside.sh code docs"
+    scope "code/**"
+    retries 0
+}
+phase "docs" {
+    run "sh alongside.sh docs code"
+    scope "docs/**"
+    protect "code/**"
+    retries 0
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let reports = gates(test.path(), "docs", 1);
+    let protect = gate(&reports, "protect");
+    assert_eq!(protect["status"], "passed", "{protect}");
+    assert_eq!(
+        protect["details"][0],
+        "1 change left to phase \"code\", which ran at the same time: `code/file`"
+    );
+}
