@@ -248,3 +248,81 @@ phase "docs" {
         "1 change left to phase \"code\", which ran at the same time: `code/file`"
     );
 }
+
+/// A pipeline whose worker counts its runs and whose verifier answers what `verifier.py` says.
+fn reviewed(verifier: &str, markers: &Path) -> Test {
+    Test::new()
+        .env("MARKER_DIR", markers.to_str().unwrap())
+        .file("verifier.py", verifier)
+        .file(
+            "worker.sh",
+            "echo run >> \"$MARKER_DIR/worker-ran\"\necho '# add' > doc.md\n",
+        )
+        .pipeline(
+            r#"pipeline "p"
+agent "bot" {
+    command "sh" "worker.sh" "{{ prompt }}"
+}
+agent "reviewer" {
+    command "python3" "verifier.py" "{{ prompt }}"
+}
+phase "a" {
+    agent "bot"
+    prompt "Document add."
+    verify "external" "sub-agent"
+    verifier "reviewer"
+    retries 3
+    outputs {
+        file "doc.md"
+    }
+}
+"#,
+        )
+}
+
+const CHATTY_VERIFIER: &str = r#"import os
+from pathlib import Path
+Path(os.environ["MARKER_DIR"], "verifier-ran").open("a").write("review\n")
+print("I had a look and it seems fine to me.")
+"#;
+
+#[test]
+fn a_verifier_that_gives_no_verdict_is_asked_again_and_never_reruns_the_worker() {
+    let markers = tempfile::tempdir().unwrap();
+    let test = reviewed(CHATTY_VERIFIER, markers.path());
+    let out = test.with_args(&["run", "--no-progress"]).run();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let read = |name: &str| std::fs::read_to_string(markers.path().join(name)).unwrap();
+    assert_eq!(read("worker-ran"), "run\n", "the worker ran once, its gates passed");
+    assert_eq!(read("verifier-ran"), "review\nreview\n", "the verifier was asked twice");
+    let phase = run_phase(test.path(), "a");
+    assert_eq!(phase["status"], "failed");
+    let reason = phase["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("the verifier \"reviewer\" gave no usable review in 2 tries"),
+        "{phase:#}"
+    );
+    let run = latest_run(test.path());
+    assert!(run.join("phases/a/attempt-1/review-2").is_dir(), "each review keeps its own folder");
+    assert!(!run.join("phases/a/attempt-2").exists(), "no second attempt of the worker");
+}
+
+const FLAKY_VERIFIER: &str = r#"import json, os
+from pathlib import Path
+marker = Path(os.environ["MARKER_DIR"], "verifier-ran")
+first = not marker.exists()
+marker.open("a").write("review\n")
+print("thinking..." if first else json.dumps({"success": True, "checks_passed": ["add documented"]}))
+"#;
+
+#[test]
+fn a_verifier_that_answers_on_its_second_try_passes_the_phase() {
+    let markers = tempfile::tempdir().unwrap();
+    let test = reviewed(FLAKY_VERIFIER, markers.path());
+    let out = test.with_args(&["run", "--no-progress"]).run();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let read = |name: &str| std::fs::read_to_string(markers.path().join(name)).unwrap();
+    assert_eq!(read("worker-ran"), "run\n");
+    assert_eq!(read("verifier-ran"), "review\nreview\n");
+    assert_eq!(status(test.path(), "a"), "passed");
+}

@@ -44,6 +44,9 @@ struct AttemptResult {
     /// Set when the attempt could not even start (a prompt that does not render, a program that
     /// does not exist): retrying would fail the same way.
     fatal: Option<String>,
+    /// Set when the attempt ended but the phase must not retry it: its work passed the gates and
+    /// its verifier gave no usable review, which another run of the worker cannot mend.
+    no_retry: Option<String>,
     /// How a failed attempt failed.
     class: Option<FailureClass>,
     /// For a failure of class `fatal` or `transient`: the agent's message, and what marked it.
@@ -149,6 +152,8 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             && !run.state.budget.stopping();
         let why_not_retry = if let Some(fatal) = &result.fatal {
             Some(fatal.clone())
+        } else if let Some(reason) = &result.no_retry {
+            Some(reason.clone())
         } else if result.class == Some(FailureClass::Fatal) {
             Some(format!(
                 "{} (a fatal failure: not retried)",
@@ -323,7 +328,7 @@ async fn one_attempt(
     {
         agent_failure = Some(failure);
     }
-    let (mut reports, after) = if agent_failure.is_none() {
+    let verified = if agent_failure.is_none() {
         verify::verify(
             &current,
             verify::Starts {
@@ -336,8 +341,17 @@ async fn one_attempt(
         )
         .await?
     } else {
-        (Vec::new(), None)
+        verify::Verified {
+            reports: Vec::new(),
+            after: None,
+            verifier_void: None,
+        }
     };
+    let verify::Verified {
+        mut reports,
+        after,
+        verifier_void,
+    } = verified;
     if agent_failure.is_none()
         && !run.state.cancel.is_cancelled()
         && reports.iter().all(|r| r.status != GateStatus::Failed)
@@ -345,7 +359,17 @@ async fn one_attempt(
     {
         reports.push(apply_back(&current, worktree).await?);
     }
-    let result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
+    let mut result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
+    if let Some(reason) = verifier_void
+        && result.outcome == AttemptOutcome::Failed
+    {
+        let verifier = phase.verifier.as_ref().map_or("", |v| v.value.as_str());
+        result.no_retry = Some(format!(
+            "the verifier \"{verifier}\" gave no usable review in {} tries ({reason}); the work \
+             passed its gates and is not run again: fix the verifier",
+            verify::VERIFIER_TRIES
+        ));
+    }
     // In a worktree of its own, an attempt starts from the workspace as it is, whatever earlier
     // attempts did: its bundle is its own changes there.
     let bundle_before = if current.worktree.is_some() {

@@ -35,11 +35,12 @@ pub(super) async fn verify(
     live: &LiveAttempt,
     task: &str,
     response: Option<&str>,
-) -> std::io::Result<(Vec<GateReport>, Option<Snapshot>)> {
+) -> std::io::Result<Verified> {
     let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
     let before = starts.phase;
     let mut reports: Vec<GateReport> = Vec::new();
+    let mut verifier_void = None;
     a.step("verify");
     let observed = observe(run, phase, a.workspace(), before.as_ref(), lists_files(phase)).await?;
     if let Some(attempt_before) = starts.attempt {
@@ -85,24 +86,59 @@ pub(super) async fn verify(
         approvals::decide(run, phase, attempt, dir, &mut reports, &emit).await;
     }
     if passing(&reports) && phase.verify.contains(&VerifyMode::SubAgent) && !run.state.cancel.is_cancelled() {
-        a.step("sub-agent verification");
         let empty = Snapshot::default();
-        let review = Review {
-            workspace: a.workspace(),
-            dir,
-            task,
-            reports: &reports,
-            changes: &observed.changes,
-            before: before.as_deref().unwrap_or(&empty),
-            env: &env,
-            alongside: &alongside,
-        };
-        let report = sub_agent(run, phase, attempt, &review).await?;
-        add_verifier_usage(a);
-        emit(&report);
-        reports.push(report);
+        // A void review (no verdict, a verifier that failed or changed files) is the
+        // verifier's failure, not the worker's: the verifier is asked again, each review in a
+        // folder of its own, and after the last void one the phase fails naming it.
+        for round in 1..=VERIFIER_TRIES {
+            a.step(&if round == 1 {
+                "sub-agent verification".to_owned()
+            } else {
+                format!("sub-agent verification (again, {round} of {VERIFIER_TRIES})")
+            });
+            let review_dir = if round == 1 {
+                dir.clone()
+            } else {
+                dir.join(format!("review-{round}"))
+            };
+            let review = Review {
+                workspace: a.workspace(),
+                dir: &review_dir,
+                task,
+                reports: &reports,
+                changes: &observed.changes,
+                before: before.as_deref().unwrap_or(&empty),
+                env: &env,
+                alongside: &alongside,
+            };
+            let (report, void) = sub_agent(run, phase, attempt, &review).await?;
+            add_verifier_usage(a, &review_dir);
+            let last = round == VERIFIER_TRIES || void.is_none() || run.state.cancel.is_cancelled();
+            if last {
+                emit(&report);
+                reports.push(report);
+                verifier_void = void;
+                break;
+            }
+        }
     }
-    Ok((reports, before.is_some().then_some(observed.after)))
+    Ok(Verified {
+        reports,
+        after: before.is_some().then_some(observed.after),
+        verifier_void,
+    })
+}
+
+/// How many times the verifier is asked when its review is void.
+pub(super) const VERIFIER_TRIES: u32 = 2;
+
+/// What verifying an attempt found.
+pub(super) struct Verified {
+    pub(super) reports: Vec<GateReport>,
+    /// The workspace after the attempt, when its changes are read.
+    pub(super) after: Option<Snapshot>,
+    /// Why the verifier's last review was void, when it was: the worker is not run again.
+    pub(super) verifier_void: Option<String>,
 }
 
 /// `changes.json` (and `bookkeeping.json`) in the attempt folder: what the attempt changed.
@@ -128,8 +164,8 @@ fn write_changes(
 
 /// Adds what the sub-agent verifier used, when it ran, to the attempt's usage: a review is paid
 /// for too. The verifier's turns are its own: `max-turns` counts the worker's.
-fn add_verifier_usage(a: &Attempt<'_>) {
-    let stdout = a.dir.join(subagent::STDOUT_LOG);
+fn add_verifier_usage(a: &Attempt<'_>, dir: &Path) {
+    let stdout = dir.join(subagent::STDOUT_LOG);
     if !stdout.exists() {
         return;
     }
@@ -145,7 +181,7 @@ fn add_verifier_usage(a: &Attempt<'_>) {
         verifier.usage.as_ref(),
         &a.run.ctx.pipeline.prices,
         &stdout,
-        &a.dir.join(subagent::STDERR_LOG),
+        &dir.join(subagent::STDERR_LOG),
     );
     if let Ok(mut usage) = a.usage.lock()
         && let Some(usage) = usage.as_mut()
@@ -218,7 +254,7 @@ async fn sub_agent(
     phase: &Phase,
     attempt: u32,
     review: &Review<'_>,
-) -> std::io::Result<GateReport> {
+) -> std::io::Result<(GateReport, Option<String>)> {
     let started = Instant::now();
     let report = |status, details| GateReport {
         name: "sub-agent".into(),
@@ -233,9 +269,12 @@ async fn sub_agent(
         .as_ref()
         .and_then(|v| run.ctx.pipeline.agents.get(&v.value))
     else {
-        return Ok(report(
-            GateStatus::Failed,
-            vec!["the phase has no verifier agent".into()],
+        return Ok((
+            report(
+                GateStatus::Failed,
+                vec!["the phase has no verifier agent".into()],
+            ),
+            None,
         ));
     };
     let check = SubAgentCheck {
@@ -256,7 +295,11 @@ async fn sub_agent(
         alongside: review.alongside,
     };
     let outcome = subagent::check(&check).await?;
-    Ok(match &outcome {
+    let void = match &outcome {
+        SubAgentOutcome::Void { reason, .. } => Some(reason.clone()),
+        _ => None,
+    };
+    let report = match &outcome {
         SubAgentOutcome::Verdict(verdict) if verdict.success => report(
             GateStatus::Passed,
             verdict
@@ -277,7 +320,8 @@ async fn sub_agent(
             GateStatus::Skipped,
             vec!["the run was cancelled during the review".into()],
         ),
-    })
+    };
+    Ok((report, void))
 }
 
 /// What a `self`-verified agent is told: the outputs, the gates, and the exact command.
