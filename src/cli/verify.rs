@@ -173,6 +173,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         cancel: &cancel,
         grace,
         redactor: std::sync::Arc::new(pipeline.redactor()),
+        phases: &pipeline.phases,
     };
     let gates = runtime.block_on(Inspection::outside_run(&scene, &phase, &now).judge(&mut |_| {}));
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);

@@ -157,6 +157,7 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
             cancel: &cancel,
             grace: options.grace,
             redactor: Arc::clone(&redactor),
+            phases: &pipeline.phases,
         };
         let gates = Inspection::outside_run(&scene, &checked, snapshot)
             .judge(&mut |report| {

@@ -33,6 +33,8 @@ pub struct Scene<'a> {
     pub grace: Duration,
     /// The pipeline's secrets, taken out of every log and detail.
     pub redactor: Arc<Redactor>,
+    /// Every phase of the pipeline: a near miss never points at a file another phase declares.
+    pub phases: &'a [Phase],
 }
 
 /// What an attempt changed: the diff from the workspace when it began to now, and apart from it
@@ -157,6 +159,7 @@ fn context<'a>(
         grace: scene.grace,
         exclude: scene.exclude,
         alongside,
+        phases: scene.phases,
     }
 }
 

@@ -326,3 +326,28 @@ fn a_verifier_that_answers_on_its_second_try_passes_the_phase() {
     assert_eq!(read("verifier-ran"), "review\nreview\n");
     assert_eq!(status(test.path(), "a"), "passed");
 }
+
+#[test]
+fn a_near_miss_never_points_at_another_phases_declared_output() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "plan" {
+    run "mkdir -p docs/plans && echo plan > docs/plans/split_at.md"
+    outputs { file "docs/plans/split_at.md" }
+}
+phase "docs" {
+    depends-on "plan"
+    run "mkdir -p notes && echo stray > notes/split_at.md"
+    outputs { file "docs/split_at.md" }
+    retries 0
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let reports = gates(test.path(), "docs", 1);
+    let outputs = gate(&reports, "outputs");
+    assert_eq!(
+        outputs["details"][0],
+        "missing `docs/split_at.md`; found `notes/split_at.md` — written to the wrong folder?"
+    );
+}

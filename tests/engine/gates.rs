@@ -114,6 +114,7 @@ impl Workspace {
             cancel: &cancel,
             grace: Duration::from_millis(500),
             redactor: Arc::new(self.redactor.clone()),
+            phases: &[],
         };
         let changed = Changed {
             changes: &changes,

@@ -88,6 +88,8 @@ pub(in crate::verify) struct GateContext<'a> {
     /// `changes` leave it out (lint warns when a phase protects what another may write at the
     /// same time).
     pub(in crate::verify) alongside: &'a [&'a Phase],
+    /// Every phase of the pipeline (empty where unknown).
+    pub(in crate::verify) phases: &'a [Phase],
 }
 
 /// What helixflow says about one kind of gate, written once, in the kind's own file.

@@ -55,7 +55,7 @@ pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
     // Every file on disk, ignored or not, listed once and only when an output is missing: the
     // near misses come from it (agents write into ignored folders like `build/` or `output/`).
     let everywhere = std::cell::OnceCell::new();
-    let all = || -> &[String] { everywhere.get_or_init(|| all_files(ctx)) };
+    let all = || -> &[String] { everywhere.get_or_init(|| candidates(ctx)) };
     for output in &ctx.phase.outputs {
         match output {
             Output::File { path } => {
@@ -83,6 +83,20 @@ pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Every file on disk that may be a near miss: not a file another phase declares as its own (its
+/// `outputs` or `scope`), which the agent must not be invited to move.
+fn candidates(ctx: &GateContext<'_>) -> Vec<String> {
+    let others: Vec<_> = ctx
+        .phases
+        .iter()
+        .filter(|p| p.name.value != ctx.phase.name.value)
+        .map(super::scope::claims)
+        .collect();
+    let mut files = all_files(ctx);
+    files.retain(|f| !others.iter().any(|claim| claim.is_match(f)));
+    files
 }
 
 /// A detail for each path listed under `key` in `doc` that does not exist, or why the list cannot

@@ -119,7 +119,7 @@ pub(crate) fn claimed_by_others(
 
 /// The files a phase declares as its own: its `scope` globs and its `file` and `glob` outputs.
 /// Globs that do not compile claim nothing (the phase's own gates report them).
-fn claims(phase: &Phase) -> GlobSet {
+pub(super) fn claims(phase: &Phase) -> GlobSet {
     let outputs = phase.outputs.iter().filter_map(|output| match output {
         Output::File { path } => Some(globset::escape(&clean(path))),
         Output::Glob { pattern, .. } => Some(clean(pattern)),
