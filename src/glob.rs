@@ -17,9 +17,3 @@ pub(crate) fn set<'a>(patterns: impl IntoIterator<Item = &'a String>) -> GlobSet
     }
     builder.build().unwrap_or_default()
 }
-
-/// Whether `pattern` names one path, with no wildcard: `protect ".env"` does, `protect "src/**"`
-/// does not.
-pub(crate) fn is_literal(pattern: &str) -> bool {
-    !pattern.contains(['*', '?', '[', '{', '\\'])
-}

@@ -1,7 +1,8 @@
 //! helixflow: verifiable multi-phase pipelines for AI coding agents.
 //!
 //! Data flows one way: text → checked model ([`language`]) → DAG ([`graph`]) → engine → events →
-//! reporters.
+//! reporters. `ARCHITECTURE.md` at the root of the repository maps the layers and says where a
+//! new gate kind, response format, subcommand or reporter goes.
 
 /// `eprintln!` that never panics: with standard error closed (`helixflow run 2>&1 | head -1`) the
 /// message is lost, but the command still ends with its own exit code instead of a panic.
@@ -42,8 +43,7 @@ pub use diagnostics::{
 pub use event::sink::{EventSink, Sinks};
 pub use event::{
     AttemptOutcome, CheckKind, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
-    ReportKind, RunStatus,
-    Stamped, TimeoutKind,
+    ReportKind, RunStatus, Stamped, TimeoutKind,
 };
 pub use language::{Compilation, FsLoader, Loader, Options, compile};
 pub use model::{Agent, Language, Phase, Pipeline, ResponseFormat};

@@ -307,7 +307,7 @@ pub(super) fn sinks(
         // `-` means standard output to --events; here it would quietly be a file named `-`.
         if path.as_os_str() == "-" {
             return Err(
-                "--junit needs a file name: a JUnit report is not written to standard output                  (`--events -` is)"
+                "--junit needs a file name: a JUnit report is not written to standard output (`--events -` is)"
                     .to_owned(),
             );
         }

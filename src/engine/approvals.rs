@@ -31,8 +31,7 @@ pub(crate) async fn decide(
             .clone()
             .unwrap_or_else(|| format!("Approve the work of phase \"{}\"?", phase.name.value));
         let started = Instant::now();
-        let (status, details) =
-            ask(run, phase, attempt, dir, &gate.name, &question, reports).await;
+        let (status, details) = ask(run, phase, attempt, dir, &gate.name, &question, reports).await;
         let report = GateReport {
             name: gate.name.clone(),
             kind: CheckKind::Approval.as_str().into(),

@@ -218,11 +218,8 @@ pub(crate) fn snapshot_options(
     SnapshotOptions {
         exclude: ctx.excluded.clone(),
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
-        // Ignored files are recorded only where a `protect` pattern names them (`.env`): caches
-        // and build artifacts under a protected folder (`__pycache__/`) are not the agent's work,
-        // and tests that run make them. Lint rejects a glob that does not compile; the
-        // `protect` gate reports it all the same.
-        protected: ProtectedPaths::new(&named_protected(phase)).ok().flatten(),
+        // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
+        protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
         only_protected: false,
         rules,
     }
@@ -254,14 +251,4 @@ pub(crate) async fn take_snapshot(
         run.state.snapshots.keep(&snapshot);
     }
     Ok(snapshot)
-}
-
-/// The phase's `protect` patterns that name one file: the only ignored files its snapshots record.
-fn named_protected(phase: &Phase) -> Vec<String> {
-    phase
-        .protect
-        .iter()
-        .filter(|pattern| crate::glob::is_literal(pattern))
-        .cloned()
-        .collect()
 }

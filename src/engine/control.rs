@@ -126,15 +126,28 @@ async fn verify(run: &Run, request: &VerifyRequest) -> VerifyResponse {
         return refusal(format!("cannot write {}: {e}", logs.display()));
     }
     let scene = scene(run, &live.workspace, &env, &logs);
-    let inspection =
-        Inspection::for_receipt(&scene, phase, &observed.after, observed.changed(), &alongside);
+    let inspection = Inspection::for_receipt(
+        &scene,
+        phase,
+        &observed.after,
+        observed.changed(),
+        &alongside,
+    );
     let gates = inspection.judge(&mut |_| {}).await;
     let success = gates.iter().all(|g| g.status != GateStatus::Failed);
     let mut paths = resolve_outputs(&live.workspace, phase, &run.ctx.excluded);
     paths.extend(observed.changes.all().map(str::to_owned));
     paths.sort();
     paths.dedup();
-    write_receipt(&live, number, success, &gates, &observed.after, &paths, &run.ctx.redactor);
+    write_receipt(
+        &live,
+        number,
+        success,
+        &gates,
+        &observed.after,
+        &paths,
+        &run.ctx.redactor,
+    );
     if let Ok(mut receipts) = live.receipts.lock() {
         receipts.push(Receipt {
             success,

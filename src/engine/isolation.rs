@@ -71,11 +71,7 @@ impl Worktree {
     }
 
     /// Makes the worktree of attempt `attempt` of `phase` from the workspace as it is now.
-    pub(crate) async fn create(
-        run: &Run,
-        phase: &Phase,
-        attempt: u32,
-    ) -> io::Result<Worktree> {
+    pub(crate) async fn create(run: &Run, phase: &Phase, attempt: u32) -> io::Result<Worktree> {
         let workspace = run.ctx.pipeline.workspace.clone();
         // Absolute: the watchdog is told this path, and git resolves it from the repository.
         let root = std::path::absolute(worktrees_dir(run))?

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::context::{Run, gate_env, snapshot_options, split_bookkeeping, take_snapshot};
 use crate::model::Phase;
+use crate::verify::gates::judged_where_ignored;
 use crate::verify::judge::{Changed, Scene};
 use crate::workspace::{Changes, Snapshot};
 
@@ -47,6 +48,13 @@ pub(crate) async fn observe(
         Snapshot::default()
     };
     let mut changes = before.map(|before| before.diff(&after)).unwrap_or_default();
+    // Ignored files are in the snapshots only because a `protect` pattern reaches them; those
+    // that are caches under a protected tree are nobody's change.
+    if let Some(rules) = before.and_then(|before| before.ignore_rules())
+        && !phase.protect.is_empty()
+    {
+        changes.split_off(|path| !judged_where_ignored(&rules, workspace, &phase.protect, path));
+    }
     let bookkeeping = split_bookkeeping(&run.ctx.pipeline, phase, &mut changes);
     Ok(Observed {
         after,

@@ -86,9 +86,7 @@ pub(crate) async fn execute(
         &pipeline.name,
         &pipeline.file,
         resumes.clone(),
-        selected
-            .iter()
-            .map(|&id| pipeline[id].name.value.clone()),
+        selected.iter().map(|&id| pipeline[id].name.value.clone()),
     )?;
     let sinks = reporters.with_first(vec![
         Box::new(journal) as Box<dyn EventSink>,
@@ -180,10 +178,10 @@ pub(crate) async fn execute(
     }
 
     let status = run.state.cancel.status().unwrap_or(if any_failed {
-            RunStatus::Failed
-        } else {
-            RunStatus::Passed
-        });
+        RunStatus::Failed
+    } else {
+        RunStatus::Passed
+    });
     let exit_code = match status {
         RunStatus::Passed => crate::exit::SUCCESS,
         RunStatus::Failed | RunStatus::TimedOut => crate::exit::FAILURE,

@@ -141,7 +141,8 @@ impl ReportKind {
             "self" => Self::SelfCheck,
             "sub-agent" => Self::SubAgent,
             "worktree" => Self::Worktree,
-            name => CheckKind::from_name(name).map_or_else(|| Self::Unknown(name.to_owned()), Self::Gate),
+            name => CheckKind::from_name(name)
+                .map_or_else(|| Self::Unknown(name.to_owned()), Self::Gate),
         }
     }
 }

@@ -72,6 +72,23 @@ impl RunSummary {
     }
 }
 
+/// The newest run in `runs_dir`, other than `except`, in which `phase` passed.
+pub(crate) fn last_passed(runs_dir: &Path, phase: &str, except: &str) -> Option<String> {
+    let runs = super::run::list_runs(runs_dir).ok()?;
+    runs.iter()
+        .rev()
+        .filter(|run| run.run_id != except)
+        .find(|run| {
+            RunSummary::read(run).is_ok_and(|summary| {
+                summary
+                    .phases
+                    .iter()
+                    .any(|p| p.name == phase && p.status == "passed")
+            })
+        })
+        .map(|run| run.run_id.clone())
+}
+
 /// Whether a process still exists.
 fn process_exists(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::gates::{self, GateContext, checks_response, info};
-use crate::event::{GateReport, GateStatus};
+use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::Phase;
 use crate::process::Cancel;
 use crate::redact::Redactor;
@@ -60,6 +60,8 @@ enum Situation {
 pub struct Inspection<'a> {
     context: GateContext<'a>,
     situation: Situation,
+    /// The earlier run in which the phase passed, for a re-run whose work is already in place.
+    passed_before: Option<String>,
 }
 
 /// What an inspection judges until it is told of changes: none.
@@ -87,6 +89,17 @@ impl<'a> Inspection<'a> {
         Inspection {
             context,
             situation: Situation::AfterAttempt,
+            passed_before: None,
+        }
+    }
+
+    /// The phase passed in run `run_id` before: a re-run that changes nothing, because its work
+    /// is already in place, passes `changes` when every other gate passes.
+    #[must_use]
+    pub fn passed_before(self, run_id: Option<String>) -> Self {
+        Inspection {
+            passed_before: run_id,
+            ..self
         }
     }
 
@@ -102,6 +115,7 @@ impl<'a> Inspection<'a> {
         Inspection {
             context: context(scene, phase, now, changed, alongside),
             situation: Situation::Receipt,
+            passed_before: None,
         }
     }
 
@@ -116,6 +130,7 @@ impl<'a> Inspection<'a> {
         Inspection {
             context: context(scene, phase, now, nothing, &[]),
             situation: Situation::OutsideRun,
+            passed_before: None,
         }
     }
 
@@ -125,16 +140,48 @@ impl<'a> Inspection<'a> {
     pub async fn judge(&self, on_report: &mut (dyn FnMut(&GateReport) + Send)) -> Vec<GateReport> {
         let situation = self.situation;
         let phase = self.context.phase;
+        // With an earlier pass, `changes` is decided once every other gate is known.
+        let nothing_changed = self.passed_before.is_some() && self.own_changes() == 0;
+        let held = |report: &GateReport| nothing_changed && report.is(CheckKind::Changes);
         let mut reports = gates::run_gates(&self.context, &mut |report| {
             let mut report = report.clone();
             skip_unjudged(situation, phase, &mut report);
-            on_report(&report);
+            if !held(&report) {
+                on_report(&report);
+            }
         })
         .await;
         for report in &mut reports {
             skip_unjudged(situation, phase, report);
         }
+        if nothing_changed {
+            let others_pass = reports
+                .iter()
+                .filter(|r| !r.is(CheckKind::Changes))
+                .all(|r| r.status != GateStatus::Failed);
+            for report in reports.iter_mut().filter(|r| held(r)) {
+                if others_pass && report.status == GateStatus::Failed {
+                    report.status = GateStatus::Passed;
+                    report.details = vec![format!(
+                        "nothing changed, and nothing had to: the phase passed in run {} and its \
+                         work is in place (every other gate passed)",
+                        self.passed_before.as_deref().unwrap_or_default()
+                    )];
+                }
+                on_report(report);
+            }
+        }
         reports
+    }
+
+    /// How many of the changes are the phase's own (not claimed by a phase alongside).
+    fn own_changes(&self) -> usize {
+        let theirs = gates::claimed_by_others(self.context.phase, self.context.alongside);
+        self.context
+            .changes
+            .all()
+            .filter(|path| !theirs(path))
+            .count()
     }
 }
 

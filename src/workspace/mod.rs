@@ -56,6 +56,7 @@ mod unix;
 #[cfg(unix)]
 use unix as os;
 
+pub(crate) use rules::protect_root;
 pub use rules::{IgnoreRules, ProtectedPaths};
 pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
 

@@ -222,18 +222,28 @@ impl IgnoreRules {
     /// Whether these rules ignore the file at `rel` (relative, forward slashes) in the workspace
     /// `root`: the file itself, or a folder on its way, is ignored, as a walk would find.
     pub(crate) fn ignores(&self, root: &Path, rel: &str) -> bool {
+        self.ignores_entry(root, rel, false)
+    }
+
+    /// Like [`IgnoreRules::ignores`], for a file or (`is_dir`) a folder.
+    pub(crate) fn ignores_entry(&self, root: &Path, rel: &str, is_dir: bool) -> bool {
         let outer = &self.0.outer;
         let mut level = Level::recorded(self, "", None);
         let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
         let mut key = String::new();
         for (i, part) in parts.iter().enumerate() {
-            let is_dir = i + 1 < parts.len();
+            let folder = i + 1 < parts.len();
             key.push_str(part);
             let from_above = outer.canonical.join(&key);
-            if outer.ignored(level.as_deref(), &root.join(&key), &from_above, is_dir) {
+            if outer.ignored(
+                level.as_deref(),
+                &root.join(&key),
+                &from_above,
+                folder || is_dir,
+            ) {
                 return true;
             }
-            if is_dir {
+            if folder {
                 key.push('/');
                 level = Level::recorded(self, &key, level.as_ref());
             }
@@ -378,4 +388,23 @@ fn first_line(path: &Path) -> Option<String> {
     use std::io::BufRead;
     let file = File::open(path).ok()?;
     io::BufReader::new(file).lines().next()?.ok()
+}
+
+/// Where a `protect` pattern points: the path it names, or the folder before its first wildcard
+/// (`data` for `data/**`), and whether that is a folder; `None` for a pattern that starts with a
+/// wildcard.
+pub(crate) fn protect_root(pattern: &str) -> Option<(String, bool)> {
+    let parts: Vec<&str> = pattern
+        .split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect();
+    let literal: Vec<&str> = parts
+        .iter()
+        .take_while(|part| !part.contains(['*', '?', '[', '{', '\\']))
+        .copied()
+        .collect();
+    if literal.is_empty() {
+        return None;
+    }
+    Some((literal.join("/"), literal.len() < parts.len()))
 }

@@ -46,7 +46,11 @@ fn status(workspace: &Path, phase: &str) -> String {
 fn gates(workspace: &Path, phase: &str, attempt: u32) -> Vec<Value> {
     let path = latest_run(workspace).join(format!("phases/{phase}/attempt-{attempt}/gates.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str::<Value>(&text).unwrap().as_array().unwrap().clone()
+    serde_json::from_str::<Value>(&text)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 fn gate<'g>(reports: &'g [Value], name: &str) -> &'g Value {
@@ -164,7 +168,10 @@ phase "work" {
     assert_eq!(gate(&second, "outputs")["status"], "passed");
     let protect = gate(&second, "protect");
     assert_eq!(protect["status"], "failed", "{protect}");
-    assert_eq!(protect["details"][0], "protected file `src/core.py` was modified");
+    assert_eq!(
+        protect["details"][0],
+        "protected file `src/core.py` was modified"
+    );
     let scope = gate(&second, "scope");
     assert_eq!(scope["status"], "failed", "{scope}");
     assert!(
@@ -293,8 +300,16 @@ fn a_verifier_that_gives_no_verdict_is_asked_again_and_never_reruns_the_worker()
     let out = test.with_args(&["run", "--no-progress"]).run();
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     let read = |name: &str| std::fs::read_to_string(markers.path().join(name)).unwrap();
-    assert_eq!(read("worker-ran"), "run\n", "the worker ran once, its gates passed");
-    assert_eq!(read("verifier-ran"), "review\nreview\n", "the verifier was asked twice");
+    assert_eq!(
+        read("worker-ran"),
+        "run\n",
+        "the worker ran once, its gates passed"
+    );
+    assert_eq!(
+        read("verifier-ran"),
+        "review\nreview\n",
+        "the verifier was asked twice"
+    );
     let phase = run_phase(test.path(), "a");
     assert_eq!(phase["status"], "failed");
     let reason = phase["reason"].as_str().unwrap_or_default();
@@ -303,8 +318,14 @@ fn a_verifier_that_gives_no_verdict_is_asked_again_and_never_reruns_the_worker()
         "{phase:#}"
     );
     let run = latest_run(test.path());
-    assert!(run.join("phases/a/attempt-1/review-2").is_dir(), "each review keeps its own folder");
-    assert!(!run.join("phases/a/attempt-2").exists(), "no second attempt of the worker");
+    assert!(
+        run.join("phases/a/attempt-1/review-2").is_dir(),
+        "each review keeps its own folder"
+    );
+    assert!(
+        !run.join("phases/a/attempt-2").exists(),
+        "no second attempt of the worker"
+    );
 }
 
 const FLAKY_VERIFIER: &str = r#"import json, os
@@ -349,5 +370,64 @@ phase "docs" {
     assert_eq!(
         outputs["details"][0],
         "missing `docs/split_at.md`; found `notes/split_at.md` — written to the wrong folder?"
+    );
+}
+
+const IDEMPOTENT: &str = r#"pipeline "p"
+phase "work" {
+    run "echo done > out.txt"
+    outputs { file "out.txt" }
+    gates {
+        changes min=1
+        command "test -f out.txt && ! test -e broken" name="check"
+    }
+    retries 0
+}
+"#;
+
+#[test]
+fn a_rerun_whose_work_is_already_in_place_passes_changes() {
+    let test = Test::new().pipeline(IDEMPOTENT);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let first = latest_run(test.path());
+    let out = test.with_args(&["run", "--no-progress", "--force"]).run();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let reports = gates(test.path(), "work", 1);
+    let changes = gate(&reports, "changes");
+    assert_eq!(changes["status"], "passed");
+    let run_id = first.file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        changes["details"][0],
+        format!(
+            "nothing changed, and nothing had to: the phase passed in run {run_id} and its work is in place (every other gate passed)"
+        )
+    );
+}
+
+#[test]
+fn a_rerun_that_changes_nothing_still_fails_changes_when_another_gate_fails() {
+    let test = Test::new().pipeline(IDEMPOTENT);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    std::fs::write(test.path().join("broken"), "").unwrap();
+    test.with_args(&["run", "--no-progress", "--force"])
+        .run()
+        .code(1);
+    let reports = gates(test.path(), "work", 1);
+    assert_eq!(gate(&reports, "check")["status"], "failed");
+    let changes = gate(&reports, "changes");
+    assert_eq!(changes["status"], "failed");
+    assert_eq!(
+        changes["details"][0],
+        "the attempt changed 0 files; at least 1 expected — was the work done?"
+    );
+}
+
+#[test]
+fn a_first_run_that_changes_nothing_fails_changes() {
+    let test = Test::new().file("out.txt", "done\n").pipeline(IDEMPOTENT);
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(
+        gate(&gates(test.path(), "work", 1), "changes")["status"],
+        "failed"
     );
 }

@@ -9,9 +9,9 @@ use helixflow::Cancel;
 use helixflow::Phase;
 use helixflow::Redactor;
 use helixflow::{AgentFailure, feedback};
+use helixflow::{Changed, Inspection, Scene, gates};
 use helixflow::{Changes, Snapshot, SnapshotOptions};
 use helixflow::{FsLoader, compile};
-use helixflow::{Changed, Inspection, Scene, gates};
 use helixflow::{GateReport, GateStatus, TimeoutKind};
 
 /// A temporary workspace with a snapshot taken "before the attempt".

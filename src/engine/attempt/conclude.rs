@@ -303,8 +303,10 @@ pub(super) async fn escalate(run: &Run, phase: &Phase) {
         dir.join("escalate.stderr"),
     );
     spec.env = gate_env(&run.ctx.pipeline, phase);
-    spec.env
-        .push(("HELIXFLOW_RUN_DIR".into(), run.ctx.folder.path.clone().into()));
+    spec.env.push((
+        "HELIXFLOW_RUN_DIR".into(),
+        run.ctx.folder.path.clone().into(),
+    ));
     spec.env
         .push(("HELIXFLOW_PHASE".into(), phase.name.value.clone().into()));
     spec.grace = run.ctx.options.grace;

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::context::{Run, millis};
-use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use super::isolation::{Applied, Worktree};
+use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use crate::event::usage::{FailureClass, Spend, Usage};
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind};
 use crate::model::UnknownCost;
@@ -112,14 +112,7 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
         };
         if let Some(reason) = &result.fatal {
-            conclude::could_not_run(
-                &run,
-                phase,
-                attempt,
-                max_attempts,
-                attempt_started,
-                reason,
-            );
+            conclude::could_not_run(&run, phase, attempt, max_attempts, attempt_started, reason);
         }
         if let Some(usage) = &result.usage {
             spend.add(usage);
@@ -321,8 +314,7 @@ async fn one_attempt(
         Ok(exit) => exit,
         Err(ended) => return Ok(ended),
     };
-    let (mut agent_failure, response) =
-        worker::agent_result(run, phase, &exit, &current.dir).await;
+    let (mut agent_failure, response) = worker::agent_result(run, phase, &exit, &current.dir).await;
     if agent_failure.is_none()
         && let Some(failure) = too_many_turns(phase, &current)
     {

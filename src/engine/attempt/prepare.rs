@@ -189,7 +189,10 @@ fn agent_child(
     // `resume` may also name the previous attempt's feedback; in `command` those
     // placeholders are not replaced (lint reports them).
     if let Some(given) = &given_feedback {
-        std::fs::write(dir.join("feedback-given.md"), run.ctx.redactor.redact(given))?;
+        std::fs::write(
+            dir.join("feedback-given.md"),
+            run.ctx.redactor.redact(given),
+        )?;
         values.insert("feedback", given.clone());
         values.insert(
             "feedback_file",
@@ -283,7 +286,10 @@ fn set_environment(a: &Attempt<'_>, spec: &mut ChildSpec, feedback_file: Option<
             .iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v))),
     );
-    env.push(("HELIXFLOW_RUN_DIR".into(), run.ctx.folder.path.clone().into()));
+    env.push((
+        "HELIXFLOW_RUN_DIR".into(),
+        run.ctx.folder.path.clone().into(),
+    ));
     env.push(("HELIXFLOW_PHASE".into(), a.phase.name.value.clone().into()));
     env.push(("HELIXFLOW_ATTEMPT".into(), a.number.to_string().into()));
     if let Some(file) = feedback_file {

@@ -42,7 +42,14 @@ pub(super) async fn verify(
     let mut reports: Vec<GateReport> = Vec::new();
     let mut verifier_void = None;
     a.step("verify");
-    let observed = observe(run, phase, a.workspace(), before.as_ref(), lists_files(phase)).await?;
+    let observed = observe(
+        run,
+        phase,
+        a.workspace(),
+        before.as_ref(),
+        lists_files(phase),
+    )
+    .await?;
     if let Some(attempt_before) = starts.attempt {
         write_changes(run, phase, dir, attempt_before, &observed)?;
     }
@@ -73,7 +80,8 @@ pub(super) async fn verify(
             observed.changed(),
             &alongside,
             response,
-        );
+        )
+        .passed_before(passed_before(run, phase));
         let mut on_report = |report: &GateReport| {
             // Approval gates are decided below, once everything else passed.
             if !report.is(crate::event::CheckKind::Approval) {
@@ -85,7 +93,10 @@ pub(super) async fn verify(
     if passing(&reports) {
         approvals::decide(run, phase, attempt, dir, &mut reports, &emit).await;
     }
-    if passing(&reports) && phase.verify.contains(&VerifyMode::SubAgent) && !run.state.cancel.is_cancelled() {
+    if passing(&reports)
+        && phase.verify.contains(&VerifyMode::SubAgent)
+        && !run.state.cancel.is_cancelled()
+    {
         let empty = Snapshot::default();
         // A void review (no verdict, a verifier that failed or changed files) is the
         // verifier's failure, not the worker's: the verifier is asked again, each review in a
@@ -127,6 +138,19 @@ pub(super) async fn verify(
         after: before.is_some().then_some(observed.after),
         verifier_void,
     })
+}
+
+/// The newest earlier run in which `phase` passed, when it has a `changes` gate (the only reader).
+fn passed_before(run: &Run, phase: &Phase) -> Option<String> {
+    phase
+        .gates
+        .iter()
+        .any(|g| matches!(g.kind, GateKind::Changes { .. }))
+        .then(|| {
+            let runs = run.ctx.folder.path.parent()?;
+            crate::store::run_json::last_passed(runs, &phase.name.value, &run.ctx.folder.run_id)
+        })
+        .flatten()
 }
 
 /// How many times the verifier is asked when its review is void.

@@ -51,6 +51,7 @@ mod syntax;
 
 pub(crate) use files::{clean, glob_files};
 pub use outputs::resolve_outputs;
+pub(crate) use protect::judged_where_ignored;
 pub(crate) use scope::claimed_by_others;
 
 use command::CommandGate;

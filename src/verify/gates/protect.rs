@@ -5,7 +5,7 @@ use super::files::glob_set;
 use super::scope::LeftToOthers;
 use super::{Finding, GateContext, GateInfo, changed};
 use crate::model::Phase;
-use crate::workspace::{ProtectedPaths, Snapshot, SnapshotOptions};
+use crate::workspace::{IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions, protect_root};
 
 /// What helixflow says about the `protect` gate.
 pub(super) const INFO: GateInfo = GateInfo {
@@ -35,6 +35,30 @@ pub(super) fn protect_gate(ctx: &GateContext<'_>) -> Finding {
     let protected_of_others = others.only(|path| set.is_match(path));
     finding.details.extend(protected_of_others.notes());
     finding
+}
+
+/// Whether a change to `path` is judged, given the ignore rules `rules` of the workspace `root`
+/// and the phase's `protect` patterns. A file that is not ignored is. An ignored one is only where
+/// a pattern that matches it points into ignored ground itself: it names the file (`.env`), or
+/// its folder before the first wildcard is ignored (`data/**` with `data/` ignored). The caches
+/// and artifacts tools write into ignored folders under a protected tree (`src/**` holding
+/// `__pycache__/`) are nobody's change.
+pub(crate) fn judged_where_ignored(
+    rules: &IgnoreRules,
+    root: &std::path::Path,
+    protect: &[String],
+    path: &str,
+) -> bool {
+    if !rules.ignores(root, path) {
+        return true;
+    }
+    protect.iter().any(|pattern| {
+        let matches = crate::glob::compile_glob(&super::clean(pattern))
+            .is_ok_and(|glob| glob.compile_matcher().is_match(path));
+        matches
+            && protect_root(pattern)
+                .is_some_and(|(root_path, is_dir)| rules.ignores_entry(root, &root_path, is_dir))
+    })
 }
 
 /// Protected files as they were when last looked at, to catch a gate command or fix that changes
@@ -76,17 +100,12 @@ impl ProtectWatch {
             Ok((Some(last), now)) => {
                 let changes = last.diff(&now);
                 let rules = ctx.after.ignore_rules();
-                let named = &ctx.phase.protect;
-                // What a command makes in ignored folders (`__pycache__/`, `.pytest_cache/`) is
-                // its cache, not a change to a protected file: only files a pattern names are
-                // watched there.
-                let agents = |path: &str| {
-                    named.iter().any(|p| crate::glob::is_literal(p) && super::clean(p) == path)
-                        || rules
-                            .as_ref()
-                            .is_none_or(|rules| !rules.ignores(ctx.workspace, path))
+                let judged = |path: &str| {
+                    rules.as_ref().is_none_or(|rules| {
+                        judged_where_ignored(rules, ctx.workspace, &ctx.phase.protect, path)
+                    })
                 };
-                let changed = changed(&changes).filter(|(path, _)| agents(path));
+                let changed = changed(&changes).filter(|(path, _)| judged(path));
                 self.notes.extend(changed.map(|(path, how)| {
                     format!(
                         "protected file `{path}` was {how} while {what} ran; protected files must \
