@@ -968,6 +968,61 @@ fn runs_and_show_list_past_runs_and_feedback() {
     assert!(phase.stdout.contains("nope.txt"), "{}", phase.stdout);
 }
 
+/// `runs` and `show` take the pipeline file as every other command does, first, and `--file`
+/// still works; a file not named `pipeline.kdl` is found by neither without it.
+#[test]
+fn runs_and_show_take_the_pipeline_file_as_their_first_argument() {
+    let test = Test::new().file(
+        "project/flow.kdl",
+        "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    retries 0\n    outputs {\n        file \"nope.txt\"\n    }\n}\n",
+    );
+    test.with_args(&["run", "--no-progress", "project/flow.kdl"])
+        .run()
+        .code(1);
+    let run_id = latest_run(&test.path().join("project"))
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let listed = test.with_args(&["runs", "project/flow.kdl"]).run().code(0);
+    assert!(
+        listed.stdout.contains(&run_id) && listed.stdout.contains("failed"),
+        "{}",
+        listed.stdout
+    );
+    let by_option = test
+        .with_args(&["runs", "--file", "project/flow.kdl"])
+        .run()
+        .code(0);
+    assert_eq!(by_option.stdout, listed.stdout);
+    let shown = test.with_args(&["show", "project/flow.kdl"]).run().code(0);
+    assert!(
+        shown.stdout.starts_with(&format!("run {run_id} of \"p\"")),
+        "{}",
+        shown.stdout
+    );
+    let phase = test
+        .with_args(&["show", "project/flow.kdl", "latest", "a"])
+        .run()
+        .code(0);
+    assert!(phase.stdout.contains("nope.txt"), "{}", phase.stdout);
+    let by_option = test
+        .with_args(&["show", "--file", "project/flow.kdl", &run_id, "a"])
+        .run()
+        .code(0);
+    assert_eq!(by_option.stdout, phase.stdout);
+    // Given twice, the file is refused rather than one of the two silently chosen.
+    for args in [
+        &["runs", "project/flow.kdl", "--file", "project/flow.kdl"][..],
+        &["show", "project/flow.kdl", "--file", "project/flow.kdl"][..],
+    ] {
+        let twice = test.with_args(args).run().code(2);
+        assert!(twice.stderr.contains("given twice"), "{}", twice.stderr);
+    }
+    // Without the file, the default lookup finds no pipeline here.
+    test.with_args(&["runs"]).run().code(2);
+}
+
 #[test]
 fn every_attempt_records_its_changes_and_every_passing_phase_its_bundle() {
     let test = Test::new().pipeline(
