@@ -40,20 +40,19 @@ fn example_files() -> Vec<String> {
         .collect()
 }
 
+/// Pipelines and the libraries they import (`agents.kdl`, `template-library/lib/`) alike.
 #[test]
-fn every_example_pipeline_is_lint_clean() {
-    let pipelines: Vec<String> = example_files()
-        .into_iter()
-        .filter(|f| f.ends_with("pipeline.kdl"))
-        .collect();
+fn every_example_file_is_lint_clean() {
+    let files = example_files();
     assert!(
-        pipelines.len() >= 3,
-        "expected the bundled examples, found {pipelines:?}"
+        files.iter().filter(|f| f.ends_with("pipeline.kdl")).count() >= 3
+            && files.iter().any(|f| f.ends_with("examples/agents.kdl")),
+        "expected the bundled examples, found {files:?}"
     );
-    for pipeline in pipelines {
-        let (code, stdout, stderr) = helixflow(&["lint", "--format", "json", &pipeline]);
-        assert_eq!(code, 0, "{pipeline}: {stdout}{stderr}");
-        assert_eq!(stdout.trim(), "[]", "{pipeline} has findings: {stdout}");
+    for file in files {
+        let (code, stdout, stderr) = helixflow(&["lint", "--format", "json", &file]);
+        assert_eq!(code, 0, "{file}: {stdout}{stderr}");
+        assert_eq!(stdout.trim(), "[]", "{file} has findings: {stdout}");
     }
 }
 
