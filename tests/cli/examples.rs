@@ -148,3 +148,22 @@ fn the_agent_presets_import_cleanly_with_a_verifier_for_each_agent() {
         );
     }
 }
+
+/// Each license `Cargo.toml` names is shipped with its text.
+#[test]
+fn the_licenses_cargo_toml_names_are_shipped() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("license = \"MIT OR Apache-2.0\""),
+        "the license changed: ship its text"
+    );
+    let apache = std::fs::read_to_string(root.join("LICENSE-APACHE")).unwrap();
+    assert!(
+        apache.contains("Apache License\n                           Version 2.0, January 2004")
+    );
+    assert!(apache.contains("END OF TERMS AND CONDITIONS"));
+    let mit = std::fs::read_to_string(root.join("LICENSE-MIT")).unwrap();
+    assert!(mit.starts_with("MIT License\n"));
+    assert!(mit.contains("Permission is hereby granted, free of charge"));
+}
