@@ -127,6 +127,67 @@ phase "b" {
     assert!(!test.path().join(".helixflow").exists());
 }
 
+/// The plan shows how each phase's work is judged: `scope`, `protect`, the verify modes in the
+/// order they run, and the verifier's argv with what goes to its standard input.
+#[test]
+fn dry_run_shows_scope_protect_verify_modes_and_the_verifier() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+agent "bot" {
+    command "bot" "--prompt-file" "{{ prompt_file }}"
+}
+agent "reviewer" {
+    command "review" "--session" "{{ session_id }}" "--read-only"
+    stdin #true
+}
+phase "a" {
+    agent "bot"
+    prompt "Write src/a.py"
+    scope "src/**" "tests/**"
+    protect "adr/**"
+    verify "sub-agent" "both"
+    verifier "reviewer"
+}
+phase "b" {
+    run "true"
+}
+"#,
+    );
+    let outcome = test.with_args(&["run", "--dry-run"]).run().code(0);
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("  scope:"))
+        .unwrap_or_else(|| panic!("{}", outcome.stdout));
+    assert_eq!(
+        lines[at..at + 5],
+        [
+            "  scope: src/**, tests/**",
+            "  protect: adr/**",
+            "  verify: self, then external, then sub-agent",
+            "  verifier \"reviewer\": review --session '<new session id>' --read-only",
+            "  verifier's standard input: the review prompt",
+        ],
+        "{}",
+        outcome.stdout
+    );
+    // A phase that declares none of them is verified externally, and says so.
+    let b = lines
+        .iter()
+        .position(|l| *l == "phase \"b\" (up to 3 attempts)")
+        .unwrap();
+    assert_eq!(
+        lines[b + 1..],
+        [
+            "  will run: never passed",
+            "  run: sh -c true",
+            "  verify: external"
+        ],
+        "{}",
+        outcome.stdout
+    );
+}
+
 #[test]
 fn the_concurrency_limit_is_respected() {
     // Each step marks itself running, waits, records how many were running, and unmarks itself.
