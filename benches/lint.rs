@@ -88,6 +88,8 @@ fn main() {
         .collect();
     let options = Options {
         parse_budget: PARSE_BUDGET,
+        // As `helixflow lint` reads files.
+        accept_library: true,
     };
     println!(
         "{:<18} {:>9} {:>6} {:>12} {:>12} {:>10} {:>12} {:>7}",

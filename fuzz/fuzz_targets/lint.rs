@@ -37,6 +37,8 @@ fuzz_target!(|data: &[u8]| {
     // the fuzzer; libFuzzer's own -timeout catches anything slow outside the parse.
     let options = Options {
         parse_budget: Duration::from_millis(500),
+        // As `helixflow lint` reads files.
+        accept_library: true,
     };
     let compilation = language::compile(Path::new("fuzz.kdl"), text, &NoFiles, options);
     for diagnostic in &compilation.diagnostics {

@@ -33,9 +33,18 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
     })
 }
 
-/// Compiles a read file against the real file system.
+/// Compiles a read file against the real file system, as a pipeline.
 pub(crate) fn compile(input: &Input) -> Compilation {
     language::compile(&input.path, &input.text, &FsLoader, Options::default())
+}
+
+/// Compiles a read file as lint checks it: a library for `import` is a file in its own right.
+pub(crate) fn compile_for_lint(input: &Input) -> Compilation {
+    let options = Options {
+        accept_library: true,
+        ..Options::default()
+    };
+    language::compile(&input.path, &input.text, &FsLoader, options)
 }
 
 /// Whether human output may use colour and Unicode graphics.

@@ -9,7 +9,8 @@ use crate::diagnostics::{self, Diagnostic, Format, Sources};
 /// Arguments of `helixflow lint`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Pipeline files; `-` reads standard input.
+    /// Pipeline files, or libraries for `import` (agents and templates); `-` reads standard
+    /// input.
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
     /// How to print the findings.
@@ -41,7 +42,7 @@ pub(crate) fn run(args: &Args) -> i32 {
                 continue;
             }
         };
-        let compilation = input::compile(&read);
+        let compilation = input::compile_for_lint(&read);
         let remap = sources.append(&compilation.sources);
         for diagnostic in compilation.diagnostics {
             let diagnostic = remap.diagnostic(diagnostic);

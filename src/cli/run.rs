@@ -14,7 +14,7 @@ use crate::engine::{Bundles, RunOptions, attempt_prompt, execute};
 use crate::event::CheckKind;
 use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
-use crate::model::{Pipeline, Worker};
+use crate::model::{Phase, Pipeline, VerifyMode, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, ProgressPause, Summary};
 use crate::store::run_json::RunSummary;
 
@@ -472,6 +472,54 @@ fn plan(
         if !gates.is_empty() {
             let _ = writeln!(out, "  gates: {}", gates.join(", "));
         }
+        verification(&mut out, pipeline, phase);
     }
     out
+}
+
+/// A phase's `scope`, `protect`, verify modes and, for `sub-agent`, the verifier's argv.
+fn verification(out: &mut String, pipeline: &Pipeline, phase: &Phase) {
+    if !phase.scope.is_empty() {
+        let _ = writeln!(out, "  scope: {}", phase.scope.join(", "));
+    }
+    if !phase.protect.is_empty() {
+        let _ = writeln!(out, "  protect: {}", phase.protect.join(", "));
+    }
+    // Each mode runs only when the ones before it passed.
+    let modes: Vec<&str> = phase
+        .verify
+        .iter()
+        .map(|mode| match mode {
+            VerifyMode::SelfCheck => "self",
+            VerifyMode::External => "external",
+            VerifyMode::SubAgent => "sub-agent",
+        })
+        .collect();
+    let _ = writeln!(out, "  verify: {}", modes.join(", then "));
+    let Some(name) = phase
+        .verifier
+        .as_ref()
+        .filter(|_| phase.verify.contains(&VerifyMode::SubAgent))
+    else {
+        return;
+    };
+    let Some(verifier) = pipeline.agents.get(&name.value) else {
+        return;
+    };
+    let values = BTreeMap::from([
+        ("prompt", "<the review prompt>".to_owned()),
+        ("prompt_file", "<a copy of the review prompt>".to_owned()),
+        ("phase", phase.name.value.clone()),
+        ("attempt", "N".to_owned()),
+        ("workspace", pipeline.workspace.display().to_string()),
+        ("session_id", "<new session id>".to_owned()),
+    ]);
+    let argv: Vec<String> = render_argv(&verifier.command, &values)
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect();
+    let _ = writeln!(out, "  verifier \"{}\": {}", name.value, argv.join(" "));
+    if verifier.stdin {
+        let _ = writeln!(out, "  verifier's standard input: the review prompt");
+    }
 }

@@ -16,6 +16,9 @@ use crate::store::run_json::RunSummary;
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunsArgs {
     /// The pipeline file whose runs to list (default: the nearest helixflow.kdl or pipeline.kdl).
+    #[arg(value_name = "FILE")]
+    pipeline: Option<PathBuf>,
+    /// The pipeline file, as FILE gives it.
     #[arg(long, global = true)]
     file: Option<PathBuf>,
     #[command(subcommand)]
@@ -45,17 +48,67 @@ struct MergeArgs {
 /// Arguments of `helixflow show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// A run id, or `latest` (the default).
-    run: Option<String>,
-    /// A phase: show its attempts and their feedback.
-    phase: Option<String>,
-    /// The pipeline file whose runs to look in (default: the nearest helixflow.kdl or pipeline.kdl).
+    /// The pipeline file whose runs to look in, when the first word names a file (one that
+    /// exists, or a `.kdl` path; default: the nearest helixflow.kdl or pipeline.kdl); then a run
+    /// id, or `latest` (the default); then a phase, to show its attempts and their feedback.
+    #[arg(value_names = ["FILE", "RUN", "PHASE"], num_args = 0..=3)]
+    words: Vec<String>,
+    /// The pipeline file, as FILE gives it.
     #[arg(long)]
     file: Option<PathBuf>,
 }
 
+/// What `helixflow show` was asked for, its words told apart.
+struct ShowTarget {
+    file: Option<PathBuf>,
+    run: Option<String>,
+    phase: Option<String>,
+}
+
+impl ShowArgs {
+    /// The pipeline file, the run and the phase. A first word that names a file is the pipeline
+    /// file (as for every other command); a run id never does, being a time stamp.
+    fn target(&self) -> Result<ShowTarget, String> {
+        let mut words = self.words.iter();
+        let mut file = self.file.clone();
+        let first = words.clone().next();
+        if let Some(first) = first
+            && names_a_file(first)
+        {
+            if file.is_some() {
+                return Err(
+                    "the pipeline file is given twice, as FILE and `--file`; give one".to_owned(),
+                );
+            }
+            file = Some(PathBuf::from(first));
+            words.next();
+        }
+        let run = words.next().cloned();
+        let phase = words.next().cloned();
+        if let Some(extra) = words.next() {
+            return Err(format!(
+                "unexpected `{extra}`: `helixflow show [FILE] [RUN] [PHASE]` takes a run and a phase"
+            ));
+        }
+        Ok(ShowTarget { file, run, phase })
+    }
+}
+
+/// Whether a word of `show` is a pipeline file rather than a run id or a phase name.
+fn names_a_file(word: &str) -> bool {
+    let path = std::path::Path::new(word);
+    path.extension().is_some_and(|e| e == "kdl") || path.is_file()
+}
+
 pub(crate) fn runs(args: &RunsArgs) -> i32 {
-    let dir = match input::runs_dir(args.file.clone()) {
+    // `--file` is also `merge`'s, which a conflict declared here would break.
+    let file = match (&args.pipeline, &args.file) {
+        (Some(_), Some(_)) => {
+            return input::fail("the pipeline file is given twice, as FILE and `--file`; give one");
+        }
+        (pipeline, file) => pipeline.clone().or_else(|| file.clone()),
+    };
+    let dir = match input::runs_dir(file) {
         Ok(dir) => dir,
         Err(code) => return code,
     };
@@ -113,6 +166,10 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
 }
 
 pub(crate) fn show(args: &ShowArgs) -> i32 {
+    let args = match args.target() {
+        Ok(target) => target,
+        Err(e) => return input::fail(&e),
+    };
     let dir = match input::runs_dir(args.file.clone()) {
         Ok(dir) => dir,
         Err(code) => return code,

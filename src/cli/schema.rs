@@ -105,15 +105,25 @@ pub(crate) fn run(args: &Args) -> i32 {
     let mut stale = false;
     for (name, content) in generated() {
         let path = args.dir.join(name);
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        if current == content {
+        let current = std::fs::read_to_string(&path);
+        if current.as_ref().is_ok_and(|current| *current == content) {
             continue;
         }
         if args.check {
-            say!(
-                "{} is stale; run `helixflow schema` to regenerate it",
-                path.display()
-            );
+            match current {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => say!(
+                    "{} is missing; run `helixflow schema` to write it",
+                    path.display()
+                ),
+                Err(e) => say!(
+                    "{} cannot be read ({e}); run `helixflow schema` to write it",
+                    path.display()
+                ),
+                Ok(_) => say!(
+                    "{} is stale; run `helixflow schema` to regenerate it",
+                    path.display()
+                ),
+            }
             stale = true;
         } else if let Err(e) =
             std::fs::create_dir_all(&args.dir).and_then(|()| std::fs::write(&path, content))

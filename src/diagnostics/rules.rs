@@ -256,11 +256,13 @@ rules! {
         help: "Add or remove the `{ … }` block as the message says.";
 
     /// ## What it catches
-    /// A file given to `lint` or `run` without a `pipeline` node.
+    /// A file with phases (or `defaults`) but no `pipeline` node, or a library for `import` given
+    /// to a command that runs a pipeline (`run`, `check`, `graph`, …).
     ///
     /// ## Why
-    /// The `pipeline` node names the run and holds its settings. A file without one is a template
-    /// library, which is imported, not run.
+    /// The `pipeline` node names the run and holds its settings. A file of only agents, templates
+    /// and imports is a library, which is imported, not run: `lint` and the language server
+    /// check it as one, and do not ask it for a pipeline.
     ///
     /// ## Example
     /// ```kdl

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::context::{Run, millis};
-use crate::event::{CheckKind, Event, GateReport, GateStatus};
+use crate::event::{AWAITING_APPROVAL_STEP, CheckKind, Event, GateReport, GateStatus};
 use crate::model::{GateKind, Phase};
 
 pub(crate) use super::approver::{
@@ -99,7 +99,7 @@ async fn ask(
         phase: phase.name.value.clone(),
         attempt,
         step: format!(
-            "awaiting approval: helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
+            "{AWAITING_APPROVAL_STEP}: helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
             run = run.ctx.folder.run_id,
             phase = crate::agent::prompt::shell_quote(&phase.name.value)
         ),

@@ -151,6 +151,10 @@ impl std::fmt::Display for CancelReason {
 /// The step in which a `run` step's command runs (an agent runs in step `agent`).
 pub const RUN_STEP: &str = "run";
 
+/// How the step of an attempt waiting for `helixflow approve` begins: plain reports show it,
+/// since nothing else says why the run is quiet.
+pub(crate) const AWAITING_APPROVAL_STEP: &str = "awaiting approval";
+
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]

@@ -48,12 +48,18 @@ impl Compilation {
 pub struct Options {
     /// Time budget of each file's parse.
     pub parse_budget: Duration,
+    /// Whether a library for `import` (agents, templates and imports, with no `pipeline`,
+    /// `phase` or `defaults`) is a file in its own right, as lint and the language server see
+    /// it. Either way a library is checked as one; when it is not accepted (a command that runs
+    /// the file), its missing `pipeline` is reported too (HF120).
+    pub accept_library: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             parse_budget: parse::PARSE_BUDGET,
+            accept_library: false,
         }
     }
 }
@@ -118,6 +124,23 @@ impl Compiler<'_> {
 
         let pipelines: Vec<&KdlNode> = nodes_named(&document, "pipeline").collect();
         let Some(&pipeline_node) = pipelines.first() else {
+            if is_library(&document) {
+                // Checked as it is when imported: its imports, agents and templates.
+                self.load_imports(&document, &folder, file);
+                self.collect_definitions(&document, file, path, true);
+                if !self.options.accept_library {
+                    self.diagnostics.push(
+                        Diagnostic::new(
+                            &rules::MISSING_PIPELINE,
+                            Span::new(file, 0, 0),
+                            "the file has no `pipeline` node: it is a library for `import`",
+                        )
+                        .label("agents and templates, nothing to run")
+                        .help("Run a pipeline that imports this file; `helixflow lint` checks a library as it is."),
+                    );
+                }
+                return None;
+            }
             self.diagnostics.push(
                 Diagnostic::new(
                     &rules::MISSING_PIPELINE,
@@ -728,6 +751,16 @@ impl Compiler<'_> {
         }
         values
     }
+}
+
+/// Whether a file without a `pipeline` is a library for `import`: it defines agents, templates
+/// or imports, and nothing that belongs to a pipeline (`phase`, `defaults`).
+fn is_library(document: &KdlDocument) -> bool {
+    let has = |name: &'static str| nodes_named(document, name).next().is_some();
+    !has("pipeline")
+        && !has("phase")
+        && !has("defaults")
+        && (has("agent") || has("template") || has("import"))
 }
 
 fn nodes_named<'d>(

@@ -14,7 +14,6 @@ use super::documents::Overlay;
 use super::position::LineIndex;
 use super::uri;
 use crate::diagnostics::{Diagnostic, FileId, Severity, Sources, Span, rules};
-use crate::language::kdl::tolerant;
 use crate::language::{self, Options};
 
 /// How long the KDL parser may take on one file of a check. Shorter than `lint`'s: an editor
@@ -87,19 +86,11 @@ pub(crate) struct Outcome {
 pub(crate) fn run(job: Job) -> Outcome {
     let options = Options {
         parse_budget: PARSE_BUDGET,
+        // A file of agents and templates is meant to be imported: it has no pipeline of its own.
+        accept_library: true,
     };
     let compilation = language::compile(&job.path, &job.text, &job.overlay, options);
-    // A file of agents and templates is meant to be imported: it has no pipeline of its own.
-    let library = compilation
-        .diagnostics
-        .iter()
-        .any(|d| d.rule == &rules::MISSING_PIPELINE)
-        && is_library(&job.text);
-    let diagnostics = compilation
-        .diagnostics
-        .iter()
-        .filter(|d| !(library && d.rule == &rules::MISSING_PIPELINE))
-        .collect::<Vec<_>>();
+    let diagnostics = &compilation.diagnostics;
     let converter = Converter::new(&job, &compilation.sources);
     let mut files = vec![FileFindings {
         uri: job.uri.clone(),
@@ -151,13 +142,6 @@ pub(crate) fn over_budget(budget: Duration) -> Finding {
         diagnostic,
         fix: None,
     }
-}
-
-/// Whether the text defines agents or templates and no pipeline: a library for `import`.
-fn is_library(text: &str) -> bool {
-    let tree = tolerant::parse(text);
-    let has = |name: &str| tree.nodes.iter().any(|n| n.name() == name);
-    !has("pipeline") && (has("agent") || has("template"))
 }
 
 fn severity(severity: Severity) -> DiagnosticSeverity {
@@ -330,6 +314,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let outcome = run(job(dir.path(), "agent \"a\" { command \"x\" }\n"));
         assert!(outcome.files[0].findings.is_empty());
+        // Phases make it a pipeline that lacks its `pipeline` node.
+        let outcome = run(job(
+            dir.path(),
+            "agent \"a\" { command \"x\"; }\nphase \"b\" { agent \"a\"; }\n",
+        ));
+        let codes: Vec<_> = outcome.files[0]
+            .findings
+            .iter()
+            .map(|f| f.diagnostic.code.clone())
+            .collect();
+        assert_eq!(codes, [Some(NumberOrString::String("HF120".into()))]);
         let outcome = run(job(dir.path(), "description \"x\"\n"));
         let codes: Vec<_> = outcome.files[0]
             .findings

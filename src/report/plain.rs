@@ -4,7 +4,9 @@
 
 use std::io::Write;
 
-use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped};
+use crate::event::{
+    AWAITING_APPROVAL_STEP, AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped,
+};
 
 use super::text::{one_line, sanitize};
 use crate::event::record::{AttemptRecord, RunRecord, first_line};
@@ -15,8 +17,8 @@ use crate::text::human_duration;
 const INDENT: &str = "    ";
 
 /// Writes one plain line per notable event: attempts started and finished (a failed one with what
-/// failed, the agent's exit included), failed gates with their details indented below, retries,
-/// phases finished, escalations, warnings, and the run's start and end.
+/// failed, the agent's exit included), failed gates with their details indented below, waits for
+/// approval, retries, phases finished, escalations, warnings, and the run's start and end.
 pub struct Plain<W: Write + Send> {
     out: W,
     run: RunRecord,
@@ -80,7 +82,22 @@ impl<W: Write + Send> Plain<W> {
                 let label = self.attempt_label(phase, *attempt);
                 writeln!(self.out, "[{}] attempt {label} started", one_line(phase))
             }
-            // The attempt's end says how the agent exited, and steps are for live displays.
+            // A wait for a person is the one step said here: without it the run looks hung, and
+            // the line tells the reader what to type.
+            Event::Step {
+                phase,
+                attempt,
+                step,
+            } if step.starts_with(AWAITING_APPROVAL_STEP) => {
+                let label = self.attempt_label(phase, *attempt);
+                writeln!(
+                    self.out,
+                    "[{}] attempt {label}: {}",
+                    one_line(phase),
+                    one_line(step)
+                )
+            }
+            // The attempt's end says how the agent exited, and other steps are for live displays.
             Event::Step { .. } | Event::ChildExited { .. } => Ok(()),
             Event::GateFinished {
                 phase,

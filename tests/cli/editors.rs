@@ -860,9 +860,15 @@ fn the_exported_language_table_has_every_node_context_and_rule() {
 #[test]
 fn schema_check_fails_when_a_generated_file_is_stale_or_missing() {
     let test = Test::new();
-    test.with_args(&["schema", "--check", "--dir", "out"])
+    let check = test
+        .with_args(&["schema", "--check", "--dir", "out"])
         .run()
         .code(1);
+    assert_eq!(
+        check.stderr,
+        "out/pipeline.schema.json is missing; run `helixflow schema` to write it\n\
+         out/language.json is missing; run `helixflow schema` to write it\n"
+    );
     let written = test.with_args(&["schema", "--dir", "out"]).run().code(0);
     assert!(
         written.stderr.contains("language.json"),
@@ -899,10 +905,10 @@ fn schema_check_fails_when_a_generated_file_is_stale_or_missing() {
         .with_args(&["schema", "--check", "--dir", "out"])
         .run()
         .code(1);
-    assert!(
-        check.stderr.contains("pipeline.schema.json is stale"),
-        "{}",
-        check.stderr
+    assert_eq!(
+        check.stderr,
+        "out/pipeline.schema.json is missing; run `helixflow schema` to write it\n\
+         out/language.json is stale; run `helixflow schema` to regenerate it\n"
     );
     test.with_args(&["schema", "--dir", "out"]).run().code(0);
     test.with_args(&["schema", "--check", "--dir", "out"])

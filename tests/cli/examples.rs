@@ -40,20 +40,19 @@ fn example_files() -> Vec<String> {
         .collect()
 }
 
+/// Pipelines and the libraries they import (`agents.kdl`, `template-library/lib/`) alike.
 #[test]
-fn every_example_pipeline_is_lint_clean() {
-    let pipelines: Vec<String> = example_files()
-        .into_iter()
-        .filter(|f| f.ends_with("pipeline.kdl"))
-        .collect();
+fn every_example_file_is_lint_clean() {
+    let files = example_files();
     assert!(
-        pipelines.len() >= 3,
-        "expected the bundled examples, found {pipelines:?}"
+        files.iter().filter(|f| f.ends_with("pipeline.kdl")).count() >= 3
+            && files.iter().any(|f| f.ends_with("examples/agents.kdl")),
+        "expected the bundled examples, found {files:?}"
     );
-    for pipeline in pipelines {
-        let (code, stdout, stderr) = helixflow(&["lint", "--format", "json", &pipeline]);
-        assert_eq!(code, 0, "{pipeline}: {stdout}{stderr}");
-        assert_eq!(stdout.trim(), "[]", "{pipeline} has findings: {stdout}");
+    for file in files {
+        let (code, stdout, stderr) = helixflow(&["lint", "--format", "json", &file]);
+        assert_eq!(code, 0, "{file}: {stdout}{stderr}");
+        assert_eq!(stdout.trim(), "[]", "{file} has findings: {stdout}");
     }
 }
 
@@ -148,4 +147,23 @@ fn the_agent_presets_import_cleanly_with_a_verifier_for_each_agent() {
             "{name}-verifier runs read-only: {argv:?}"
         );
     }
+}
+
+/// Each license `Cargo.toml` names is shipped with its text.
+#[test]
+fn the_licenses_cargo_toml_names_are_shipped() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("license = \"MIT OR Apache-2.0\""),
+        "the license changed: ship its text"
+    );
+    let apache = std::fs::read_to_string(root.join("LICENSE-APACHE")).unwrap();
+    assert!(
+        apache.contains("Apache License\n                           Version 2.0, January 2004")
+    );
+    assert!(apache.contains("END OF TERMS AND CONDITIONS"));
+    let mit = std::fs::read_to_string(root.join("LICENSE-MIT")).unwrap();
+    assert!(mit.starts_with("MIT License\n"));
+    assert!(mit.contains("Permission is hereby granted, free of charge"));
 }

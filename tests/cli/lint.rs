@@ -243,6 +243,39 @@ fn a_library_shared_by_two_files_reports_its_findings_once() {
     );
 }
 
+/// A library for `import` is linted as a library: its agents, templates and imports are checked
+/// as a pipeline importing it would check them, and it is not asked for a `pipeline`.
+#[test]
+fn a_library_is_checked_as_a_library() {
+    let library = "import \"more.kdl\"\n\
+                   agent \"bot\" {\n    command \"bot\"\n    timeout \"5 parsecs\"\n}\n\
+                   template \"t\" {\n    run \"x\"\n}\n\
+                   template \"t\" {\n    run \"y\"\n}\n";
+    let test = Test::new().file("lib.kdl", library);
+    let linted = test
+        .with_args(&["lint", "--format", "json", "lib.kdl"])
+        .run()
+        .code(1);
+    assert_eq!(linted.codes(), ["HF503", "HF301", "HF201"]);
+    // A command that runs the file needs a pipeline, and says the file is a library.
+    let run = test.with_args(&["run", "lib.kdl"]).run().code(2);
+    assert!(
+        run.stderr.contains("HF120") && run.stderr.contains("it is a library for `import`"),
+        "{}",
+        run.stderr
+    );
+    // Phases without a pipeline are a pipeline that lacks its `pipeline` node, not a library.
+    let phases = Test::new()
+        .file(
+            "lib.kdl",
+            "agent \"bot\" {\n    command \"bot\"\n}\nphase \"a\" {\n    agent \"bot\"\n}\n",
+        )
+        .args(&["lint", "--format", "json", "lib.kdl"])
+        .run()
+        .code(1);
+    assert_eq!(phases.codes(), ["HF120"]);
+}
+
 #[test]
 fn an_unknown_default_agent_is_reported_once() {
     let outcome = Test::new()

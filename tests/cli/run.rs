@@ -127,6 +127,67 @@ phase "b" {
     assert!(!test.path().join(".helixflow").exists());
 }
 
+/// The plan shows how each phase's work is judged: `scope`, `protect`, the verify modes in the
+/// order they run, and the verifier's argv with what goes to its standard input.
+#[test]
+fn dry_run_shows_scope_protect_verify_modes_and_the_verifier() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+agent "bot" {
+    command "bot" "--prompt-file" "{{ prompt_file }}"
+}
+agent "reviewer" {
+    command "review" "--session" "{{ session_id }}" "--read-only"
+    stdin #true
+}
+phase "a" {
+    agent "bot"
+    prompt "Write src/a.py"
+    scope "src/**" "tests/**"
+    protect "adr/**"
+    verify "sub-agent" "both"
+    verifier "reviewer"
+}
+phase "b" {
+    run "true"
+}
+"#,
+    );
+    let outcome = test.with_args(&["run", "--dry-run"]).run().code(0);
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("  scope:"))
+        .unwrap_or_else(|| panic!("{}", outcome.stdout));
+    assert_eq!(
+        lines[at..at + 5],
+        [
+            "  scope: src/**, tests/**",
+            "  protect: adr/**",
+            "  verify: self, then external, then sub-agent",
+            "  verifier \"reviewer\": review --session '<new session id>' --read-only",
+            "  verifier's standard input: the review prompt",
+        ],
+        "{}",
+        outcome.stdout
+    );
+    // A phase that declares none of them is verified externally, and says so.
+    let b = lines
+        .iter()
+        .position(|l| *l == "phase \"b\" (up to 3 attempts)")
+        .unwrap();
+    assert_eq!(
+        lines[b + 1..],
+        [
+            "  will run: never passed",
+            "  run: sh -c true",
+            "  verify: external"
+        ],
+        "{}",
+        outcome.stdout
+    );
+}
+
 #[test]
 fn the_concurrency_limit_is_respected() {
     // Each step marks itself running, waits, records how many were running, and unmarks itself.
@@ -966,6 +1027,61 @@ fn runs_and_show_list_past_runs_and_feedback() {
         .run()
         .code(0);
     assert!(phase.stdout.contains("nope.txt"), "{}", phase.stdout);
+}
+
+/// `runs` and `show` take the pipeline file as every other command does, first, and `--file`
+/// still works; a file not named `pipeline.kdl` is found by neither without it.
+#[test]
+fn runs_and_show_take_the_pipeline_file_as_their_first_argument() {
+    let test = Test::new().file(
+        "project/flow.kdl",
+        "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    retries 0\n    outputs {\n        file \"nope.txt\"\n    }\n}\n",
+    );
+    test.with_args(&["run", "--no-progress", "project/flow.kdl"])
+        .run()
+        .code(1);
+    let run_id = latest_run(&test.path().join("project"))
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let listed = test.with_args(&["runs", "project/flow.kdl"]).run().code(0);
+    assert!(
+        listed.stdout.contains(&run_id) && listed.stdout.contains("failed"),
+        "{}",
+        listed.stdout
+    );
+    let by_option = test
+        .with_args(&["runs", "--file", "project/flow.kdl"])
+        .run()
+        .code(0);
+    assert_eq!(by_option.stdout, listed.stdout);
+    let shown = test.with_args(&["show", "project/flow.kdl"]).run().code(0);
+    assert!(
+        shown.stdout.starts_with(&format!("run {run_id} of \"p\"")),
+        "{}",
+        shown.stdout
+    );
+    let phase = test
+        .with_args(&["show", "project/flow.kdl", "latest", "a"])
+        .run()
+        .code(0);
+    assert!(phase.stdout.contains("nope.txt"), "{}", phase.stdout);
+    let by_option = test
+        .with_args(&["show", "--file", "project/flow.kdl", &run_id, "a"])
+        .run()
+        .code(0);
+    assert_eq!(by_option.stdout, phase.stdout);
+    // Given twice, the file is refused rather than one of the two silently chosen.
+    for args in [
+        &["runs", "project/flow.kdl", "--file", "project/flow.kdl"][..],
+        &["show", "project/flow.kdl", "--file", "project/flow.kdl"][..],
+    ] {
+        let twice = test.with_args(args).run().code(2);
+        assert!(twice.stderr.contains("given twice"), "{}", twice.stderr);
+    }
+    // Without the file, the default lookup finds no pipeline here.
+    test.with_args(&["runs"]).run().code(2);
 }
 
 #[test]

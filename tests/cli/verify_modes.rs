@@ -385,6 +385,49 @@ fn approval_from_a_second_process_lets_the_phase_pass() {
     assert_eq!(approval["report"]["status"], "passed");
 }
 
+/// Piped (CI, `--no-progress`), the wait for a person is a line that says what to type, so the
+/// run does not look hung; the line is read as it comes, before anything answers it.
+#[test]
+fn a_plain_report_says_the_run_awaits_approval_and_how_to_give_it() {
+    use std::io::BufRead as _;
+    let test = approval_pipeline();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress"])
+        .current_dir(test.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(run.stderr.take().unwrap()).lines();
+    // The run's own `timeout` ends its output should the line never come.
+    let waiting = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|line| line.contains("awaiting approval"))
+        .expect("a line saying the run awaits approval");
+    let run_id = std::fs::read_dir(test.path().join(".helixflow/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        waiting,
+        format!(
+            "[a] attempt 1/2: awaiting approval: helixflow approve {run_id} a \
+             (or helixflow reject {run_id} a --reason …)"
+        )
+    );
+    test.with_args(&["approve", &run_id, "a"]).run().code(0);
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(run.wait().unwrap().code(), Some(0), "{rest:?}");
+    assert!(rest.iter().any(|l| l.starts_with("run passed")), "{rest:?}");
+}
+
 #[test]
 fn rejection_reason_becomes_feedback_for_the_next_attempt() {
     let test = approval_pipeline();

@@ -47,6 +47,7 @@ const PARSE_BUDGET: Duration = Duration::from_secs(2);
 fn options() -> Options {
     Options {
         parse_budget: PARSE_BUDGET,
+        ..Options::default()
     }
 }
 
