@@ -222,8 +222,11 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
     Ok(hasher.finalize().to_hex().to_string())
 }
 
+/// The fingerprint recorded for a dependency that has no record of a pass.
+pub(crate) const NOT_PASSED: &str = "none";
+
 /// The fingerprint of each phase `phase` depends on, as `fingerprint_of` finds it in the
-/// records (`none` for one that never passed).
+/// records ([`NOT_PASSED`] for one that has no record of a pass).
 pub(crate) fn upstream(
     phase: &Phase,
     mut fingerprint_of: impl FnMut(&str) -> Option<String>,
@@ -232,7 +235,7 @@ pub(crate) fn upstream(
         .depends_on
         .iter()
         .map(|d| {
-            let fingerprint = fingerprint_of(&d.value).unwrap_or_else(|| "none".to_owned());
+            let fingerprint = fingerprint_of(&d.value).unwrap_or_else(|| NOT_PASSED.to_owned());
             (d.value.clone(), fingerprint)
         })
         .collect()

@@ -112,6 +112,9 @@ pub(crate) enum Reason {
     UpstreamRuns { phases: Vec<String> },
     /// Phases it depends on passed again since it did.
     UpstreamChanged { phases: Vec<String> },
+    /// Phases it depends on have no record of a pass now (they failed, or were interrupted, since
+    /// it passed) and do not run in this run.
+    UpstreamNotPassed { phases: Vec<String> },
     /// The run this one continues did not finish it: it failed, was cancelled, or was running
     /// when that run stopped. It starts again with a fresh budget of attempts.
     Resumed {
@@ -171,6 +174,9 @@ impl fmt::Display for Reason {
             Reason::UpstreamRuns { phases } => write!(f, "upstream re-runs: {}", list(phases)),
             Reason::UpstreamChanged { phases } => {
                 write!(f, "upstream passed again since: {}", list(phases))
+            }
+            Reason::UpstreamNotPassed { phases } => {
+                write!(f, "upstream has no record of a pass: {}", list(phases))
             }
             Reason::Resumed {
                 run_id,
@@ -361,7 +367,23 @@ pub(crate) fn plan(
         match &record {
             None => reasons.push(stopped.unwrap_or(Reason::NeverPassed)),
             Some(record) => {
-                compare(record, &definition, &inputs, &upstream, &mut reasons);
+                // A dependency without a record now did not pass again: when it runs now, that
+                // is the reason below; else it is one of its own.
+                let (unpassed, passed): (BTreeMap<_, _>, BTreeMap<_, _>) = upstream
+                    .into_iter()
+                    .partition(|(_, fingerprint)| fingerprint == fingerprint::NOT_PASSED);
+                compare(record, &definition, &inputs, &passed, &mut reasons);
+                let not_passed: Vec<String> = unpassed
+                    .into_keys()
+                    .filter(|phase| {
+                        record.upstream.get(phase).map(String::as_str)
+                            != Some(fingerprint::NOT_PASSED)
+                            && !will_run.contains(phase.as_str())
+                    })
+                    .collect();
+                if !not_passed.is_empty() {
+                    reasons.push(Reason::UpstreamNotPassed { phases: not_passed });
+                }
                 let output_paths = fingerprint::output_paths(pipeline, phase, exclude);
                 let outputs =
                     fingerprint::stamps(&pipeline.workspace, &output_paths, Some(&record.outputs));

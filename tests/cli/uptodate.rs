@@ -367,6 +367,50 @@ fn force_and_from_run_what_they_name() {
 }
 
 #[test]
+fn a_failed_forced_rerun_is_not_called_a_pass_of_the_upstream() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    std::fs::write(test.path().join("fail-a"), "").unwrap();
+    test.with_args(&["run", "--no-progress", "--force=a"])
+        .run()
+        .code(1);
+    take_calls(&test);
+    // `a` failed: its record is gone, and it runs next because the failed run is resumed; `b`
+    // runs because `a` does, not because `a` "passed again".
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["a", "b"]), "{reasons}");
+    assert_eq!(
+        reasons
+            .lines()
+            .filter(|line| line.starts_with("b: "))
+            .collect::<Vec<_>>(),
+        ["b: upstream re-runs: `a`"],
+        "{reasons}"
+    );
+    // Run alone, `b` says what is true of `a`: it has no record of a pass.
+    let alone = test
+        .with_args(&["run", "--dry-run", "--only", "b"])
+        .run()
+        .code(0);
+    assert!(
+        alone
+            .stdout
+            .contains("will run: upstream has no record of a pass: `a`\n"),
+        "{}",
+        alone.stdout
+    );
+    // Once `a` passed again, `b` runs for what changed (its input, `a`'s output), and no
+    // reason speaks of `a` as not passed.
+    std::fs::remove_file(test.path().join("fail-a")).unwrap();
+    test.with_args(&["run", "--no-progress", "--only", "a"])
+        .run()
+        .code(0);
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["b"]), "{reasons}");
+    assert_eq!(reasons, "b: input changed: modified `out/a.txt`\n");
+}
+
+#[test]
 fn always_run_phases_are_never_up_to_date() {
     let pipeline = PIPELINE.replace(
         "phase \"c\" {\n    agent \"bot\"",
