@@ -643,6 +643,8 @@ pub struct PhaseSpans {
     pub verify: Option<Span>,
     /// Each `scope` glob, in order.
     pub scope: Vec<Span>,
+    /// Each `protect` glob, in order.
+    pub protect: Vec<Span>,
     /// The `isolation` node's value, where the phase, its template or `defaults` set it.
     pub isolation: Option<Span>,
 }

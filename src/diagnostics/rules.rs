@@ -933,6 +933,25 @@ rules! {
     BUDGET_WITHOUT_USAGE = "HF608" "budget-without-usage" Warning,
         summary: "A `max-cost` budget covers an agent whose cost helixflow cannot read.",
         help: "Declare the agent's `usage` (e.g. `usage \"claude\"`), and a `price` for models that report tokens only.";
+
+    /// ## What it catches
+    /// A phase's `protect` glob that covers files another phase may change at the same time: a
+    /// file in that phase's `scope`, or one of its `outputs`.
+    ///
+    /// ## Why
+    /// Phases that run at once share the workspace. A change to a file that a phase running
+    /// alongside claims (by its `scope` or `outputs`) is that phase's work: the protecting phase
+    /// is not blamed for it, and its `protect` cannot stop it. What `protect` guarantees for such
+    /// files holds only against the protecting phase's own agent.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "code" { scope "src/**" }
+    /// phase "docs" { scope "docs/**"; protect "src/**" }
+    /// ```
+    PROTECT_OVERLAPS_PARALLEL_WORK = "HF609" "protect-overlaps-parallel-work" Warning,
+        summary: "A phase protects files another phase may change at the same time.",
+        help: "Make one phase depend on the other, or protect only what no phase running alongside may change.";
 }
 
 #[cfg(test)]

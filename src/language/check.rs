@@ -50,6 +50,7 @@ pub(crate) fn pipeline(
         }
     }
     overlapping_scopes(pipeline, &graph, diagnostics);
+    protect_overlaps_parallel_work(pipeline, &graph, diagnostics);
     always_run_upstream(pipeline, diagnostics);
     budgets_without_usage(pipeline, diagnostics);
     unused(pipeline, templates, defaults, main_file, diagnostics);
@@ -422,6 +423,95 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
                 break;
             }
             folder = folder.rsplit_once('/').map_or("", |(parent, _)| parent);
+        }
+    }
+}
+
+/// A phase's `protect` glob that covers another phase's `scope` or `outputs`, where the two may
+/// run at the same time: that phase's changes there are its own, which `protect` does not judge.
+/// One warning per pair of phases, at the first such glob.
+fn protect_overlaps_parallel_work(
+    pipeline: &Pipeline,
+    graph: &PhaseGraph,
+    diagnostics: &mut Diagnostics,
+) {
+    let protecting: Vec<usize> = (0..pipeline.phases.len())
+        .filter(|&i| !pipeline.phases[i].protect.is_empty())
+        .collect();
+    if protecting.is_empty() || pipeline.phases.len() < 2 {
+        return;
+    }
+    let claims_of = |i: usize| -> Vec<String> {
+        let phase = &pipeline.phases[i];
+        phase
+            .scope
+            .iter()
+            .cloned()
+            .chain(phase.outputs.iter().filter_map(|output| match output {
+                Output::File { path } => Some(path.clone()),
+                Output::Glob { pattern, .. } => Some(pattern.clone()),
+                Output::From { .. } => None,
+            }))
+            .collect()
+    };
+    let claiming: Vec<usize> = (0..pipeline.phases.len())
+        .filter(|&i| !claims_of(i).is_empty())
+        .collect();
+    let mut involved: Vec<usize> = protecting.iter().chain(&claiming).copied().collect();
+    involved.sort_unstable();
+    involved.dedup();
+    let Some(ancestors) = graph.ancestors_within(&involved) else {
+        return;
+    };
+    let bit_of: HashMap<usize, usize> = involved
+        .iter()
+        .enumerate()
+        .map(|(bit, &p)| (p, bit))
+        .collect();
+    let depends = |a: usize, b: usize| {
+        let bit = bit_of[&b];
+        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
+    };
+    for &p in &protecting {
+        let phase = &pipeline.phases[p];
+        let globs: Vec<Option<globset::GlobMatcher>> = phase
+            .protect
+            .iter()
+            .map(|g| compile_glob(g).ok().map(|g| g.compile_matcher()))
+            .collect();
+        for &other in &claiming {
+            if other == p || depends(p, other) || depends(other, p) {
+                continue;
+            }
+            let claims = claims_of(other);
+            let hit = phase.protect.iter().zip(&globs).enumerate().find(|(_, (pattern, glob))| {
+                let Some(glob) = glob else { return false };
+                claims.iter().any(|claim| {
+                    samples(claim).iter().any(|s| glob.is_match(s))
+                        || compile_glob(claim).is_ok_and(|c| {
+                            let c = c.compile_matcher();
+                            samples(pattern).iter().any(|s| c.is_match(s))
+                        })
+                })
+            });
+            let Some((index, (pattern, _))) = hit else {
+                continue;
+            };
+            let Some(&span) = phase.spans.protect.get(index) else {
+                continue;
+            };
+            let other = &pipeline.phases[other];
+            diagnostics.push(
+                Diagnostic::new(
+                    &rules::PROTECT_OVERLAPS_PARALLEL_WORK,
+                    span,
+                    format!(
+                        "phase \"{}\" protects \"{pattern}\", where phase \"{}\" may change files at the same time (its scope or outputs); those changes are \"{}\"'s, not judged by this `protect`",
+                        phase.name.value, other.name.value, other.name.value
+                    ),
+                )
+                .label("covers another phase's work"),
+            );
         }
     }
 }

@@ -631,7 +631,7 @@ impl Compiler<'_> {
             inputs: body.inputs,
             always_run: body.always_run.unwrap_or(false),
             scope: body.scope.iter().map(|s| s.value.clone()).collect(),
-            protect: body.protect.into_iter().map(|s| s.value).collect(),
+            protect: body.protect.iter().map(|s| s.value.clone()).collect(),
             gates: body.gates,
             fail_fast: body.fail_fast.unwrap_or(false),
             verify: body
@@ -653,6 +653,7 @@ impl Compiler<'_> {
             spans: crate::model::PhaseSpans {
                 verify: body.verify.map(|v| v.span),
                 scope: body.scope.iter().map(|s| s.span).collect(),
+                protect: body.protect.iter().map(|s| s.span).collect(),
                 isolation: body.isolation.map(|i| i.span),
             },
         })
