@@ -484,16 +484,21 @@ fn protect_overlaps_parallel_work(
                 continue;
             }
             let claims = claims_of(other);
-            let hit = phase.protect.iter().zip(&globs).enumerate().find(|(_, (pattern, glob))| {
-                let Some(glob) = glob else { return false };
-                claims.iter().any(|claim| {
-                    samples(claim).iter().any(|s| glob.is_match(s))
-                        || compile_glob(claim).is_ok_and(|c| {
-                            let c = c.compile_matcher();
-                            samples(pattern).iter().any(|s| c.is_match(s))
-                        })
-                })
-            });
+            let hit = phase
+                .protect
+                .iter()
+                .zip(&globs)
+                .enumerate()
+                .find(|(_, (pattern, glob))| {
+                    let Some(glob) = glob else { return false };
+                    claims.iter().any(|claim| {
+                        samples(claim).iter().any(|s| glob.is_match(s))
+                            || compile_glob(claim).is_ok_and(|c| {
+                                let c = c.compile_matcher();
+                                samples(pattern).iter().any(|s| c.is_match(s))
+                            })
+                    })
+                });
             let Some((index, (pattern, _))) = hit else {
                 continue;
             };

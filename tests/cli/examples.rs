@@ -167,3 +167,100 @@ fn the_licenses_cargo_toml_names_are_shipped() {
     assert!(mit.starts_with("MIT License\n"));
     assert!(mit.contains("Permission is hereby granted, free of charge"));
 }
+
+/// Copies `from` into `to`, folders and files.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// `examples/adr-parser` in a git repository of its own, as a user would have it, with a scripted
+/// Claude Code that does every phase's work correctly: the run passes, its `tests` phase judged
+/// with real pytest (which writes `__pycache__/` under the folder that phase protects) and
+/// Python's bytecode caches on, as they are for real users. Needs pytest: `.ci/run` runs it in a
+/// virtual environment that has it (`cargo test --test cli -- --ignored adr_parser`).
+#[test]
+#[ignore = "needs pytest; .ci/run runs it in a virtual environment that has it"]
+fn adr_parser_passes_with_a_correct_scripted_agent() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let examples = dir.path().join("examples");
+    copy_tree(
+        &root.join("examples/adr-parser"),
+        &examples.join("adr-parser"),
+    );
+    std::fs::copy(
+        root.join("examples/agents.kdl"),
+        examples.join("agents.kdl"),
+    )
+    .unwrap();
+    let workspace = examples.join("adr-parser");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args([
+                "-c",
+                "user.name=helixflow",
+                "-c",
+                "user.email=helixflow@example.com",
+            ])
+            .args(args)
+            .current_dir(&workspace)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "--quiet"]);
+    git(&["add", "-A"]);
+    git(&["commit", "--quiet", "-m", "start"]);
+    // The scripted agent and helixflow itself on PATH, as a user who installed both has them.
+    let scripted = root.join("tests/fixtures/scripted-claude");
+    let binary = Path::new(env!("CARGO_BIN_EXE_helixflow"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let path = std::env::join_paths(
+        [scripted, binary]
+            .into_iter()
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress", "pipeline.kdl"])
+        .current_dir(&workspace)
+        .env("PATH", path)
+        .env("ANTHROPIC_API_KEY", "sk-test-not-a-key")
+        .env("NO_COLOR", "1")
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env_remove("HELIXFLOW_PATH")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    for phase in ["parser", "tests", "docs"] {
+        assert!(text.contains(&format!("[{phase}] passed")), "{text}");
+    }
+    assert!(
+        workspace.join("src/helix/adr/__pycache__").is_dir(),
+        "pytest wrote its bytecode caches under the protected folder: the test means something"
+    );
+    let status = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&workspace)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.contains("__pycache__"), "{status}");
+}

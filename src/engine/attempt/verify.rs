@@ -13,6 +13,7 @@ use crate::engine::observe::{Observed, observe, scene};
 use crate::engine::state::LiveAttempt;
 use crate::event::{Event, GateReport, GateStatus, ReportKind};
 use crate::model::{GateKind, Phase, VerifyMode};
+use crate::verify::gates::judged_where_ignored;
 use crate::verify::judge::Inspection;
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 use crate::workspace::{Changes, Snapshot};
@@ -67,7 +68,15 @@ pub(super) async fn verify(
     // Modes run in the order self → external → sub-agent, each only when the earlier passed:
     // no verifier is paid to review work that already failed.
     if phase.verify.contains(&VerifyMode::SelfCheck) {
-        let report = self_verification(live, &observed.after);
+        let judged = |path: &str| {
+            before
+                .as_ref()
+                .and_then(|before| before.ignore_rules())
+                .is_none_or(|rules| {
+                    judged_where_ignored(&rules, a.workspace(), &phase.protect, path)
+                })
+        };
+        let report = self_verification(live, &observed.after, &judged);
         emit(&report);
         reports.push(report);
     }
@@ -214,8 +223,13 @@ fn add_verifier_usage(a: &Attempt<'_>, dir: &Path) {
     }
 }
 
-/// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since.
-fn self_verification(live: &LiveAttempt, after: &Snapshot) -> GateReport {
+/// The `self` mode's verdict: a passing receipt from this attempt, and nothing changed since (of
+/// what is `judged`: not the caches a gate command of the receipt wrote into ignored folders).
+fn self_verification(
+    live: &LiveAttempt,
+    after: &Snapshot,
+    judged: &dyn Fn(&str) -> bool,
+) -> GateReport {
     let receipts = live.receipts.lock().map(|r| r.clone()).unwrap_or_default();
     let (status, details) = match receipts.last() {
         None => (
@@ -235,7 +249,8 @@ fn self_verification(live: &LiveAttempt, after: &Snapshot) -> GateReport {
             (GateStatus::Failed, details)
         }
         Some(receipt) => {
-            let changed = receipt.snapshot.diff(after);
+            let mut changed = receipt.snapshot.diff(after);
+            changed.split_off(|path| !judged(path));
             if changed.is_empty() {
                 (GateStatus::Passed, Vec::new())
             } else {
