@@ -833,7 +833,7 @@ fn run_no_bundles_writes_none_and_walks_only_for_checks_that_read_the_changes() 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("pipeline.kdl"),
-        "pipeline \"p\"\nphase \"plain\" {\n    run \"echo hi > plain.txt\"\n}\nphase \"scoped\" {\n    run \"echo hi > scoped.txt\"\n    scope \"scoped.txt\"\n}\n",
+        "pipeline \"p\"\nphase \"plain\" {\n    run \"echo hi > plain.txt\"\n}\nphase \"scoped\" {\n    depends-on \"plain\"\n    run \"echo hi > scoped.txt\"\n    scope \"scoped.txt\"\n}\n",
     )
     .unwrap();
     let out = Command::new(BIN)

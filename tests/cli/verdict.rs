@@ -431,3 +431,50 @@ fn a_first_run_that_changes_nothing_fails_changes() {
         "failed"
     );
 }
+
+/// Writes the file `$3` once the phase `$2` has started too, and exits once `$4` exists as well.
+const WRITES_ALONGSIDE: &str = r#"sync="$HELIXFLOW_RUN_DIR/started"
+mkdir -p "$sync" && touch "$sync/$1"
+i=0; while [ ! -e "$sync/$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+mkdir -p "$(dirname "$3")" && echo "$1" > "$3"
+i=0; while [ ! -e "$4" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+"#;
+
+#[test]
+fn a_file_another_phase_wrote_to_the_wrong_folder_is_left_to_it() {
+    let test = Test::new().file("w.sh", WRITES_ALONGSIDE).pipeline(
+        r#"pipeline "p" {
+    max-parallel 2
+}
+phase "tests" {
+    run "sh w.sh tests docs tests/test_nth.py docs/nth.md"
+    outputs { file "pkg/tests/test_nth.py" }
+    scope "pkg/tests/**"
+    retries 0
+    on-failure "continue"
+}
+phase "docs" {
+    run "sh w.sh docs tests docs/nth.md tests/test_nth.py"
+    outputs { file "docs/nth.md" }
+    scope "docs/**"
+    retries 0
+    on-failure "continue"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let ws = test.path();
+    assert_eq!(status(ws, "docs"), "passed");
+    let docs = gates(ws, "docs", 1);
+    assert_eq!(
+        gate(&docs, "scope")["details"][0],
+        "1 change left to phase \"tests\", which ran at the same time: `tests/test_nth.py`"
+    );
+    assert_eq!(status(ws, "tests"), "failed");
+    let tests = gates(ws, "tests", 1);
+    assert_eq!(gate(&tests, "scope")["status"], "failed");
+    assert_eq!(
+        gate(&tests, "outputs")["details"][0],
+        "missing `pkg/tests/test_nth.py`; found `tests/test_nth.py` — written to the wrong folder?"
+    );
+}

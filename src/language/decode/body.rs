@@ -44,16 +44,22 @@ pub(crate) struct Body {
 
 impl Body {
     /// `self` (a template's body) with `own` (the phase's) on top: lists are added, single values
-    /// of `own` win.
+    /// of `own` win. `own` is taken apart field by field, so a field added to [`Body`] does not
+    /// compile until it says how it merges.
     pub(crate) fn overlay(mut self, own: Body) -> Body {
-        macro_rules! single {
-            ($($field:ident),*) => { $( if own.$field.is_some() { self.$field = own.$field; } )* };
-        }
-        single!(
+        let Body {
             description,
             agent,
             run,
             prompt,
+            vars,
+            depends_on,
+            outputs,
+            inputs,
+            always_run,
+            scope,
+            protect,
+            gates,
             fail_fast,
             verify,
             verifier,
@@ -64,35 +70,64 @@ impl Body {
             on_failure,
             isolation,
             escalate,
+            env,
             max_cost,
             transient_retries,
             max_turns,
-            always_run
-        );
-        if let Some(own_inputs) = own.inputs {
+        } = own;
+        fn over<T>(mine: &mut Option<T>, theirs: Option<T>) {
+            if theirs.is_some() {
+                *mine = theirs;
+            }
+        }
+        over(&mut self.description, description);
+        over(&mut self.agent, agent);
+        over(&mut self.run, run);
+        over(&mut self.prompt, prompt);
+        over(&mut self.always_run, always_run);
+        over(&mut self.fail_fast, fail_fast);
+        over(&mut self.verify, verify);
+        over(&mut self.verifier, verifier);
+        over(&mut self.verifier_prompt, verifier_prompt);
+        over(&mut self.retries, retries);
+        over(&mut self.backoff, backoff);
+        over(&mut self.timeout, timeout);
+        over(&mut self.on_failure, on_failure);
+        over(&mut self.isolation, isolation);
+        over(&mut self.escalate, escalate);
+        over(&mut self.max_cost, max_cost);
+        over(&mut self.transient_retries, transient_retries);
+        over(&mut self.max_turns, max_turns);
+        if let Some(own_inputs) = inputs {
             self.inputs.get_or_insert_with(Vec::new).extend(own_inputs);
         }
-        self.depends_on.extend(own.depends_on);
-        self.outputs.extend(own.outputs);
-        self.scope.extend(own.scope);
-        self.protect.extend(own.protect);
-        self.gates.extend(own.gates);
-        self.vars.extend(own.vars);
-        self.env.extend(own.env);
+        self.depends_on.extend(depends_on);
+        self.outputs.extend(outputs);
+        self.scope.extend(scope);
+        self.protect.extend(protect);
+        self.gates.extend(gates);
+        self.vars.extend(vars);
+        self.env.extend(env);
         self
     }
 
-    /// Fills what the phase does not set from `defaults`.
+    /// Fills what the phase does not set from `defaults`. `defaults` is taken apart field by
+    /// field, so a field added to [`Body`] does not compile until it says whether it inherits.
     pub(crate) fn fill_from(mut self, defaults: &Body) -> Body {
-        macro_rules! single {
-            ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = defaults.$field.clone(); } )* };
-        }
-        // A `run` step has no agent: the default agent applies to agent phases only.
-        if self.run.is_none() && self.agent.is_none() {
-            self.agent.clone_from(&defaults.agent);
-        }
-        single!(
+        let Body {
+            // What a phase is and what it depends on are its own.
+            description: _,
+            run: _,
+            depends_on: _,
+            outputs: _,
+            inputs: _,
+            agent,
             prompt,
+            vars,
+            always_run,
+            scope,
+            protect,
+            gates,
             fail_fast,
             verify,
             verifier,
@@ -103,19 +138,44 @@ impl Body {
             on_failure,
             isolation,
             escalate,
+            env,
             max_cost,
             transient_retries,
             max_turns,
-            always_run
-        );
-        macro_rules! list {
-            ($($field:ident),*) => { $( if self.$field.is_empty() { self.$field = defaults.$field.clone(); } )* };
+        } = defaults;
+        fn fill<T: Clone>(mine: &mut Option<T>, default: &Option<T>) {
+            if mine.is_none() {
+                mine.clone_from(default);
+            }
         }
-        list!(scope, protect, gates);
-        for (map, default) in [
-            (&mut self.vars, &defaults.vars),
-            (&mut self.env, &defaults.env),
-        ] {
+        fn fill_list<T: Clone>(mine: &mut Vec<T>, default: &[T]) {
+            if mine.is_empty() {
+                *mine = default.to_vec();
+            }
+        }
+        // A `run` step has no agent: the default agent applies to agent phases only.
+        if self.run.is_none() {
+            fill(&mut self.agent, agent);
+        }
+        fill(&mut self.prompt, prompt);
+        fill(&mut self.always_run, always_run);
+        fill(&mut self.fail_fast, fail_fast);
+        fill(&mut self.verify, verify);
+        fill(&mut self.verifier, verifier);
+        fill(&mut self.verifier_prompt, verifier_prompt);
+        fill(&mut self.retries, retries);
+        fill(&mut self.backoff, backoff);
+        fill(&mut self.timeout, timeout);
+        fill(&mut self.on_failure, on_failure);
+        fill(&mut self.isolation, isolation);
+        fill(&mut self.escalate, escalate);
+        fill(&mut self.max_cost, max_cost);
+        fill(&mut self.transient_retries, transient_retries);
+        fill(&mut self.max_turns, max_turns);
+        fill_list(&mut self.scope, scope);
+        fill_list(&mut self.protect, protect);
+        fill_list(&mut self.gates, gates);
+        for (map, default) in [(&mut self.vars, vars), (&mut self.env, env)] {
             for (k, v) in default {
                 map.entry(k.clone()).or_insert_with(|| v.clone());
             }

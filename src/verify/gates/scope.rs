@@ -60,11 +60,40 @@ impl<'c> LeftToOthers<'c> {
             .iter()
             .map(|phase| (phase.name.value.as_str(), claims(phase)))
             .collect();
+        // A file named as another phase's expected output, in another folder, is that phase's
+        // near miss (its agent wrote to the wrong folder): that phase's own `outputs` and
+        // `scope` tell it so, and this one is not blamed for it.
+        let near_misses: Vec<(&str, String, String)> = ctx
+            .alongside
+            .iter()
+            .flat_map(|phase| {
+                phase.outputs.iter().filter_map(move |output| match output {
+                    Output::File { path } => {
+                        let path = clean(path);
+                        let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+                        Some((phase.name.value.as_str(), name, path))
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
         for (path, _) in changed(ctx.changes) {
             if own.is_match(path) {
                 continue;
             }
             if let Some((name, _)) = others.iter().find(|(_, claim)| claim.is_match(path)) {
+                paths.insert(path, *name);
+                continue;
+            }
+            let file_name = path.rsplit('/').next().unwrap_or(path);
+            // Never when this phase expects a file of that name too: the stray may be its own.
+            let own_name = ctx.phase.outputs.iter().any(|output| {
+                matches!(output, Output::File { path } if clean(path).rsplit('/').next() == Some(file_name))
+            });
+            if let Some((name, _, _)) = near_misses
+                .iter()
+                .find(|(_, wanted, full)| !own_name && *wanted == file_name && full != path)
+            {
                 paths.insert(path, *name);
             }
         }
