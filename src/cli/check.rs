@@ -57,6 +57,9 @@ pub(crate) fn run(args: &Args) -> i32 {
             "warning: no watchdog for this check ({e}): if helixflow is killed, a gate command may go on running"
         );
     }
+    // Gate command logs go to the state folder: one made now ignores itself, as for a run.
+    // Should it fail, the check's logs fail too, and say so.
+    let _ = crate::store::state_dir::create(&pipeline.workspace.join(&pipeline.state_dir));
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

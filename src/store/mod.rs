@@ -7,3 +7,4 @@ pub(crate) mod merge;
 pub(crate) mod passed;
 pub(crate) mod run;
 pub(crate) mod run_json;
+pub(crate) mod state_dir;

@@ -1498,9 +1498,48 @@ fn a_state_dir_that_is_a_file_is_named_in_the_error() {
     let outcome = test.with_args(&["run", "--no-progress"]).run().code(3);
     assert!(
         outcome.stderr_redacted().contains(
-            "error: the run failed: cannot create a run folder in [TMP]/.helixflow/runs: Not a directory"
+            "error: the run failed: cannot create a run folder in [TMP]/.helixflow/runs: it is not a folder"
         ),
         "{}",
         outcome.stderr
+    );
+}
+
+#[test]
+fn the_state_folder_keeps_itself_out_of_git() {
+    let test = Test::new()
+        .file(".gitignore", "out.txt\n")
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"touch out.txt\"\n}\n");
+    let git = |args: &[&str]| {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(test.path())
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    git(&["init", "--quiet"]);
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.name=helixflow",
+        "-c",
+        "user.email=helixflow@example.com",
+        "commit",
+        "--quiet",
+        "-m",
+        "start",
+    ]);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(test.path().join(".helixflow/passed").is_dir());
+    assert_eq!(
+        git(&["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "a run left the working tree dirty"
+    );
+    assert_eq!(
+        test.read(".helixflow/.gitignore").lines().last(),
+        Some("/*")
     );
 }
