@@ -28,6 +28,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(pipeline) => pipeline,
         Err(code) => return code,
     };
+    input::warn_if_a_run_is_live(&pipeline);
     let grace = match kill_grace() {
         Ok(grace) => grace,
         Err(message) => return input::fail(&message),
@@ -52,7 +53,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             .collect(),
     };
     // Should helixflow itself be killed, the watchdog stops the gate command it leaves behind.
-    if let Err(e) = crate::process::watchdog::start(grace) {
+    if let Err(e) = crate::process::watchdog::start(grace, None) {
         say!(
             "warning: no watchdog for this check ({e}): if helixflow is killed, a gate command may go on running"
         );

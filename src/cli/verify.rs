@@ -151,6 +151,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         ))
     })?;
     let phase = pick_phase(&pipeline, args.phase.as_deref())?.clone();
+    input::warn_if_a_run_is_live(&pipeline);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -21,6 +21,7 @@ use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, Pipeline};
 use crate::process::Cancel;
 use crate::store::journal::Journal;
+use crate::store::lock::RunLock;
 use crate::store::passed::Records;
 use crate::store::run::RunDir;
 use crate::store::run_json::RunJson;
@@ -37,12 +38,13 @@ pub(crate) struct RunOutcome {
     pub run: RunDir,
 }
 
-/// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event,
-/// after the run's journal and `run.json`.
+/// Runs a checked pipeline to the end. The caller has linted it and holds the `lock` of its state
+/// folder; `reporters` receive every event, after the run's journal and `run.json`.
 pub(crate) async fn execute(
     pipeline: Pipeline,
     options: RunOptions,
     reporters: Sinks,
+    lock: &RunLock,
 ) -> std::io::Result<RunOutcome> {
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let runs_dir = state_dir.join("runs");
@@ -54,6 +56,8 @@ pub(crate) async fn execute(
             format!("cannot create a run folder in {}: {e}", runs_dir.display()),
         )
     })?;
+    // Others now see which run holds the lock.
+    lock.set_run(&run.run_id)?;
     // Worktrees of isolated phases that a killed run could not remove.
     super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());

@@ -1506,9 +1506,9 @@ fn a_state_dir_that_is_a_file_is_named_in_the_error() {
         .file(".helixflow", "");
     let outcome = test.with_args(&["run", "--no-progress"]).run().code(3);
     assert!(
-        outcome.stderr_redacted().contains(
-            "error: the run failed: cannot create a run folder in [TMP]/.helixflow/runs: it is not a folder"
-        ),
+        outcome
+            .stderr_redacted()
+            .contains("error: cannot lock the state folder [TMP]/.helixflow: it is not a folder\n"),
         "{}",
         outcome.stderr
     );
