@@ -252,8 +252,17 @@ fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, i32> {
         );
         crate::exit::INTERNAL
     };
+    let unguarded = |lock: RunLock| {
+        if let Some(e) = lock.refused() {
+            say!(
+                "warning: cannot lock the state folder {} ({e}): another run could start beside this one",
+                state_dir.display()
+            );
+        }
+        lock
+    };
     let live = match RunLock::try_acquire(&state_dir).map_err(cannot)? {
-        Ok(lock) => return Ok(lock),
+        Ok(lock) => return Ok(unguarded(lock)),
         Err(live) => live,
     };
     if wait {
@@ -262,7 +271,7 @@ fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, i32> {
             live.describe(),
             state_dir.display()
         );
-        return RunLock::wait(&state_dir).map_err(cannot);
+        return RunLock::wait(&state_dir).map(unguarded).map_err(cannot);
     }
     let message = if live.killed {
         format!(

@@ -37,6 +37,9 @@ pub(crate) struct RunLock {
     file: File,
     /// When it was taken (RFC 3339).
     since: String,
+    /// Why the file system refused the lock, when it has no such locks (an NFS mount without
+    /// its lock service, say): the run goes on unguarded rather than not at all.
+    refused: Option<io::Error>,
 }
 
 /// What the lock file says of the run that holds the lock.
@@ -94,8 +97,9 @@ impl RunLock {
     pub(crate) fn try_acquire(state_dir: &Path) -> io::Result<Result<RunLock, LiveRun>> {
         let file = open(state_dir)?;
         match lock(&file, libc::F_OFD_SETLK) {
-            Ok(()) => Ok(Ok(RunLock::taken(file)?)),
+            Ok(()) => Ok(Ok(RunLock::taken(file, None)?)),
             Err(e) if held(&e) => Ok(Err(read_live(&file).unwrap_or_default())),
+            Err(e) if unsupported(&e) => Ok(Ok(RunLock::taken(file, Some(e))?)),
             Err(e) => Err(e),
         }
     }
@@ -103,18 +107,27 @@ impl RunLock {
     /// Waits until no run holds the lock of `state_dir`, then takes it.
     pub(crate) fn wait(state_dir: &Path) -> io::Result<RunLock> {
         let file = open(state_dir)?;
-        lock(&file, libc::F_OFD_SETLKW)?;
-        RunLock::taken(file)
+        match lock(&file, libc::F_OFD_SETLKW) {
+            Ok(()) => RunLock::taken(file, None),
+            Err(e) if unsupported(&e) => RunLock::taken(file, Some(e)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Says in the file that this process holds the lock, from now.
-    fn taken(file: File) -> io::Result<RunLock> {
+    fn taken(file: File, refused: Option<io::Error>) -> io::Result<RunLock> {
         let lock = RunLock {
             file,
             since: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            refused,
         };
         lock.write(None)?;
         Ok(lock)
+    }
+
+    /// Why the file system refused the lock, when it did: the run is then not guarded.
+    pub(crate) fn refused(&self) -> Option<&io::Error> {
+        self.refused.as_ref()
     }
 
     /// Names the run that holds the lock, once its folder is made.
@@ -195,6 +208,14 @@ fn lock(file: &File, command: libc::c_int) -> io::Result<()> {
 /// Whether a refused lock is held by another run (rather than an error).
 fn held(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::EAGAIN | libc::EACCES))
+}
+
+/// Whether the file system (or the kernel, before Linux 3.15) has no such locks.
+fn unsupported(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENOLCK | libc::EINVAL | libc::EOPNOTSUPP)
+    )
 }
 
 fn read_live(file: &File) -> Option<LiveRun> {
