@@ -188,6 +188,15 @@ fn a_second_run_stops_at_once_naming_the_live_run_and_starts_nothing() {
         check.stderr
     );
 
+    let verify = test.with_args(&["verify", "--phase", "work"]).run().code(0);
+    assert!(
+        verify
+            .stderr
+            .starts_with(&format!("warning: run {live} (pid {pid}, since ")),
+        "{}",
+        verify.stderr
+    );
+
     std::fs::write(test.path().join("release"), "").unwrap();
     assert_eq!(first.wait().unwrap().code(), Some(0));
     assert_eq!(calls(&test), 1);
