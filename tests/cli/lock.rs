@@ -2,7 +2,8 @@
 //! `run` step blocks until the test lets it go, a second run started beside them (refused, or
 //! waiting with `--wait`), and a helixflow killed with SIGKILL whose lock does not outlive it.
 
-use std::path::Path;
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,8 +47,50 @@ fn project() -> Test {
     Test::new().file("step.py", STEP).pipeline(PIPELINE)
 }
 
+/// A helixflow a test started. Should the test fail while it runs, it is killed, and so is the
+/// step it started (a step that ignores TERM would outlive the watchdog's grace period): a failed
+/// test leaves no process behind.
+struct Started {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Deref for Started {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.child
+    }
+}
+
+impl DerefMut for Started {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let Some(step) = std::fs::read_to_string(self.dir.join("step.pid"))
+            .ok()
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            return;
+        };
+        // Only while that process is still a step in this test's folder: ids are reused.
+        let cwd = std::fs::read_link(format!("/proc/{step}/cwd")).ok();
+        if cwd.is_some() && cwd == self.dir.canonicalize().ok() {
+            // SAFETY: SIGKILL to a step this test's run started.
+            unsafe { libc::kill(step, libc::SIGKILL) };
+        }
+    }
+}
+
 /// `helixflow ARGS` in the test's folder, its standard error going to `stderr_file`.
-fn start(test: &Test, args: &[&str], stderr_file: &str, env: &[(&str, &str)]) -> Child {
+fn start(test: &Test, args: &[&str], stderr_file: &str, env: &[(&str, &str)]) -> Started {
     let stderr = std::fs::File::create(test.path().join(stderr_file)).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_helixflow"));
     command
@@ -61,7 +104,10 @@ fn start(test: &Test, args: &[&str], stderr_file: &str, env: &[(&str, &str)]) ->
     for (key, value) in env {
         command.env(key, value);
     }
-    command.spawn().unwrap()
+    Started {
+        child: command.spawn().unwrap(),
+        dir: test.path().to_owned(),
+    }
 }
 
 /// Waits (up to a generous limit, for a loaded machine) until `done` holds.
