@@ -110,6 +110,8 @@ pub mod exit {
     pub const INVALID: i32 = 2;
     /// helixflow itself failed.
     pub const INTERNAL: i32 = 3;
+    /// Another run of the same state folder is live (`run` without `--wait`).
+    pub const BUSY: i32 = 4;
     /// Interrupted.
     pub const INTERRUPTED: i32 = 130;
 }

@@ -28,6 +28,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(pipeline) => pipeline,
         Err(code) => return code,
     };
+    input::warn_if_a_run_is_live(&pipeline);
     let grace = match kill_grace() {
         Ok(grace) => grace,
         Err(message) => return input::fail(&message),
@@ -52,11 +53,14 @@ pub(crate) fn run(args: &Args) -> i32 {
             .collect(),
     };
     // Should helixflow itself be killed, the watchdog stops the gate command it leaves behind.
-    if let Err(e) = crate::process::watchdog::start(grace) {
+    if let Err(e) = crate::process::watchdog::start(grace, None) {
         say!(
             "warning: no watchdog for this check ({e}): if helixflow is killed, a gate command may go on running"
         );
     }
+    // Gate command logs go to the state folder: one made now ignores itself, as for a run.
+    // Should it fail, the check's logs fail too, and say so.
+    let _ = crate::store::state_dir::create(&pipeline.workspace.join(&pipeline.state_dir));
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

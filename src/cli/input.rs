@@ -155,3 +155,21 @@ pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
     }
     Ok(runs)
 }
+
+/// `check` and `verify` do not take the run lock (they start no agent and change nothing), but
+/// they say so when a run is live in the workspace: its agents may be changing the files being
+/// checked. Not said to the children of that run (a `run` step or gate that calls them).
+pub(crate) fn warn_if_a_run_is_live(pipeline: &crate::model::Pipeline) {
+    if std::env::var_os("HELIXFLOW_RUN_DIR").is_some() {
+        return;
+    }
+    let state_dir = pipeline.workspace.join(&pipeline.state_dir);
+    if let Some(live) = crate::store::lock::live_run(&state_dir)
+        && !live.killed
+    {
+        say!(
+            "warning: {} is running in this workspace: its agents may change files while they are checked",
+            live.describe()
+        );
+    }
+}

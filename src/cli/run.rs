@@ -16,6 +16,7 @@ use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
 use crate::model::{Phase, Pipeline, VerifyMode, Worker};
 use crate::report::{Junit, Ndjson, Plain, Progress, ProgressPause, Summary};
+use crate::store::lock::RunLock;
 use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow run`.
@@ -70,6 +71,10 @@ pub(crate) struct Args {
     /// phase's checks read its changes.
     #[arg(long)]
     no_bundles: bool,
+    /// When another run of this workspace (the same state folder) is live, wait for it to end
+    /// instead of stopping at once.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// What `--force` and `--from` ask, checked against the pipeline's phases.
@@ -166,6 +171,16 @@ pub(crate) fn run(args: &Args) -> i32 {
             previous.as_ref(),
         )));
     }
+    // A report that cannot be written is found out before anything is, the state folder
+    // included.
+    if let Err(message) = check_junit(args.junit.as_deref()) {
+        return input::fail(&message);
+    }
+    // One run at a time per state folder, from before the records are read until the end.
+    let lock = match lock(&pipeline, args.wait) {
+        Ok(lock) => lock,
+        Err(code) => return code,
+    };
     let (reporters, progress) = match reporters(args, &pipeline) {
         Ok(reporters) => reporters,
         Err(message) => return input::fail(&message),
@@ -175,7 +190,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Err(message) => return input::fail(&message),
     };
     // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
-    if let Err(e) = crate::process::watchdog::start(grace) {
+    if let Err(e) = crate::process::watchdog::start(grace, Some(lock.descriptor())) {
         say!(
             "warning: no watchdog for this run ({e}): if helixflow is killed, its agents may go on running"
         );
@@ -207,8 +222,9 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    let result = runtime.block_on(execute(pipeline, options, reporters));
+    let result = runtime.block_on(execute(pipeline, options, reporters, &lock));
     crate::process::watchdog::finish();
+    drop(lock);
     match result {
         Ok(outcome) => {
             say!(
@@ -223,6 +239,58 @@ pub(crate) fn run(args: &Args) -> i32 {
             crate::exit::INTERNAL
         }
     }
+}
+
+/// The lock of the pipeline's state folder: taken at once, or once the live run ends with
+/// `wait`. Another run that is live without `wait` is an error naming it.
+fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, i32> {
+    let state_dir = pipeline.workspace.join(&pipeline.state_dir);
+    let cannot = |e: std::io::Error| {
+        say!(
+            "error: cannot lock the state folder {}: {e}",
+            state_dir.display()
+        );
+        crate::exit::INTERNAL
+    };
+    let unguarded = |lock: RunLock| {
+        if let Some(e) = lock.refused() {
+            say!(
+                "warning: cannot lock the state folder {} ({e}): another run could start beside this one",
+                state_dir.display()
+            );
+        }
+        lock
+    };
+    let live = match RunLock::try_acquire(&state_dir).map_err(cannot)? {
+        Ok(lock) => return Ok(unguarded(lock)),
+        Err(live) => live,
+    };
+    if wait {
+        say!(
+            "waiting for {} to end: one run at a time in {}",
+            live.describe(),
+            state_dir.display()
+        );
+        return RunLock::wait(&state_dir).map(unguarded).map_err(cannot);
+    }
+    let message = if live.killed {
+        format!(
+            "{}: its helixflow was killed, and its watchdog is still stopping the agents it left (TERM, then KILL after the grace period); wait for that with `helixflow run --wait`",
+            live.describe()
+        )
+    } else {
+        let stop = live
+            .pid
+            .map(|pid| format!(" (Ctrl-C where it runs, or `kill {pid}`)"))
+            .unwrap_or_default();
+        format!(
+            "{} is running in this workspace: one run at a time per state folder ({}); wait for it with `helixflow run --wait`, or stop it{stop}",
+            live.describe(),
+            state_dir.display()
+        )
+    };
+    say!("error: {message}");
+    Err(crate::exit::BUSY)
 }
 
 /// `HELIXFLOW_KILL_GRACE`: seconds between TERM and KILL when a child is stopped (default 5).
@@ -303,16 +371,7 @@ pub(super) fn sinks(
 ) -> Result<(Sinks, Option<ProgressPause>), String> {
     // Checked before anything is written or run: a report that cannot be written is found out
     // now, not after the work is done.
-    if let Some(path) = junit {
-        // `-` means standard output to --events; here it would quietly be a file named `-`.
-        if path.as_os_str() == "-" {
-            return Err(
-                "--junit needs a file name: a JUnit report is not written to standard output (`--events -` is)"
-                    .to_owned(),
-            );
-        }
-        Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
-    }
+    check_junit(junit)?;
     let mut list: Vec<Box<dyn EventSink>> = Vec::new();
     let stderr = std::io::stderr();
     let mut pause = None;
@@ -342,6 +401,21 @@ pub(super) fn sinks(
     Ok((Sinks::new(list), pause))
 }
 
+/// Whether a `JUnit` report can be written at `junit`.
+fn check_junit(junit: Option<&Path>) -> Result<(), String> {
+    if let Some(path) = junit {
+        // `-` means standard output to --events; here it would quietly be a file named `-`.
+        if path.as_os_str() == "-" {
+            return Err(
+                "--junit needs a file name: a JUnit report is not written to standard output (`--events -` is)"
+                    .to_owned(),
+            );
+        }
+        Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The dry-run plan: levels, then each phase with its command and the prompt its first attempt
 /// gets, `max_parallel` phases at once.
 fn plan(
@@ -366,12 +440,19 @@ fn plan(
         pipeline.workspace.display()
     );
     if let Some(previous) = previous {
-        let _ = writeln!(
-            out,
-            "resumes run {} ({})",
-            previous.run_id,
-            previous.current_status()
-        );
+        let _ = match previous.running_pid() {
+            Some(pid) => writeln!(
+                out,
+                "run {} is running (pid {pid}, since {}): a run now stops at once, or waits for it with --wait and then resumes it unless it passed",
+                previous.run_id, previous.started
+            ),
+            None => writeln!(
+                out,
+                "resumes run {} ({})",
+                previous.run_id,
+                previous.current_status()
+            ),
+        };
     }
     let graph = PhaseGraph::new(pipeline);
     for (level, phases) in graph.levels().unwrap_or_default().iter().enumerate() {

@@ -124,14 +124,26 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
     if runs.is_empty() {
         return super::emit(&format!("no runs yet in {}\n", dir.display()));
     }
+    let summaries: Vec<_> = runs
+        .iter()
+        .map(|run| (run, RunSummary::read(run)))
+        .collect();
+    // Wide enough for `running (pid 4242)`.
+    let width = summaries
+        .iter()
+        .filter_map(|(_, summary)| summary.as_ref().ok())
+        .map(|summary| summary.status_words().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:<10} {:<22} {:<10} phases",
+        "{:<20} {:<width$} {:<22} {:<10} phases",
         "run", "status", "started", "cost"
     );
-    for run in &runs {
-        match RunSummary::read(run) {
+    for (run, summary) in summaries {
+        match summary {
             Ok(summary) => {
                 let passed = summary
                     .phases
@@ -144,9 +156,9 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
                     .filter(|p| p.status == "up-to-date")
                     .count();
                 let mut line = format!(
-                    "{:<20} {:<10} {:<22} {:<10} {passed}/{} passed",
+                    "{:<20} {:<width$} {:<22} {:<10} {passed}/{} passed",
                     run.run_id,
-                    summary.current_status(),
+                    summary.status_words(),
                     summary.started,
                     summary.cost.short(),
                     summary.phases.len()
@@ -235,7 +247,8 @@ fn show_run(run: &RunDir) -> i32 {
     let status = summary.current_status();
     let _ = writeln!(
         out,
-        "status: {status}{}",
+        "status: {}{}",
+        summary.status_words(),
         summary
             .exit_code
             .map(|c| format!(" (exit {c})"))

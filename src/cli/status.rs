@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::input;
 use crate::engine::plan::{Force, PhasePlan, Reason, for_run};
+use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow status`.
 #[derive(Debug, clap::Args)]
@@ -29,20 +30,22 @@ pub(crate) fn run(args: &Args) -> i32 {
     let redactor = pipeline.redactor();
     let text = if args.json {
         let phases: Vec<serde_json::Value> = plans.iter().map(phase_json).collect();
+        let live = previous.as_ref().filter(|p| p.running_pid().is_some());
         let value = json!({
             "pipeline": pipeline.name,
-            "resumes": previous.as_ref().map(|p| p.run_id.clone()),
+            "resumes": previous.as_ref().filter(|p| p.running_pid().is_none()).map(|p| p.run_id.clone()),
+            "running": live.map(|p| json!({
+                "run-id": p.run_id,
+                "pid": p.running_pid(),
+                "since": p.started,
+            })),
             "phases": phases,
         });
         let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
         text.push('\n');
         text
     } else {
-        human(
-            &pipeline.name,
-            &plans,
-            previous.as_ref().map(|p| p.run_id.as_str()),
-        )
+        human(&pipeline.name, &plans, previous.as_ref())
     };
     super::emit(&redactor.redact(&text))
 }
@@ -67,7 +70,7 @@ fn phase_json(plan: &PhasePlan) -> serde_json::Value {
     })
 }
 
-fn human(pipeline: &str, plans: &[PhasePlan], resumes: Option<&str>) -> String {
+fn human(pipeline: &str, plans: &[PhasePlan], previous: Option<&RunSummary>) -> String {
     let mut out = String::new();
     let fresh = plans.iter().filter(|p| p.is_up_to_date()).count();
     let _ = writeln!(
@@ -76,8 +79,19 @@ fn human(pipeline: &str, plans: &[PhasePlan], resumes: Option<&str>) -> String {
         plans.len(),
         plans.len() - fresh
     );
-    if let Some(run_id) = resumes {
-        let _ = writeln!(out, "the next run resumes run {run_id}, which did not pass");
+    if let Some(previous) = previous {
+        let _ = match previous.running_pid() {
+            Some(pid) => writeln!(
+                out,
+                "run {} is running (pid {pid}, since {}): a new run stops at once, or waits for it with `run --wait`",
+                previous.run_id, previous.started
+            ),
+            None => writeln!(
+                out,
+                "the next run resumes run {}, which did not pass",
+                previous.run_id
+            ),
+        };
     }
     let width = plans
         .iter()

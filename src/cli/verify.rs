@@ -151,6 +151,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
         ))
     })?;
     let phase = pick_phase(&pipeline, args.phase.as_deref())?.clone();
+    input::warn_if_a_run_is_live(&pipeline);
     let grace = super::run::kill_grace().map_err(|e| input::fail(&e))?;
     let runtime = super::runtime()?;
     let options = SnapshotOptions {
@@ -160,8 +161,10 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     let now = Snapshot::take(&pipeline.workspace, &options, None)
         .map_err(|e| input::fail(&format!("cannot read the workspace: {e}")))?;
     // Gate command logs go to the state folder, as in a run (never into the workspace proper).
-    let logs = pipeline.workspace.join(&pipeline.state_dir).join("verify");
-    std::fs::create_dir_all(&logs)
+    let state_dir = pipeline.workspace.join(&pipeline.state_dir);
+    let logs = state_dir.join("verify");
+    crate::store::state_dir::create(&state_dir)
+        .and_then(|()| std::fs::create_dir_all(&logs))
         .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
     let env: Vec<(OsString, OsString)> = crate::engine::gate_env(&pipeline, &phase);
     let cancel = Cancel::default();

@@ -115,6 +115,9 @@ pub(crate) enum Reason {
     /// Phases it depends on have no record of a pass now (they failed, or were interrupted, since
     /// it passed) and do not run in this run.
     UpstreamNotPassed { phases: Vec<String> },
+    /// A run that is live has not finished it (it is running, or has not started yet): a new
+    /// run waits for that one to end (or stops at once), and then continues it.
+    Running { run_id: String, pid: u32 },
     /// The run this one continues did not finish it: it failed, was cancelled, or was running
     /// when that run stopped. It starts again with a fresh budget of attempts.
     Resumed {
@@ -177,6 +180,12 @@ impl fmt::Display for Reason {
             }
             Reason::UpstreamNotPassed { phases } => {
                 write!(f, "upstream has no record of a pass: {}", list(phases))
+            }
+            Reason::Running { run_id, pid } => {
+                write!(
+                    f,
+                    "not finished yet in run {run_id}, which is running (pid {pid})"
+                )
             }
             Reason::Resumed {
                 run_id,
@@ -352,6 +361,16 @@ pub(crate) fn plan(
         );
         let stopped = previous.and_then(|run| {
             let summary = run.phases.iter().find(|p| p.name == name(i))?;
+            // `run.json` may be a second behind the live run: a phase it shows as pending may
+            // have started since.
+            if let Some(pid) = run.running_pid()
+                && matches!(summary.status.as_str(), "pending" | "running")
+            {
+                return Some(Reason::Running {
+                    run_id: run.run_id.clone(),
+                    pid,
+                });
+            }
             let was = match summary.status.as_str() {
                 "failed" | "cancelled" => summary.status.clone(),
                 "running" => "running".to_owned(),
@@ -488,7 +507,8 @@ fn compare(
 }
 
 /// The latest run in the state folder when it did not pass (failed, interrupted or crashed): the
-/// run the next one continues.
+/// run the next one continues. A run that is still live is returned too: the next run waits for
+/// it (or stops at once), and continues it should it not pass.
 pub(crate) fn unfinished_run(state_dir: &Path) -> Option<RunSummary> {
     list_runs(&state_dir.join("runs"))
         .ok()

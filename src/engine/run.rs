@@ -22,6 +22,7 @@ use crate::event::{CancelReason, Event, PhaseStatus, RunStatus, Stamped};
 use crate::graph::PhaseGraph;
 use crate::model::{OnFailure, PhaseId, Pipeline};
 use crate::store::journal::Journal;
+use crate::store::lock::RunLock;
 use crate::store::passed::Records;
 use crate::store::run::RunDir;
 use crate::store::run_json::RunJson;
@@ -38,12 +39,13 @@ pub(crate) struct RunOutcome {
     pub run: RunDir,
 }
 
-/// Runs a checked pipeline to the end. The caller has linted it; `reporters` receive every event,
-/// after the run's journal and `run.json`.
+/// Runs a checked pipeline to the end. The caller has linted it and holds the `lock` of its state
+/// folder; `reporters` receive every event, after the run's journal and `run.json`.
 pub(crate) async fn execute(
     pipeline: Pipeline,
     options: RunOptions,
     reporters: Sinks,
+    lock: &RunLock,
 ) -> std::io::Result<RunOutcome> {
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let runs_dir = state_dir.join("runs");
@@ -55,6 +57,8 @@ pub(crate) async fn execute(
             format!("cannot create a run folder in {}: {e}", runs_dir.display()),
         )
     })?;
+    // Others now see which run holds the lock.
+    lock.set_run(&folder.run_id)?;
     // Worktrees of isolated phases that a killed run could not remove.
     super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());

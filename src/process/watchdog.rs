@@ -10,7 +10,9 @@
 //! the grace period and sends KILL to what remains, as helixflow would have. It then removes the
 //! files and folders registered for removal (`fPATH`, `rPATH` to forget one): private copies of
 //! prompts that hold secrets, and the worktrees of isolated phases, which helixflow would have
-//! removed when their attempt ended.
+//! removed when their attempt ended. A run's watchdog also keeps the run lock's file open
+//! (`store::lock`), so that the lock of a killed run is released once its agents are stopped,
+//! not before.
 //!
 //! The watchdog sleeps and reads the pipe a few times a second rather than wait on it, so that a
 //! run of short steps does not wake it for each line; the pipe is enlarged to hold what arrives
@@ -20,7 +22,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -59,9 +61,12 @@ struct Pipe {
 /// Starts the watchdog for this process's children, with the run's grace period between TERM and
 /// KILL. Starting it twice does nothing.
 ///
+/// `keep` is a descriptor the watchdog keeps open until it ends: the run's lock
+/// (`store::lock`), which a killed helixflow thus releases only once its agents are stopped.
+///
 /// # Errors
 /// When the pipe or the process cannot be made; the run can go on without it.
-pub(crate) fn start(grace: Duration) -> io::Result<()> {
+pub(crate) fn start(grace: Duration, keep: Option<BorrowedFd<'_>>) -> io::Result<()> {
     if WATCHDOG.get().is_some() {
         return Ok(());
     }
@@ -69,7 +74,22 @@ pub(crate) fn start(grace: Duration) -> io::Result<()> {
     // SAFETY: F_SETPIPE_SZ on a pipe we own; a refusal (over the system's limit) keeps 64 KiB.
     unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
     let program = std::env::current_exe()?;
-    let process = Command::new(program)
+    let mut command = Command::new(program);
+    if let Some(keep) = keep.map(|fd| fd.as_raw_fd()) {
+        // SAFETY: between fork and exec only fcntl runs, which is async-signal-safe. It clears
+        // close-on-exec on the child's copy of the descriptor alone; helixflow's stays as it is,
+        // so no agent inherits it.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(keep, libc::F_SETFD, 0) == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            });
+        }
+    }
+    let process = command
         .arg(SUBCOMMAND)
         .arg(grace.as_millis().to_string())
         .stdin(Stdio::from(read))

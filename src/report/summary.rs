@@ -1,6 +1,7 @@
 //! The table at the end of a run.
 
 use std::io::Write;
+use std::time::{Duration, SystemTime};
 
 use crate::event::{Event, PhaseStatus, Stamped};
 
@@ -34,6 +35,9 @@ pub struct Summary<W: Write + Send> {
     written: bool,
     /// Whether the run is still going (see [`Summary::still_running`]).
     running: bool,
+    /// For a run that is still going: the wall-clock time of its start, read from its events'
+    /// time stamps, so that a phase that is running shows how long it has been.
+    started_at: Option<SystemTime>,
 }
 
 impl<W: Write + Send> Summary<W> {
@@ -44,6 +48,7 @@ impl<W: Write + Send> Summary<W> {
             run: RunRecord::default(),
             written: false,
             running: false,
+            started_at: None,
         }
     }
 
@@ -67,7 +72,7 @@ impl<W: Write + Send> Summary<W> {
             .run
             .phases
             .iter()
-            .map(|p| row(p, &self.run, self.running))
+            .map(|p| row(p, &self.run, self.running, self.started_at))
             .collect();
         if !rows.is_empty() {
             let mut widths = HEADINGS.map(|h| h.chars().count());
@@ -89,6 +94,11 @@ impl<W: Write + Send> Summary<W> {
 impl<W: Write + Send> EventSink for Summary<W> {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
         self.run.apply(event);
+        if self.running && self.started_at.is_none() {
+            self.started_at = humantime::parse_rfc3339(&event.time)
+                .ok()
+                .and_then(|at| at.checked_sub(Duration::from_millis(event.elapsed_ms)));
+        }
         if matches!(event.event, Event::RunFinished { .. }) && !self.written {
             self.write_table()?;
         }
@@ -107,17 +117,34 @@ impl<W: Write + Send> EventSink for Summary<W> {
     }
 }
 
-/// One phase's cells.
-fn row(phase: &PhaseRecord, run: &RunRecord, running: bool) -> [String; COLUMNS] {
+/// One phase's cells. A phase that has not ended shows how long it has been running, in a run
+/// that still goes on and whose start is known, else `?`: the run's latest event says nothing
+/// of when a killed run stopped.
+fn row(
+    phase: &PhaseRecord,
+    run: &RunRecord,
+    running: bool,
+    started_at: Option<SystemTime>,
+) -> [String; COLUMNS] {
     let attempts = match (phase.attempts(), phase.max_attempts) {
         (0, _) if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) => "-".to_owned(),
         (0, _) => "0".to_owned(),
         (made, Some(max)) => format!("{made}/{max}"),
         (made, None) => made.to_string(),
     };
-    let duration = phase
-        .duration_ms(run)
-        .map_or_else(|| "-".to_owned(), human_duration);
+    let duration = if phase.standing() == Standing::Unfinished {
+        let now = started_at.and_then(|at| at.elapsed().ok());
+        match (running, now, phase.started_ms) {
+            (true, Some(now), Some(started)) => {
+                human_duration((now.as_millis() as u64).saturating_sub(started))
+            }
+            _ => "?".to_owned(),
+        }
+    } else {
+        phase
+            .duration_ms(run)
+            .map_or_else(|| "-".to_owned(), human_duration)
+    };
     // An up-to-date phase started nothing: it cost nothing, and says so.
     let cost = if phase.standing() == Standing::Ended(PhaseStatus::UpToDate) {
         crate::event::usage::Dollars::default().to_string()
@@ -202,11 +229,14 @@ fn totals(run: &RunRecord, running: bool) -> String {
     } else {
         format!(", cost {}", spend.words())
     };
-    format!(
-        "{} in {}{cost}",
-        parts.join(", "),
-        human_duration(run.duration_ms())
-    )
+    match run.finished_ms {
+        Some(ms) => format!("{} in {}{cost}", parts.join(", "), human_duration(ms)),
+        // Killed: when it stopped is not recorded.
+        None => format!(
+            "{}{cost}; the run did not finish, its length is unknown",
+            parts.join(", ")
+        ),
+    }
 }
 
 /// Writes cells padded to `widths`, two spaces apart, without trailing spaces.
@@ -252,9 +282,12 @@ mod tests {
                 max_attempts: 2,
             },
         ];
+        // The run started two hours ago.
+        let start = SystemTime::now() - Duration::from_hours(2);
         for (elapsed_ms, event) in (0..).zip(events) {
             let stamped = Stamped {
-                time: String::new(),
+                time: humantime::format_rfc3339_millis(start + Duration::from_millis(elapsed_ms))
+                    .to_string(),
                 elapsed_ms,
                 event,
             };
@@ -269,14 +302,14 @@ mod tests {
         assert_eq!(
             table(false),
             "phase  status       attempts  duration  cost  tokens  failing gates\n\
-             a      unfinished   1/2       0ms       -     -\n\
+             a      unfinished   1/2       ?         -     -\n\
              b      not started  0         -         -     -\n\
-             0 passed, 0 failed, 0 skipped, 1 unfinished, 1 not started in 1ms\n"
+             0 passed, 0 failed, 0 skipped, 1 unfinished, 1 not started; the run did not finish, its length is unknown\n"
         );
         assert_eq!(
             table(true),
             "phase  status   attempts  duration  cost  tokens  failing gates\n\
-             a      running  1/2       0ms       -     -\n\
+             a      running  1/2       2h 00m    -     -\n\
              b      pending  0         -         -     -\n\
              0 passed, 0 failed, 0 skipped, 1 running, 1 pending so far\n"
         );

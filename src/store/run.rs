@@ -16,8 +16,12 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates a new run folder under `runs_dir` with a fresh, sortable id.
+    /// Creates a new run folder under `runs_dir` (`<state-dir>/runs`) with a fresh, sortable id;
+    /// a state folder made for it ignores itself (see [`super::state_dir`]).
     pub fn create(runs_dir: &Path) -> io::Result<Self> {
+        if let Some(state_dir) = runs_dir.parent() {
+            super::state_dir::create(state_dir)?;
+        }
         fs::create_dir_all(runs_dir)?;
         let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
         let base: String = stamp.chars().filter(char::is_ascii_digit).collect();

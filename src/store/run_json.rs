@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::lock::LiveRun;
 use super::run::RunDir;
 use crate::event::record::RunRecord;
 use crate::event::sink::EventSink;
@@ -51,24 +52,56 @@ pub(crate) struct RunSummary {
     /// What every attempt's agent used, summed; an unknown cost is counted apart, never as zero.
     #[serde(default, skip_serializing_if = "Spend::is_empty")]
     pub cost: Spend,
+    /// When `run.json` says `running`: the state folder's run lock, when this run holds it (read
+    /// with the file, not part of it).
+    #[serde(skip)]
+    pub live: Option<LiveRun>,
 }
 
 impl RunSummary {
-    /// Reads the `run.json` of a run.
+    /// Reads the `run.json` of a run, and for one that says it is running, whether it holds the
+    /// run lock of its state folder (the folder two levels up).
     pub(crate) fn read(run: &RunDir) -> io::Result<Self> {
         let text = fs::read_to_string(run.path.join(FILE_NAME))?;
-        serde_json::from_str(&text).map_err(io::Error::other)
+        let mut summary: Self = serde_json::from_str(&text).map_err(io::Error::other)?;
+        if summary.status == "running" {
+            summary.live = run
+                .path
+                .parent()
+                .and_then(Path::parent)
+                .and_then(super::lock::live_run)
+                .filter(|live| live.run_id.as_deref() == Some(summary.run_id.as_str()));
+        }
+        Ok(summary)
     }
 
-    /// The run's status as it stands: `crashed` when `run.json` says `running` but the helixflow
-    /// process that ran it is gone (killed outright, or the machine stopped), else as recorded.
-    /// `helixflow runs` and `helixflow show` both tell a run's status by this.
+    /// The run's status as it stands: `crashed` when `run.json` says `running` but the run does
+    /// not hold the run lock of its state folder (its helixflow was killed outright, or the
+    /// machine stopped), or holds it only until its watchdog has stopped the agents of a killed
+    /// helixflow; else as recorded. `status`, `runs` and `show` all tell a run's status by this.
     pub(crate) fn current_status(&self) -> &str {
-        if self.status == "running" && !process_exists(self.pid) {
+        if self.status == "running" && self.running_pid().is_none() {
             "crashed"
         } else {
             &self.status
         }
+    }
+
+    /// The status in words: `running (pid 4242)` for a live run, else [`Self::current_status`].
+    pub(crate) fn status_words(&self) -> String {
+        match self.running_pid() {
+            Some(pid) => format!("running (pid {pid})"),
+            None => self.current_status().to_owned(),
+        }
+    }
+
+    /// The process of a run that is live: it says it is running and holds the run lock, and its
+    /// helixflow was not killed.
+    pub(crate) fn running_pid(&self) -> Option<u32> {
+        self.live
+            .as_ref()
+            .filter(|live| self.status == "running" && !live.killed)
+            .map(|live| live.pid.unwrap_or(self.pid))
     }
 }
 
@@ -87,19 +120,6 @@ pub(crate) fn last_passed(runs_dir: &Path, phase: &str, except: &str) -> Option<
             })
         })
         .map(|run| run.run_id.clone())
-}
-
-/// Whether a process still exists.
-fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
-    if unsafe { libc::kill(pid, 0) } == 0 {
-        return true;
-    }
-    // Another user's process exists too; it only may not be signalled.
-    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// One phase's line in `run.json`.
@@ -187,6 +207,7 @@ impl RunJson {
                 })
                 .collect(),
             cost: Spend::default(),
+            live: None,
         };
         let index = summary
             .phases

@@ -15,6 +15,7 @@ mod graph;
 mod isolation;
 mod lint;
 mod lint_fixtures;
+mod lock;
 mod lsp;
 mod misc;
 mod prompts;

@@ -1457,11 +1457,20 @@ fn a_killed_run_is_crashed_in_runs_and_in_show() {
     assert!(listed.stdout.contains(" crashed "), "{}", listed.stdout);
     let shown = test.with_args(&["show"]).run().code(0);
     assert!(shown.stdout.contains("status: crashed"), "{}", shown.stdout);
+    // When the phase and the run stopped is not known: the latest event was the attempt's start.
     assert!(
         shown
             .stdout
             .lines()
-            .any(|l| l.starts_with("a ") && l.contains(" unfinished ")),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["a", "unfinished", "1/3", "?", "-", "-"]),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown
+            .stdout
+            .contains("0 passed, 0 failed, 0 skipped, 1 unfinished; the run did not finish, its length is unknown\n"),
         "{}",
         shown.stdout
     );
@@ -1613,10 +1622,49 @@ fn a_state_dir_that_is_a_file_is_named_in_the_error() {
         .file(".helixflow", "");
     let outcome = test.with_args(&["run", "--no-progress"]).run().code(3);
     assert!(
-        outcome.stderr_redacted().contains(
-            "error: the run failed: cannot create a run folder in [TMP]/.helixflow/runs: Not a directory"
-        ),
+        outcome
+            .stderr_redacted()
+            .contains("error: cannot lock the state folder [TMP]/.helixflow: it is not a folder\n"),
         "{}",
         outcome.stderr
+    );
+}
+
+#[test]
+fn the_state_folder_keeps_itself_out_of_git() {
+    let test = Test::new()
+        .file(".gitignore", "out.txt\n")
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"touch out.txt\"\n}\n");
+    let git = |args: &[&str]| {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(test.path())
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    git(&["init", "--quiet"]);
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.name=helixflow",
+        "-c",
+        "user.email=helixflow@example.com",
+        "commit",
+        "--quiet",
+        "-m",
+        "start",
+    ]);
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(test.path().join(".helixflow/passed").is_dir());
+    assert_eq!(
+        git(&["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "a run left the working tree dirty"
+    );
+    assert_eq!(
+        test.read(".helixflow/.gitignore").lines().last(),
+        Some("/*")
     );
 }
