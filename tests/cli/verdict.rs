@@ -478,3 +478,34 @@ phase "docs" {
         "missing `pkg/tests/test_nth.py`; found `tests/test_nth.py` — written to the wrong folder?"
     );
 }
+
+#[test]
+fn a_lazy_rerun_fails_changes_once_the_earlier_work_was_undone() {
+    let test = Test::new()
+        .file("src.py", "X = 1\n")
+        .file(
+            "agent.sh",
+            "[ -e LAZY ] && exit 0\necho 'def every_nth(): pass' >> src.py\n",
+        )
+        .pipeline(
+            r#"pipeline "p"
+phase "implement" {
+    run "sh agent.sh"
+    gates {
+        changes min=1
+        command "true" name="weak"
+    }
+    retries 0
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    // The user undoes the work, and the agent turns lazy.
+    std::fs::write(test.path().join("src.py"), "X = 1\n").unwrap();
+    std::fs::write(test.path().join("LAZY"), "").unwrap();
+    test.with_args(&["run", "--no-progress", "--force"])
+        .run()
+        .code(1);
+    let changes = gate(&gates(test.path(), "implement", 1), "changes").clone();
+    assert_eq!(changes["status"], "failed", "{changes}");
+}

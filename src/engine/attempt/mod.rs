@@ -337,12 +337,14 @@ async fn one_attempt(
             reports: Vec::new(),
             after: None,
             verifier_void: None,
+            work: verify::Work::new(),
         }
     };
     let verify::Verified {
         mut reports,
         after,
         verifier_void,
+        work,
     } = verified;
     if agent_failure.is_none()
         && !run.state.cancel.is_cancelled()
@@ -352,6 +354,14 @@ async fn one_attempt(
         reports.push(apply_back(&current, worktree).await?);
     }
     let mut result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
+    if result.outcome == AttemptOutcome::Passed && !work.is_empty() && current.worktree.is_none() {
+        // What a later re-run that changes nothing is checked against (`changes`).
+        let dir = run.ctx.folder.phase_dir(&phase.name.value);
+        std::fs::write(
+            dir.join(verify::WORK_FILE),
+            run.ctx.redactor.to_json_pretty(&work)?,
+        )?;
+    }
     if let Some(reason) = verifier_void
         && result.outcome == AttemptOutcome::Failed
     {

@@ -56,6 +56,7 @@ pub(super) async fn verify(
     }
     let alongside = run.phases_alongside(a.id);
     let env = super::super::observe::env(run, phase);
+    let earlier_work = work_in_place(run, phase, &observed.after);
     let emit = |report: &GateReport| {
         run.emit(Event::GateFinished {
             phase: name.clone(),
@@ -90,7 +91,7 @@ pub(super) async fn verify(
             &alongside,
             response,
         )
-        .passed_before(passed_before(run, phase));
+        .passed_before(earlier_work.as_ref().map(|(run_id, _)| run_id.clone()));
         let mut on_report = |report: &GateReport| {
             // Approval gates are decided below, once everything else passed.
             if !report.is(crate::event::CheckKind::Approval) {
@@ -142,24 +143,74 @@ pub(super) async fn verify(
             }
         }
     }
+    // What a pass leaves as the phase's work: what it changed, or, when a re-run changed
+    // nothing because its work was in place, that earlier work.
+    let mut work = work_of(&observed);
+    if work.is_empty()
+        && let Some((_, earlier)) = earlier_work
+    {
+        work = earlier;
+    }
     Ok(Verified {
         reports,
         after: before.is_some().then_some(observed.after),
         verifier_void,
+        work,
     })
 }
 
-/// The newest earlier run in which `phase` passed, when it has a `changes` gate (the only reader).
-fn passed_before(run: &Run, phase: &Phase) -> Option<String> {
-    phase
+/// What a passing phase changed, as `work.json` in its folder keeps it: each created or modified
+/// file's hash (BLAKE3, hex), `None` for a deleted one.
+pub(super) type Work = std::collections::BTreeMap<String, Option<String>>;
+
+/// The file in a phase's folder of a run that holds its [`Work`].
+pub(super) const WORK_FILE: &str = "work.json";
+
+/// What the phase changed since it started, as [`Work`].
+pub(super) fn work_of(observed: &Observed) -> Work {
+    let hash = |path: &str| {
+        observed
+            .after
+            .get(path)
+            .map(|state| blake3::Hash::from(state.hash).to_hex().to_string())
+    };
+    let changes = &observed.changes;
+    changes
+        .created
+        .iter()
+        .chain(&changes.modified)
+        .map(|path| (path.clone(), hash(path)))
+        .chain(changes.deleted.iter().map(|path| (path.clone(), None)))
+        .collect()
+}
+
+/// The newest earlier run in which `phase` passed, with what it changed then, when all of that
+/// is still in place in `now`: every file it made or changed has the same contents, every file it
+/// deleted is still gone. Only for a phase with a `changes` gate (the only reader).
+fn work_in_place(run: &Run, phase: &Phase, now: &Snapshot) -> Option<(String, Work)> {
+    if !phase
         .gates
         .iter()
         .any(|g| matches!(g.kind, GateKind::Changes { .. }))
-        .then(|| {
-            let runs = run.ctx.folder.path.parent()?;
-            crate::store::run_json::last_passed(runs, &phase.name.value, &run.ctx.folder.run_id)
-        })
-        .flatten()
+    {
+        return None;
+    }
+    let runs = run.ctx.folder.path.parent()?;
+    let run_id =
+        crate::store::run_json::last_passed(runs, &phase.name.value, &run.ctx.folder.run_id)?;
+    let folder = crate::store::run::RunDir {
+        run_id: run_id.clone(),
+        path: runs.join(&run_id),
+    };
+    let text = std::fs::read_to_string(folder.phase_dir(&phase.name.value).join(WORK_FILE)).ok()?;
+    let work: Work = serde_json::from_str(&text).ok()?;
+    let in_place = |(path, hash): (&String, &Option<String>)| match hash {
+        Some(hash) => now
+            .get(path)
+            .is_some_and(|state| blake3::Hash::from(state.hash).to_hex().as_str() == hash),
+        None => now.get(path).is_none() && !run.ctx.pipeline.workspace.join(path).exists(),
+    };
+    (!work.is_empty() && work.iter().all(in_place)).then_some((run_id, work))
 }
 
 /// How many times the verifier is asked when its review is void.
@@ -172,6 +223,8 @@ pub(super) struct Verified {
     pub(super) after: Option<Snapshot>,
     /// Why the verifier's last review was void, when it was: the worker is not run again.
     pub(super) verifier_void: Option<String>,
+    /// What the phase changed since it started, written as its work when the attempt passes.
+    pub(super) work: Work,
 }
 
 /// `changes.json` (and `bookkeeping.json`) in the attempt folder: what the attempt changed.

@@ -42,6 +42,27 @@ pub(crate) struct Body {
     pub max_turns: Option<u32>,
 }
 
+/// `theirs` where it is set, else `mine`.
+fn over<T>(mine: &mut Option<T>, theirs: Option<T>) {
+    if theirs.is_some() {
+        *mine = theirs;
+    }
+}
+
+/// `mine`, or `default` where `mine` is not set.
+fn fill<T: Clone>(mine: &mut Option<T>, default: Option<&T>) {
+    if mine.is_none() {
+        *mine = default.cloned();
+    }
+}
+
+/// `mine`, or `default` where `mine` is empty.
+fn fill_list<T: Clone>(mine: &mut Vec<T>, default: &[T]) {
+    if mine.is_empty() {
+        *mine = default.to_vec();
+    }
+}
+
 impl Body {
     /// `self` (a template's body) with `own` (the phase's) on top: lists are added, single values
     /// of `own` win. `own` is taken apart field by field, so a field added to [`Body`] does not
@@ -75,11 +96,6 @@ impl Body {
             transient_retries,
             max_turns,
         } = own;
-        fn over<T>(mine: &mut Option<T>, theirs: Option<T>) {
-            if theirs.is_some() {
-                *mine = theirs;
-            }
-        }
         over(&mut self.description, description);
         over(&mut self.agent, agent);
         over(&mut self.run, run);
@@ -143,35 +159,25 @@ impl Body {
             transient_retries,
             max_turns,
         } = defaults;
-        fn fill<T: Clone>(mine: &mut Option<T>, default: &Option<T>) {
-            if mine.is_none() {
-                mine.clone_from(default);
-            }
-        }
-        fn fill_list<T: Clone>(mine: &mut Vec<T>, default: &[T]) {
-            if mine.is_empty() {
-                *mine = default.to_vec();
-            }
-        }
         // A `run` step has no agent: the default agent applies to agent phases only.
         if self.run.is_none() {
-            fill(&mut self.agent, agent);
+            fill(&mut self.agent, agent.as_ref());
         }
-        fill(&mut self.prompt, prompt);
-        fill(&mut self.always_run, always_run);
-        fill(&mut self.fail_fast, fail_fast);
-        fill(&mut self.verify, verify);
-        fill(&mut self.verifier, verifier);
-        fill(&mut self.verifier_prompt, verifier_prompt);
-        fill(&mut self.retries, retries);
-        fill(&mut self.backoff, backoff);
-        fill(&mut self.timeout, timeout);
-        fill(&mut self.on_failure, on_failure);
-        fill(&mut self.isolation, isolation);
-        fill(&mut self.escalate, escalate);
-        fill(&mut self.max_cost, max_cost);
-        fill(&mut self.transient_retries, transient_retries);
-        fill(&mut self.max_turns, max_turns);
+        fill(&mut self.prompt, prompt.as_ref());
+        fill(&mut self.always_run, always_run.as_ref());
+        fill(&mut self.fail_fast, fail_fast.as_ref());
+        fill(&mut self.verify, verify.as_ref());
+        fill(&mut self.verifier, verifier.as_ref());
+        fill(&mut self.verifier_prompt, verifier_prompt.as_ref());
+        fill(&mut self.retries, retries.as_ref());
+        fill(&mut self.backoff, backoff.as_ref());
+        fill(&mut self.timeout, timeout.as_ref());
+        fill(&mut self.on_failure, on_failure.as_ref());
+        fill(&mut self.isolation, isolation.as_ref());
+        fill(&mut self.escalate, escalate.as_ref());
+        fill(&mut self.max_cost, max_cost.as_ref());
+        fill(&mut self.transient_retries, transient_retries.as_ref());
+        fill(&mut self.max_turns, max_turns.as_ref());
         fill_list(&mut self.scope, scope);
         fill_list(&mut self.protect, protect);
         fill_list(&mut self.gates, gates);
