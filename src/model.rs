@@ -350,9 +350,14 @@ pub struct Agent {
     /// Longest time without output, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
     pub idle_timeout: Option<Millis>,
-    /// How the usage the agent reports is read; `None`: its cost is unknown.
+    /// How the usage the agent reports is read; `None`: its cost is unknown (unless `cost_usd`
+    /// declares it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageSpec>,
+    /// What each run of the agent costs, in US dollars, whatever its output reports: `0` for a
+    /// script, a local model or a flat-rate plan. `None`: the cost is what `usage` reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// What marks a failure as transient or fatal.
     #[serde(skip_serializing_if = "FailureMarkers::is_empty")]
     pub failures: FailureMarkers,

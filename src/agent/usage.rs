@@ -44,16 +44,32 @@ struct Reading {
 }
 
 /// The usage of one run of an agent, from its logs. Without a `usage` declaration, or when the
-/// output reports nothing, the cost is unknown (never zero).
+/// output reports nothing, the cost is unknown (never zero), unless the agent declares what each
+/// of its runs costs (`declared_cost`), which wins over what the output says.
 pub(crate) fn read(
     spec: Option<&UsageSpec>,
+    declared_cost: Option<f64>,
     prices: &BTreeMap<String, Price>,
     stdout_log: &Path,
     stderr_log: &Path,
 ) -> Usage {
-    let Some(spec) = spec else {
-        return Usage::default();
-    };
+    let mut usage = spec.map_or_else(Usage::default, |spec| {
+        reported(spec, prices, stdout_log, stderr_log)
+    });
+    if let Some(cost) = declared_cost.and_then(Dollars::new) {
+        usage.cost_usd = Some(cost);
+        usage.priced = false;
+    }
+    usage
+}
+
+/// The usage the output reports, read as `spec` says, its tokens priced when it gives no dollars.
+fn reported(
+    spec: &UsageSpec,
+    prices: &BTreeMap<String, Price>,
+    stdout_log: &Path,
+    stderr_log: &Path,
+) -> Usage {
     let reading = match spec.format {
         UsageFormat::Claude => claude(stdout_log),
         UsageFormat::Codex => codex(stdout_log),
@@ -436,7 +452,35 @@ mod tests {
         let (out, err) = (dir.path().join("stdout.log"), dir.path().join("stderr.log"));
         std::fs::write(&out, stdout).unwrap();
         std::fs::write(&err, "").unwrap();
-        read(Some(spec), prices, &out, &err)
+        read(Some(spec), None, prices, &out, &err)
+    }
+
+    #[test]
+    fn a_declared_cost_wins_over_the_output_and_needs_no_usage() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, err) = (dir.path().join("stdout.log"), dir.path().join("stderr.log"));
+        std::fs::write(
+            &out,
+            r#"{"type":"result","is_error":false,"num_turns":2,"result":"done","total_cost_usd":0.5,"usage":{"input_tokens":10,"output_tokens":5}}"#,
+        )
+        .unwrap();
+        std::fs::write(&err, "").unwrap();
+        let usage = read(
+            Some(&spec(UsageFormat::Claude)),
+            Some(0.0),
+            &BTreeMap::new(),
+            &out,
+            &err,
+        );
+        assert_eq!(usage.cost_usd, Dollars::new(0.0));
+        assert_eq!((usage.input_tokens, usage.turns), (Some(10), Some(2)));
+        let usage = read(None, Some(0.25), &BTreeMap::new(), &out, &err);
+        assert_eq!(usage.cost_usd, Dollars::new(0.25));
+        assert_eq!(usage.input_tokens, None);
+        assert_eq!(
+            read(None, None, &BTreeMap::new(), &out, &err).cost_usd,
+            None
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `helixflow export github-actions`: a pipeline as a GitHub Actions workflow, one job per phase.
 //!
 //! Each phase's job checks out the repository, installs helixflow, downloads the bundles of every
-//! phase it depends on (directly or not) and applies them in dependency order, runs the phase with
+//! phase it depends on (directly or not) and applies them in dependency order, runs the `--setup`
+//! commands (the agent's CLI, the project's test dependencies), runs the phase with
 //! `helixflow run --only PHASE --force` (verification and retries happen inside the job), and
 //! uploads its bundle, its run folder (the journal) and its `JUnit` report as artifacts. A last job
 //! applies every passing phase's bundle (the pipeline's result), joins the journals into one run
@@ -36,7 +37,8 @@ enum Command {
     /// with `helixflow runs merge` and publishes the `JUnit` report. The pipeline's `secret`
     /// variables come from the repository's secrets of the same name; name more (the agents' API
     /// keys) with `--secret`. helixflow is installed with `cargo install --locked --git URL`
-    /// (`--git`, `--rev`), or by the command given with `--install`.
+    /// (`--git`, `--rev`), or by the command given with `--install`; what the phases need besides
+    /// (the agent's CLI, the project's test dependencies) by the commands given with `--setup`.
     GithubActions(GithubArgs),
 }
 
@@ -63,6 +65,13 @@ struct GithubArgs {
     /// downloads a release binary into a folder on PATH).
     #[arg(long, value_name = "COMMAND", conflicts_with_all = ["git", "rev"])]
     install: Option<String>,
+    /// A shell command each phase's job runs in the workspace before its phase, once the
+    /// bundles it depends on are applied: what the agents and gates need that the runner lacks,
+    /// e.g. `--setup 'npm install -g @anthropic-ai/claude-code'` for the agent's CLI and
+    /// `--setup 'python3 -m pip install -r requirements.txt'` for the tests. Repeat for more; they
+    /// run in the order given.
+    #[arg(long, value_name = "COMMAND")]
+    setup: Vec<String>,
     /// The runner's label.
     #[arg(long, value_name = "LABEL", default_value = "ubuntu-latest")]
     runs_on: String,
@@ -89,6 +98,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         git: &args.git,
         rev: args.rev.as_deref(),
         command: args.install.as_deref(),
+        setup: &args.setup,
     };
     let Some(workflow) = github_actions(&pipeline, &paths, &secrets, &install, &args.runs_on)
     else {
@@ -213,11 +223,13 @@ impl RepoPaths {
     }
 }
 
-/// How jobs install helixflow.
+/// How jobs install helixflow, and what else each phase's job sets up.
 struct Install<'a> {
     git: &'a str,
     rev: Option<&'a str>,
     command: Option<&'a str>,
+    /// Shell commands run in the workspace before each phase.
+    setup: &'a [String],
 }
 
 /// A job's id for a phase: `phase-` and the name's letters, digits, `-` and `_`, with a short
@@ -389,6 +401,17 @@ fn github_actions(
         let mut before: Vec<usize> = upstream[i].iter().copied().collect();
         before.sort_by_key(|d| rank(d));
         apply_steps(&mut out, &before, false);
+        // After the bundles: a setup may install what an upstream phase wrote (a requirements
+        // file, a package). In the workspace, where the phase's own commands run.
+        for command in install.setup {
+            let _ = writeln!(
+                out,
+                "      - name: {}",
+                quote(&format!("Set up: {command}"))
+            );
+            out.push_str("        working-directory: ${{ env.HELIXFLOW_WORKSPACE }}\n");
+            let _ = writeln!(out, "        run: {}", quote(command));
+        }
         let _ = writeln!(out, "      - name: {}", quote(&format!("Run phase {name}")));
         out.push_str(
             "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --bundles --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",

@@ -230,7 +230,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             say!(
                 "run {} — journal in {}",
                 outcome.run.run_id,
-                outcome.run.path.display()
+                from_here(&outcome.run.path).display()
             );
             outcome.exit_code
         }
@@ -291,6 +291,17 @@ fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, i32> {
     };
     say!("error: {message}");
     Err(crate::exit::BUSY)
+}
+
+/// `path` relative to the current folder when it is inside it (as the user typed the pipeline's
+/// path), else as it is. The run works in the absolute workspace; people read the short path.
+fn from_here(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .ok()
+        .and_then(|here| path.strip_prefix(here).ok().map(Path::to_owned))
+        .filter(|relative| !relative.as_os_str().is_empty())
+        .unwrap_or_else(|| path.to_owned())
 }
 
 /// `HELIXFLOW_KILL_GRACE`: seconds between TERM and KILL when a child is stopped (default 5).

@@ -48,9 +48,10 @@ struct MergeArgs {
 /// Arguments of `helixflow show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The pipeline file whose runs to look in, when the first word names a file (one that
-    /// exists, or a `.kdl` path; default: the nearest helixflow.kdl or pipeline.kdl); then a run
-    /// id, or `latest` (the default); then a phase, to show its attempts and their feedback.
+    /// The pipeline file whose runs to look in, when the first word is a path to one (a `.kdl`
+    /// path, or a path with a `/` to a file; default: the nearest helixflow.kdl or pipeline.kdl);
+    /// then a run id, or `latest` (the default); then a phase, to show its attempts and their
+    /// feedback.
     #[arg(value_names = ["FILE", "RUN", "PHASE"], num_args = 0..=3)]
     words: Vec<String>,
     /// The pipeline file, as FILE gives it.
@@ -66,8 +67,8 @@ struct ShowTarget {
 }
 
 impl ShowArgs {
-    /// The pipeline file, the run and the phase. A first word that names a file is the pipeline
-    /// file (as for every other command); a run id never does, being a time stamp.
+    /// The pipeline file, the run and the phase. A first word that is a path to a pipeline file
+    /// is that file (as for every other command); a run id or `latest` never is one.
     fn target(&self) -> Result<ShowTarget, String> {
         let mut words = self.words.iter();
         let mut file = self.file.clone();

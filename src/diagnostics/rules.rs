@@ -917,8 +917,8 @@ rules! {
         help: "Keep it if the phase must follow each new run of its upstream; otherwise drop the dependency or the upstream's `always-run`.";
 
     /// ## What it catches
-    /// A `max-cost` budget over a phase whose agent has no `usage`, so that helixflow cannot know
-    /// what any of its attempts cost.
+    /// A `max-cost` budget over a phase whose agent has neither `usage` nor `cost`, so that
+    /// helixflow cannot know what any of its attempts cost.
     ///
     /// ## Why
     /// With `unknown-cost "fail"` (the default) such a phase stops after its first attempt; with
@@ -932,7 +932,7 @@ rules! {
     /// ```
     BUDGET_WITHOUT_USAGE = "HF608" "budget-without-usage" Warning,
         summary: "A `max-cost` budget covers an agent whose cost helixflow cannot read.",
-        help: "Declare the agent's `usage` (e.g. `usage \"claude\"`), and a `price` for models that report tokens only.";
+        help: "Declare the agent's `usage` (e.g. `usage \"claude\"`), and a `price` for models that report tokens only; or its `cost` per run (`cost 0` for an agent that costs nothing).";
 
     /// ## What it catches
     /// A phase's `protect` glob that covers files another phase may change at the same time: a

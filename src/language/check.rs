@@ -105,14 +105,14 @@ fn budgets_without_usage(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
         if pipeline
             .agents
             .get(&agent.value)
-            .is_some_and(|a| a.usage.is_none())
+            .is_some_and(|a| a.usage.is_none() && a.cost_usd.is_none())
         {
             diagnostics.push(
                 Diagnostic::new(
                     &rules::BUDGET_WITHOUT_USAGE,
                     phase.name.span,
                     format!(
-                        "phase \"{}\" is under {budget}, but agent \"{}\" has no `usage`: what its attempts cost is unknown",
+                        "phase \"{}\" is under {budget}, but agent \"{}\" has neither `usage` nor `cost`: what its attempts cost is unknown",
                         phase.name.value, agent.value
                     ),
                 )

@@ -806,7 +806,15 @@ pub static NODES: &[NodeSchema] = &[
                 "The model whose `price` applies when the output does not name one (Codex, Aider, `json`, `regex`).",
             ),
         ],
-        doc: "How helixflow reads what an attempt's agent used: its cost in US dollars, tokens and turns, shown in every report and counted against `max-cost`. A cost the output does not give is computed from the tokens with the pipeline's `price` table; otherwise it is unknown, shown as such, and never counted as zero.",
+        doc: "How helixflow reads what an attempt's agent used: its cost in US dollars, tokens and turns, shown in every report and counted against `max-cost`. A cost the output does not give is computed from the tokens with the pipeline's `price` table; otherwise it is unknown, shown as such, and never counted as zero, unless the agent declares its `cost`.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "cost",
+        contexts: &[Context::Agent],
+        args: &[arg("USD", ValueType::Number, "US dollars per run.")],
+        min_args: 1,
+        doc: "What each run of the agent costs, in US dollars, whatever its output reports: `cost 0` declares an agent free (a script, a local model, a flat-rate plan), so its attempts cost `$0.00` instead of an unknown amount, and a `max-cost` budget can hold it. Its tokens and turns are still read as `usage` says.",
         ..BASE
     },
     NodeSchema {

@@ -518,6 +518,75 @@ phase "b" { agent "codex"; prompt "b: fail"; outputs { file "out/b.txt" }; retri
     );
 }
 
+/// `cost 0` declares an agent free: a script that reports nothing costs `$0.00` instead of an
+/// unknown amount, so a budget with `unknown-cost "fail"` holds it through its retries. A declared
+/// cost wins over what the output reports, for a worker and a reviewer alike, and the tokens are
+/// still read.
+#[test]
+fn an_agent_declared_free_costs_nothing_and_a_budget_holds_it() {
+    let test = pipeline(
+        "    max-cost 10",
+        r#"
+agent "script" {
+    command "python3" "agent.py" "plain" "{{ phase }}"
+    stdin #true
+    cost 0
+}
+agent "flat-rate" {
+    command "python3" "agent.py" "claude" "{{ phase }}"
+    stdin #true
+    response "claude-stream-json"
+    usage "claude"
+    cost 0.02
+}
+agent "free-reviewer" {
+    command "python3" "agent.py" "verdict" "{{ phase }}"
+    stdin #true
+    response "claude-stream-json"
+    usage "claude"
+    cost 0
+}
+phase "a" { agent "script"; prompt "a: fail,pass"; outputs { file "out/a.txt" } }
+phase "b" {
+    agent "flat-rate"
+    prompt "b: pass:0.10"
+    outputs { file "out/b.txt" }
+    verify "external" "sub-agent"
+    verifier "free-reviewer"
+}
+"#,
+    );
+    let outcome = test
+        .with_args(&["run", "pipeline.kdl", "--no-progress"])
+        .run()
+        .code(0);
+    let run = run_json(test.path());
+    let a = phase(&run, "a");
+    assert_eq!(a["attempts"], 2, "{run:#}");
+    assert!(close(&a["cost"]["known-usd"], 0.0), "{run:#}");
+    assert_eq!(a["cost"].get("unknown-attempts"), None, "{run:#}");
+    assert!(
+        close(&phase(&run, "b")["cost"]["known-usd"], 0.02),
+        "{run:#}"
+    );
+    assert!(close(&run["cost"]["known-usd"], 0.02), "{run:#}");
+    let journal = journal(test.path());
+    for attempt in attempts(&journal, "a") {
+        assert!(close(&attempt["usage"]["cost_usd"], 0.0), "{attempt}");
+    }
+    let b = attempts(&journal, "b");
+    assert!(close(&b[0]["usage"]["cost_usd"], 0.02), "{}", b[0]);
+    assert_eq!(b[0]["usage"]["input_tokens"], 1500, "{}", b[0]);
+    assert!(
+        outcome.stderr.contains("[a] attempt 1/3 failed in ")
+            && outcome.stderr.contains("[a] passed after 2 attempts in ")
+            && outcome.stderr.contains("cost $0.00\n"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(!outcome.stderr.contains("unknown"), "{}", outcome.stderr);
+}
+
 #[test]
 fn max_turns_fails_an_attempt_that_took_more() {
     let test = pipeline(
@@ -661,6 +730,18 @@ phase "a" { agent "bot"; prompt "go" }
         )),
         Vec::<String>::new()
     );
+    // An agent's declared cost: dollars, never negative, once; it lets a budget hold an agent
+    // that reports no usage.
+    let declared = |cost: &str| {
+        lint(&format!(
+            "pipeline \"p\" {{ max-cost 1 }}\nagent \"bot\" {{ command \"bot\"; stdin #true; {cost} }}\nphase \"a\" {{ agent \"bot\"; prompt \"go\" }}\n"
+        ))
+    };
+    assert_eq!(declared("cost -1"), ["HF106", "HF608"]);
+    assert_eq!(declared("cost \"free\""), ["HF105", "HF608"]);
+    assert_eq!(declared("cost 0; cost 1"), ["HF108"]);
+    assert_eq!(declared("cost 0"), Vec::<String>::new());
+    assert_eq!(declared("stdin #true"), ["HF108", "HF608"]);
 }
 
 #[test]

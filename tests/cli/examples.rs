@@ -1,4 +1,6 @@
-//! The bundled examples are lint-clean and formatted, and the generated schema is up to date.
+//! The bundled examples are lint-clean and formatted, the generated schema is up to date, and
+//! what the README shows of them (its diagnostics table, its headline pipeline, the quickstart's
+//! output) is what the binary checks and prints.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -98,10 +100,177 @@ fn the_examples_cover_the_documented_workflows() {
     assert!(text("examples/template-library/pipeline.kdl").contains("import \"lib/python.kdl\""));
 }
 
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+}
+
+/// The text of the README's first fenced block of `language` (```` ```kdl ````, …).
+fn readme_block(readme: &str, language: &str) -> String {
+    let fence = format!("```{language}\n");
+    let start = readme
+        .find(&fence)
+        .unwrap_or_else(|| panic!("the README has no {fence:?} block"))
+        + fence.len();
+    let end = start + readme[start..].find("```\n").expect("a closed block");
+    readme[start..end].to_owned()
+}
+
+/// The README's headline pipeline (its first KDL block) is clean: lint finds nothing, warnings
+/// included, in a folder holding the prompt files it names, and it is formatted.
+#[test]
+fn the_readme_headline_pipeline_is_lint_clean_and_formatted() {
+    let headline = readme_block(&readme(), "kdl");
+    assert!(headline.starts_with("pipeline "), "{headline}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pipeline.kdl"), &headline).unwrap();
+    let prompt_file = regex::Regex::new(r#"prompt file="([^"]+)""#).unwrap();
+    for found in prompt_file.captures_iter(&headline) {
+        let path = dir.path().join(&found[1]);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "Implement the parser. {{ feedback }}\n").unwrap();
+    }
+    for args in [
+        &["lint", "--format", "json", "pipeline.kdl"][..],
+        &["fmt", "--check", "pipeline.kdl"][..],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env_remove("HELIXFLOW_PATH")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{args:?}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if args[0] == "lint" {
+            assert_eq!(
+                stdout.trim(),
+                "[]",
+                "the README's headline pipeline: {stdout}"
+            );
+        }
+    }
+}
+
+/// The quickstart run as the README says, in a fresh copy of the example at the same path, prints
+/// what the README quotes: every line, with the run id, the durations and the table's alignment
+/// (which follows the durations' widths) left out of the comparison. Phases that run at the same
+/// time interleave their lines in any order, so each phase's lines are compared in order, and the
+/// run's own lines in place.
+#[test]
+fn the_readme_quotes_what_the_quickstart_prints() {
+    let readme = readme();
+    let command = readme
+        .lines()
+        .find(|line| line.starts_with("cargo run --release -- run "))
+        .expect("the README's quickstart command");
+    let args: Vec<&str> = command
+        .split_once(" -- ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(args, ["run", "examples/quickstart/pipeline.kdl"]);
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let copy = tempfile::tempdir().unwrap();
+    copy_example(
+        &root.join("examples/quickstart"),
+        &copy.path().join("examples/quickstart"),
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(&args)
+        .current_dir(copy.path())
+        .env("NO_COLOR", "1")
+        .env_remove("HELIXFLOW_PATH")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{printed}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+
+    let quoted = blocks(&readme_block(&readme, "text"));
+    let printed = blocks(&printed);
+    assert_eq!(
+        quoted.len(),
+        printed.len(),
+        "the README quotes {quoted:#?}\nthe quickstart printed {printed:#?}"
+    );
+    let of = |blocks: &[(String, String)], key: &str| -> Vec<String> {
+        blocks
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, text)| text.clone())
+            .collect()
+    };
+    let mut keys: Vec<&String> = quoted.iter().map(|(key, _)| key).collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        assert_eq!(
+            of(&quoted, key),
+            of(&printed, key),
+            "the lines of {key:?}: the README quotes them differently from what the quickstart printed"
+        );
+    }
+    for (i, (key, text)) in quoted.iter().enumerate() {
+        if key.is_empty() {
+            assert_eq!(printed[i], (key.clone(), text.clone()), "line {i}");
+        }
+    }
+}
+
+/// Copies an example's files, leaving out what a run of it here would have left (`.helixflow/`,
+/// `out/`): the copy runs as from a fresh clone.
+fn copy_example(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if entry.file_type().unwrap().is_dir() {
+            if name != ".helixflow" && name != "out" {
+                copy_example(&entry.path(), &to.join(&name));
+            }
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// Output lines as (phase, text) blocks: a `[phase]` line with the indented details below it, or
+/// a line of the run's own (phase ""). Run ids and durations are replaced, and runs of spaces
+/// outside the details become one.
+fn blocks(text: &str) -> Vec<(String, String)> {
+    let run_id = regex::Regex::new(r"\b\d{8}-\d{6}(?:-\d+)?\b").unwrap();
+    let duration = regex::Regex::new(r"\b\d+(?:\.\d+)?(?:ms|s|m|h)\b").unwrap();
+    let phase = regex::Regex::new(r"^\[([^\]]+)\] ").unwrap();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let line = run_id.replace_all(line, "<run>");
+        let line = duration.replace_all(&line, "<duration>");
+        if let Some(detail) = line.strip_prefix("    ") {
+            let (_, block) = out.last_mut().expect("details follow a line");
+            block.push_str("\n    ");
+            block.push_str(detail);
+            continue;
+        }
+        let key = phase
+            .captures(&line)
+            .map(|c| c[1].to_owned())
+            .unwrap_or_default();
+        out.push((key, line.split_whitespace().collect::<Vec<_>>().join(" ")));
+    }
+    out
+}
+
 #[test]
 fn the_readme_lists_every_diagnostic() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = readme();
     for rule in helixflow::ALL_RULES {
         let row = format!(
             "| `{}` | {} | {} | {} |",

@@ -197,8 +197,9 @@ fn verdicts(run: &Path) -> Vec<(String, String, u64, String)> {
 /// `needs` allow, each in a fresh clone of `repo` with its own `RUNNER_TEMP`, artifacts kept in
 /// one folder between jobs. Of the steps it executes only what a helixflow job is made of:
 /// `actions/checkout` (the clone), the install step (the binary under test instead),
-/// `actions/upload-artifact` and `actions/download-artifact`, and `run:` lines that start
-/// helixflow, split into words here and started without a shell.
+/// `actions/upload-artifact` and `actions/download-artifact`, `run:` lines that start
+/// helixflow, split into words here and started without a shell, and the `--setup` commands,
+/// started with `sh -c` in their `working-directory`.
 struct Runner {
     repo: PathBuf,
     secrets: BTreeMap<String, String>,
@@ -317,6 +318,11 @@ impl Runner {
                 }
             } else if step["name"].as_str() == Some("Install helixflow") {
                 true
+            } else if let Some(dir) = step["working-directory"].as_str() {
+                let name = step["name"].as_str().unwrap_or_default();
+                assert!(name.starts_with("Set up: "), "a shell step: {name}");
+                let dir = clone_dir.join(self.expression(dir, &env));
+                Self::shell(step["run"].as_str().expect("a run step"), &dir, &env)
             } else {
                 let line = step["run"].as_str().expect("a run step");
                 Self::command(line, &clone_dir, &env)
@@ -424,6 +430,20 @@ impl Runner {
             _ => panic!("download-artifact takes name or pattern"),
         }
         true
+    }
+
+    /// Runs a `run:` line with `sh -c` in `dir`, as Actions runs a step's script.
+    fn shell(line: &str, dir: &Path, env: &BTreeMap<String, String>) -> bool {
+        let status = Command::new("sh")
+            .args(["-ec", line])
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .envs(env)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        status.success()
     }
 
     /// Starts a `run:` line that runs helixflow, without a shell: words split at spaces,
@@ -644,6 +664,81 @@ fn the_exported_jobs_run_in_fresh_clones_end_as_one_local_run_does() {
     let junit =
         std::fs::read_to_string(runner.artifacts.path().join("helixflow-junit/junit.xml")).unwrap();
     assert!(junit.contains(r#"<testsuite name="final""#), "{junit}");
+}
+
+/// What the phases need besides helixflow (the agent's CLI, the project's test dependencies) is
+/// set up with `--setup`: each phase's job runs the commands, in order, in the workspace (here a
+/// sub-folder of the repository), after applying the bundles it depends on and before its phase.
+/// Without them the same workflow fails.
+#[test]
+fn setup_commands_run_in_the_workspace_before_each_phase() {
+    let export = |setup: &[&str]| {
+        let repo = tempfile::tempdir().unwrap();
+        let r = repo.path();
+        std::fs::create_dir_all(r.join("app")).unwrap();
+        std::fs::write(
+            r.join("app/pipeline.kdl"),
+            "pipeline \"deps\"\n\
+             phase \"a\" {\n    run \"mkdir -p out && cp deps/tool.txt out/a.txt\"\n    outputs { file \"out/a.txt\" }\n}\n\
+             phase \"b\" {\n    depends-on \"a\"\n    run \"cat deps/tool.txt out/a.txt > out/b.txt\"\n    outputs { file \"out/b.txt\" }\n}\n",
+        )
+        .unwrap();
+        std::fs::write(r.join(".gitignore"), ".helixflow/\ndeps/\n").unwrap();
+        git(r, &["init", "-q", "-b", "main"]);
+        let mut command = Command::new(BIN);
+        command.args(["export", "github-actions", "app/pipeline.kdl"]);
+        for s in setup {
+            command.args(["--setup", s]);
+        }
+        let out = command
+            .args(["-o", ".github/workflows/helixflow.yml"])
+            .current_dir(r)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(r, &["add", "-A"]);
+        git(r, &["commit", "-q", "-m", "start"]);
+        let text = std::fs::read_to_string(r.join(".github/workflows/helixflow.yml")).unwrap();
+        (repo, text)
+    };
+
+    let (repo, text) = export(&[
+        "mkdir -p deps && echo installed > deps/tool.txt",
+        "echo second >> deps/tool.txt",
+    ]);
+    assert!(
+        text.contains(
+            "      - name: 'Set up: echo second >> deps/tool.txt'\n\
+             \x20       working-directory: ${{ env.HELIXFLOW_WORKSPACE }}\n\
+             \x20       run: 'echo second >> deps/tool.txt'\n\
+             \x20     - name: 'Run phase b'\n"
+        ),
+        "{text}"
+    );
+    let mut runner = Runner::new(repo.path(), &[]);
+    let workflow = &YamlLoader::load_from_str(&text).unwrap()[0];
+    runner.run(workflow);
+    for job in ["phase-a", "phase-b", "helixflow-run"] {
+        assert_eq!(runner.results[job].0, "success", "{job}");
+    }
+    let (_, last) = &runner.results["helixflow-run"];
+    assert_eq!(
+        std::fs::read_to_string(last.join("app/out/b.txt")).unwrap(),
+        "installed\nsecond\ninstalled\nsecond\n"
+    );
+    // The last job runs no phase, and sets nothing up.
+    assert!(!last.join("app/deps").exists());
+
+    let (repo, text) = export(&[]);
+    assert!(!text.contains("Set up"), "{text}");
+    let mut runner = Runner::new(repo.path(), &[]);
+    runner.run(&YamlLoader::load_from_str(&text).unwrap()[0]);
+    assert_eq!(runner.results["phase-a"].0, "failure");
+    assert_eq!(runner.results["phase-b"].0, "skipped");
 }
 
 #[test]

@@ -506,6 +506,22 @@ fn hover_documents_nodes_properties_values_and_names() {
     insta::assert_snapshot!("hover", report);
 }
 
+/// An agent's declared `cost` is documented on hover, from the schema table.
+#[test]
+fn hover_documents_an_agents_declared_cost() {
+    let mut client = Client::start();
+    let text = "pipeline \"p\"\nagent \"script\" {\n    command \"./agent.sh\"\n    cost 0\n}\nphase \"a\" { agent \"script\"; prompt \"go\" }\n";
+    let uri = client.open("pipeline.kdl", text);
+    assert_eq!(client.diagnostics(&uri), Vec::<Value>::new());
+    let hover = client.hover(&uri, position_of(text, "cost 0", 0, 1));
+    let doc = hover["contents"]["value"].as_str().unwrap();
+    assert!(
+        doc.contains("cost USD") && doc.contains("`cost 0` declares an agent free"),
+        "{doc}"
+    );
+    assert!(client.shut_down().success());
+}
+
 /// A document with half-written lines, as while typing.
 const TYPING: &str = r#"pipeline "typing"
 import "lib/agents.kdl"

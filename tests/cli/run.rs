@@ -1082,6 +1082,25 @@ fn runs_and_show_take_the_pipeline_file_as_their_first_argument() {
     }
     // Without the file, the default lookup finds no pipeline here.
     test.with_args(&["runs"]).run().code(2);
+    // A run is named by its id or `latest`, also where a file of that name exists.
+    let inside = test
+        .with_args(&["show", "latest", "a"])
+        .current_dir("project");
+    std::fs::write(test.path().join("project/latest"), "").unwrap();
+    std::fs::copy(
+        test.path().join("project/flow.kdl"),
+        test.path().join("project/pipeline.kdl"),
+    )
+    .unwrap();
+    let latest = inside.run().code(0);
+    assert!(
+        latest
+            .stdout
+            .contains(&format!("(./.helixflow/runs/{run_id}/phases/a/attempt-1)"))
+            && latest.stdout.contains("missing `nope.txt`"),
+        "{}",
+        latest.stdout
+    );
 }
 
 #[test]

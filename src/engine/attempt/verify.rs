@@ -265,6 +265,7 @@ fn add_verifier_usage(a: &Attempt<'_>, dir: &Path) {
     };
     let used = crate::agent::usage::read(
         verifier.usage.as_ref(),
+        verifier.cost_usd,
         &a.run.ctx.pipeline.prices,
         &stdout,
         &dir.join(subagent::STDERR_LOG),

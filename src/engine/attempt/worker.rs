@@ -71,11 +71,12 @@ pub(super) async fn run(
     if let Worker::Agent(agent_name) = &phase.worker {
         // What the agent used is read whatever became of the attempt: a cancelled or failed
         // run was paid for too.
-        let spec = run.ctx.pipeline.agents[&agent_name.value].usage.clone();
+        let agent = &run.ctx.pipeline.agents[&agent_name.value];
+        let (spec, cost) = (agent.usage.clone(), agent.cost_usd);
         let prices = run.ctx.pipeline.prices.clone();
         let (stdout, stderr) = (a.dir.join("stdout.log"), a.dir.join("stderr.log"));
         let usage = tokio::task::spawn_blocking(move || {
-            usage::read(spec.as_ref(), &prices, &stdout, &stderr)
+            usage::read(spec.as_ref(), cost, &prices, &stdout, &stderr)
         })
         .await
         .unwrap_or_default();

@@ -38,6 +38,7 @@ impl Decoder<'_> {
             timeout: None,
             idle_timeout: None,
             usage: None,
+            cost_usd: None,
             failures: FailureMarkers::default(),
             env: BTreeMap::new(),
         };
@@ -101,6 +102,7 @@ impl Decoder<'_> {
                     }
                 }
                 "usage" => agent.usage = self.usage_spec(child, origin),
+                "cost" => agent.cost_usd = super::number(positional(child).next()),
                 "max-turns-option" => {
                     agent.max_turns_option = origin.arg(child, 0).map(|option| option.value);
                 }
