@@ -325,7 +325,7 @@ fn everything(excluded: &[PathBuf]) -> SnapshotOptions {
 fn same(a: Option<&FileState>, b: Option<&FileState>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.hash == b.hash && a.executable == b.executable,
+        (Some(a), Some(b)) => a.hash == b.hash && a.mode == b.mode,
         _ => false,
     }
 }

@@ -1,5 +1,5 @@
 //! Workspace snapshots: every file of a workspace with its size, modification time, content hash
-//! and executable bit, taken before and after each attempt to judge `scope`, `protect` and the
+//! and permission bits, taken before and after each attempt to judge `scope`, `protect` and the
 //! `changes` gate, and able to keep contents so that a verifier's changes can be undone byte-exact.
 //!
 //! What a snapshot sees, and why:

@@ -226,6 +226,7 @@ impl<'s> Recorder<'s> {
                 mtime_ns: stat.mtime_ns,
                 hash: [0; 32],
                 executable: kind == Kind::File && mode & 0o111 != 0,
+                mode: if kind == Kind::File { mode & 0o7777 } else { 0 },
             },
             kind,
             ctime_ns: stat.ctime_ns,
