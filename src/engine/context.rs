@@ -137,6 +137,8 @@ pub(crate) struct Shared {
     pub excluded: Vec<PathBuf>,
     /// The records of passed phases: removed when a phase starts, written when it passes.
     pub records: crate::store::passed::Records,
+    /// The parts of the workspace's git repository no agent or verifier may change.
+    pub repository: crate::workspace::RepositoryGuard,
     /// The latest workspace snapshot of the run, a cache of file hashes for the next one.
     pub latest_snapshot: Mutex<Option<crate::workspace::Snapshot>>,
     /// Which phases ran alongside each attempt under way.

@@ -109,6 +109,7 @@ pub(crate) async fn execute(
     let socket_path = control::socket_path(&run.path, &run.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
+    let repository = crate::workspace::RepositoryGuard::new(&pipeline.workspace);
     let shared = Arc::new(Shared {
         pipeline,
         run: run.clone(),
@@ -124,6 +125,7 @@ pub(crate) async fn execute(
         socket: listener.as_ref().map(|_| socket_path.clone()),
         excluded,
         records,
+        repository,
         latest_snapshot: Mutex::new(None),
         alongside: Mutex::default(),
         // More phases at once than there are cores (a small pipeline never has).
@@ -192,6 +194,7 @@ pub(crate) async fn execute(
         let _ = std::fs::remove_file(&socket_path);
     }
 
+    sweep(&shared).await;
     let status = interrupted
         .lock()
         .ok()
@@ -219,6 +222,31 @@ pub(crate) async fn execute(
         .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
     let exit_code = recorded.unwrap_or(exit_code);
     Ok(RunOutcome { exit_code, run })
+}
+
+/// Puts back the guarded parts of the repository and removes the records of passed phases that
+/// something other than helixflow changed since the last attempt looked (a `run` step, whose
+/// attempts do not look at the records, or a process an agent left behind), each with a warning:
+/// neither outlives the run.
+async fn sweep(shared: &Arc<Shared>) {
+    let (repository, records) = (shared.repository.clone(), shared.records.clone());
+    let (repository, records) = tokio::task::spawn_blocking(move || {
+        let now = std::time::Instant::now();
+        (repository.changed_since(now), records.changed_since(now))
+    })
+    .await
+    .unwrap_or_default();
+    if !repository.is_empty() {
+        shared.emit(Event::Warning {
+            message: format!(
+                "the git repository's configuration, hooks or `info/` changed during the run: {}",
+                repository.join("; ")
+            ),
+        });
+    }
+    for record in records {
+        shared.emit(Event::Warning { message: record });
+    }
 }
 
 /// Starts phases as their dependencies pass, at most `max_parallel` at once. Returns whether any

@@ -41,6 +41,8 @@ use std::borrow::Cow;
 use std::io::{self, ErrorKind};
 use std::path::Path;
 
+pub(crate) mod git;
+mod repository_guard;
 mod restore;
 mod rules;
 mod snapshot;
@@ -56,6 +58,7 @@ mod unix;
 #[cfg(unix)]
 use unix as os;
 
+pub(crate) use repository_guard::{RepositoryFingerprint, RepositoryGuard};
 pub use rules::{IgnoreRules, ProtectedPaths};
 pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
 

@@ -324,6 +324,7 @@ async fn one_attempt(
     } else {
         (Vec::new(), None)
     };
+    reports.extend(verify::guarded(&current).await);
     if agent_failure.is_none()
         && !shared.cancel.soft.is_cancelled()
         && reports.iter().all(|r| r.status != GateStatus::Failed)
