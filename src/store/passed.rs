@@ -26,6 +26,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::run::folder_name;
+use crate::workspace::FileStat;
 
 /// The format of a record; a record of another version is read as no record (the phase runs).
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -33,16 +34,39 @@ pub(crate) const RECORD_VERSION: u32 = 1;
 /// The folder of the records, inside the state folder.
 pub(crate) const FOLDER: &str = "passed";
 
-/// One file as it was when a phase passed. Size and modification time let a later check reuse
-/// the hash without reading the file.
+/// One file as it was when a phase passed: the hash of its contents, and what its metadata said
+/// when it was read, which lets a later check reuse the hash without reading the file again when
+/// the metadata proves it unchanged ([`FileStat::unchanged`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct FileStamp {
     /// Size in bytes.
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: i128,
+    /// Inode change time, nanoseconds since the Unix epoch (0 in a record written before it was
+    /// kept: the file is then read again).
+    #[serde(default)]
+    pub ctime_ns: i128,
+    /// Inode number.
+    #[serde(default)]
+    pub inode: u64,
+    /// When the file was read, on the clock files are stamped from.
+    #[serde(default)]
+    pub read_ns: i128,
     /// BLAKE3 of the content, in hex.
     pub hash: String,
+}
+
+impl FileStamp {
+    /// What the file's metadata said when it was read.
+    pub(crate) fn stat(&self) -> FileStat {
+        FileStat {
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            inode: self.inode,
+        }
+    }
 }
 
 /// What a phase was, read and produced when it last passed.

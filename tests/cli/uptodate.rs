@@ -477,6 +477,37 @@ fn sigkill_at_any_moment_leaves_records_only_of_phases_that_passed() {
     }
 }
 
+#[test]
+fn a_same_size_rewrite_with_its_modification_time_put_back_is_seen() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    take_calls(&test);
+    let output = test.path().join("out/c.txt");
+    let was = std::fs::read(&output).unwrap();
+    let modified = std::fs::metadata(&output).unwrap().modified().unwrap();
+    // Another writer: the same size, other bytes, the modification time put back.
+    let other: Vec<u8> = was.iter().map(u8::to_ascii_uppercase).collect();
+    assert_ne!(other, was);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&output)
+        .unwrap();
+    std::io::Write::write_all(&mut &file, &other).unwrap();
+    file.set_modified(modified).unwrap();
+    drop(file);
+    assert_eq!(
+        std::fs::metadata(&output).unwrap().modified().unwrap(),
+        modified
+    );
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["c"]), "{reasons}");
+    assert!(
+        reasons.contains("c: output changed since it passed: modified `out/c.txt`"),
+        "{reasons}"
+    );
+}
+
 /// Phase `b`'s agent rewrites `a`'s output and edits `a`'s record to match it, every stamp
 /// included (the hash it needs is given to it).
 const FORGER: &str = r#"
