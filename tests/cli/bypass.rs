@@ -1,5 +1,6 @@
 //! Ways past the verdict, closed, in real runs with real git: commands planted in a repository's
-//! configuration, hooks and attributes; agents and verifiers that change `.git`.
+//! configuration, hooks and attributes; agents and verifiers that change `.git`; outputs that are
+//! symlinks leading out of the workspace.
 
 use crate::common;
 
@@ -239,4 +240,70 @@ phase "a" {
         "{details:?}"
     );
     assert!(!test.path().join(".git/hooks/pre-push").exists());
+}
+
+/// An output that is a symlink to a file outside the workspace, which the gates would read.
+#[test]
+fn an_output_that_leads_out_of_the_workspace_fails_and_no_gate_reads_through_it() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "TOKEN=hunter2\n").unwrap();
+    let test = Test::new().pipeline(&format!(
+        r#"pipeline "p"
+phase "a" {{
+    run "ln -s '{}' out.txt && mkdir -p docs && ln -s '{}' docs && ln -s ../out.txt docs/inside.txt"
+    outputs {{
+        file "out.txt"
+        glob "docs/**"
+    }}
+    gates {{
+        matches "out.txt" "TOKEN" name="token"
+        absent "docs/*.txt" "nothing" name="clean"
+    }}
+    retries 0
+}}
+"#,
+        secret.display(),
+        outside.path().display(),
+    ));
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let (status, details) = report(&test, "a", "outputs");
+    assert_eq!(status, "failed");
+    assert_eq!(
+        details,
+        [
+            format!(
+                "`out.txt` leads outside the workspace, to `{}`: an output must be a file in the workspace",
+                secret.canonicalize().unwrap().display()
+            ),
+            format!(
+                "`docs/inside.txt` leads outside the workspace, to `{}`: an output must be a file in the workspace",
+                secret.canonicalize().unwrap().display()
+            ),
+            // A link that leads out is not a match.
+            "no file matches `docs/**`; at least 1 expected".to_owned(),
+        ]
+    );
+    let (status, details) = report(&test, "a", "token");
+    assert_eq!(status, "failed");
+    assert!(
+        details[0].starts_with("`out.txt` leads outside the workspace"),
+        "{details:?}"
+    );
+    assert_eq!(report(&test, "a", "clean").0, "failed");
+}
+
+#[test]
+fn a_symlink_output_inside_the_workspace_is_an_output() {
+    let test = Test::new().file("real.txt", "TOKEN\n").pipeline(
+        r#"pipeline "p"
+phase "a" {
+    run "ln -s real.txt out.txt"
+    outputs { file "out.txt" }
+    gates { matches "out.txt" "TOKEN" name="token"; }
+    retries 0
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
 }
