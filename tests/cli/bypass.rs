@@ -1,6 +1,6 @@
 //! Ways past the verdict, closed, in real runs with real git: commands planted in a repository's
 //! configuration, hooks and attributes; agents and verifiers that change `.git`; outputs that are
-//! symlinks leading out of the workspace.
+//! symlinks leading out of the workspace; protected files whose permissions change.
 
 use crate::common;
 
@@ -306,4 +306,43 @@ phase "a" {
 "#,
     );
     test.with_args(&["run", "--no-progress"]).run().code(0);
+}
+
+#[test]
+fn a_protected_file_whose_permissions_change_is_changed() {
+    for (how, mode) in [
+        ("chmod 666", 0o666),
+        ("chmod u+s", 0o4644),
+        ("chmod 000", 0o000),
+    ] {
+        let test = Test::new()
+            .file("data/keep.txt", "kept\n")
+            .pipeline(&format!(
+                r#"pipeline "p"
+phase "a" {{
+    run "{how} data/keep.txt"
+    protect "data/**"
+    retries 0
+}}
+"#
+            ));
+        std::fs::set_permissions(
+            test.path().join("data/keep.txt"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        test.with_args(&["run", "--no-progress"]).run().code(1);
+        let (status, details) = report(&test, "a", "protect");
+        assert_eq!(status, "failed", "{how}");
+        assert_eq!(
+            details,
+            ["protected file `data/keep.txt` was modified"],
+            "{how}"
+        );
+        let now = std::fs::metadata(test.path().join("data/keep.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(now & 0o7777, mode, "{how}");
+    }
 }
