@@ -170,8 +170,8 @@ impl Records {
             removed |= fs::remove_file(self.dir.join(&name)).is_ok();
             let detail = format!(
                 "`{FOLDER}/{}` in the state folder was written by something other than \
-                 helixflow while the attempt ran: records of passed phases are helixflow's own. It \
-                 was removed, so its phase is no longer up to date",
+                 helixflow during the run: records of passed phases are helixflow's own. It was \
+                 removed, so its phase is no longer up to date",
                 name.to_string_lossy()
             );
             known.found.push((Instant::now(), detail));
@@ -183,7 +183,7 @@ impl Records {
         known
             .found
             .iter()
-            .filter(|(when, _)| *when > since)
+            .filter(|(when, _)| *when >= since)
             .map(|(_, detail)| detail.clone())
             .collect()
     }

@@ -168,7 +168,7 @@ impl RepositoryGuard {
         guarded
             .found
             .iter()
-            .filter(|(when, _)| *when > since)
+            .filter(|(when, _)| *when >= since)
             .flat_map(|(_, details)| details.iter().cloned())
             .collect()
     }
