@@ -255,15 +255,18 @@ fn file_name(phase: &str) -> OsString {
     OsString::from(format!("{}.json", folder_name(phase)))
 }
 
-/// Every file of the folder by name, with its identity; nothing when there is no folder.
+/// Every record file of the folder (a name ending with `.json`: other files are never read as
+/// records, such as a writer's temporary file or an editor's swap file) by name, with its
+/// identity; nothing when there is no folder.
 fn listing(dir: &Path) -> BTreeMap<OsString, Identity> {
     let Ok(entries) = fs::read_dir(dir) else {
         return BTreeMap::new();
     };
     entries
         .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().as_encoded_bytes().ends_with(b".json"))
         .filter_map(|entry| {
-            let meta = entry.metadata().ok()?;
+            let meta = fs::symlink_metadata(entry.path()).ok()?;
             Some((entry.file_name(), Identity::of(&meta)))
         })
         .collect()
@@ -376,7 +379,9 @@ mod tests {
         records.remove("tests").unwrap();
         assert!(records.changed_since(started).is_empty());
 
-        // Another process rewrites one record and removes another.
+        // Another process rewrites one record and removes another; files that are not records
+        // are none of the records' business.
+        fs::write(dir.path().join(FOLDER).join(".build.json.swp"), "x").unwrap();
         records.write(&record("tests", 1)).unwrap();
         let forged = serde_json::to_vec(&record("build", 3)).unwrap();
         fs::write(records.path("build"), forged).unwrap();
