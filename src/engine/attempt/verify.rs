@@ -152,7 +152,8 @@ pub(super) async fn guarded(a: &Attempt<'_>) -> Vec<GateReport> {
     .await
     .unwrap_or_default();
     let intro = "the git repository's configuration, hooks or `info/` changed while this attempt \
-                 ran: no phase may change them (git runs the commands they can name)";
+                 ran: no phase may change them (git runs the commands they can name), so leave \
+                 them as they are";
     let mut reports = Vec::new();
     for (name, intro, details) in [
         ("repository", Some(intro), repository),
