@@ -680,6 +680,25 @@ rules! {
         help: "Write `FOLDER/**` for every file under the folder.";
 
     /// ## What it catches
+    /// A glob with a `..` segment that does not climb above the workspace, such as
+    /// `protect "src/../data/**"`, in `scope`, `protect`, `outputs`, `inputs`, `syntax`, gate
+    /// targets and `bookkeeping`. A `..` that climbs above the workspace is HF401.
+    ///
+    /// ## Why
+    /// Globs are matched against the paths of the workspace's files, which never hold `..`: such a
+    /// glob matches no file, so `protect "src/../data/**"` protects nothing and `scope` with it
+    /// allows nothing. helixflow does not rewrite the pattern silently, so that a pattern always
+    /// means what it says; the fix is the glob without `..`.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// protect "src/../data/**"     // write "data/**"
+    /// ```
+    PARENT_IN_GLOB = "HF310" "parent-in-glob" Error,
+        summary: "A glob has a `..` segment: it matches no file.",
+        help: "Write the glob without `..`, as the path it means.";
+
+    /// ## What it catches
     /// A path that is absolute, or that climbs above the workspace with `..`.
     ///
     /// ## Why

@@ -126,6 +126,8 @@ pub(crate) struct RunContext {
     pub excluded: Vec<PathBuf>,
     /// The records of passed phases: removed when a phase starts, written when it passes.
     pub records: crate::store::passed::Records,
+    /// The parts of the workspace's git repository no agent or verifier may change.
+    pub repository: crate::workspace::RepositoryGuard,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
     /// than there are cores (see `ChildSpec::spawn_in_pool`).
     pub spawn_in_pool: bool,

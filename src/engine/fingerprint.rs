@@ -15,6 +15,7 @@ use crate::model::{Input, Phase, Pipeline, Prompt, Worker};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, RECORD_VERSION};
 use crate::verify::gates::{clean, glob_files, resolve_outputs};
+use crate::workspace::{FileStat, file_clock_now};
 
 /// What a phase is now, before its inputs are read.
 #[derive(Debug, Clone)]
@@ -163,8 +164,10 @@ pub(crate) fn output_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBu
     resolve_outputs(&pipeline.workspace, phase, exclude)
 }
 
-/// Stamps of the files at `paths` that exist (an absent file has none). A file whose size and
-/// modification time equal its stamp in `known` keeps that stamp's hash, unread.
+/// Stamps of the files at `paths` that exist (an absent file has none). A file whose metadata
+/// proves it unchanged since its stamp in `known` was taken (size, modification and inode change
+/// times, inode number, and a change well before it was read: [`FileStat::unchanged`]) keeps that
+/// stamp, unread; any other is read and hashed.
 pub(crate) fn stamps(
     workspace: &Path,
     paths: &[String],
@@ -179,28 +182,26 @@ pub(crate) fn stamps(
         if !meta.is_file() {
             continue;
         }
-        let mtime_ns = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as i128);
-        let size = meta.len();
-        let reused = known
+        let stat = FileStat::of(&meta);
+        if let Some(stamp) = known
             .and_then(|k| k.get(path))
-            .filter(|s| s.size == size && s.mtime_ns == mtime_ns && mtime_ns != 0)
-            .map(|s| s.hash.clone());
-        let hash = match reused {
-            Some(hash) => hash,
-            None => match hash_file(&full) {
-                Ok(hash) => hash,
-                Err(_) => continue,
-            },
+            .filter(|s| s.stat().unchanged(s.read_ns, &stat))
+        {
+            out.insert(path.clone(), stamp.clone());
+            continue;
+        }
+        let read_ns = file_clock_now();
+        let Ok(hash) = hash_file(&full) else {
+            continue;
         };
         out.insert(
             path.clone(),
             FileStamp {
-                size,
-                mtime_ns,
+                size: stat.size,
+                mtime_ns: stat.mtime_ns,
+                ctime_ns: stat.ctime_ns,
+                inode: stat.inode,
+                read_ns,
                 hash,
             },
         );
@@ -300,5 +301,36 @@ pub(crate) fn record(
         inputs,
         outputs,
         upstream,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_reused_only_while_the_metadata_proves_the_file_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.txt");
+        std::fs::write(&file, "one").unwrap();
+        let paths = vec!["out.txt".to_owned()];
+        let mut known = stamps(dir.path(), &paths, None);
+        // As if it had been read well after it last changed: out of the racy window.
+        known.get_mut("out.txt").unwrap().read_ns += 10_000_000_000;
+        assert_eq!(stamps(dir.path(), &paths, Some(&known)), known);
+
+        // Another writer: the same size, other bytes, the modification time put back. Only the
+        // inode change time tells.
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::fs::write(&file, "two").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        let now = stamps(dir.path(), &paths, Some(&known));
+        assert_eq!(now["out.txt"].mtime_ns, known["out.txt"].mtime_ns);
+        assert_eq!(now["out.txt"].hash, hex(b"two"));
     }
 }

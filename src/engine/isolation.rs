@@ -22,7 +22,7 @@ use crate::model::Phase;
 use crate::process::watchdog;
 use crate::store::run::folder_name;
 use crate::store::run_json::RunSummary;
-use crate::workspace::{FileState, ProtectedPaths, Snapshot, SnapshotOptions};
+use crate::workspace::{FileState, ProtectedPaths, Snapshot, SnapshotOptions, git};
 
 /// The folder of the state folder that holds the worktrees, one folder per run.
 const WORKTREES: &str = "worktrees";
@@ -100,20 +100,11 @@ impl Worktree {
         }
         {
             let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut add = Command::new("git");
-            add.arg("-C")
-                .arg(&repo)
-                // A checkout hook of the repository is not the phase's to run.
-                .args([
-                    "-c",
-                    "core.hooksPath=/dev/null",
-                    "worktree",
-                    "add",
-                    "--detach",
-                ])
+            let mut add = git::command(&repo);
+            add.args(["worktree", "add", "--detach"])
                 .arg(&root)
                 .arg("HEAD");
-            git(add, "make a git worktree for the phase")?;
+            run_git(add, "make a git worktree for the phase")?;
         }
         // Should helixflow be killed, its watchdog removes the folder once the agents are stopped;
         // the next run has git forget it.
@@ -184,12 +175,10 @@ impl Worktree {
                 {
                     return Ok(None);
                 }
-                let mut show = Command::new("git");
-                show.arg("-C")
-                    .arg(&root)
-                    .args(["cat-file", "blob"])
+                let mut show = git::command(&root);
+                show.args(["cat-file", "blob"])
                     .arg(format!("HEAD:{prefix}{path}"));
-                git(show, "read a file's merge base").map(Some)
+                run_git(show, "read a file's merge base").map(Some)
             }
         };
         tokio::task::spawn_blocking(move || {
@@ -272,9 +261,9 @@ pub(crate) fn remove_leftovers(workspace: &Path, state_dir: &Path) {
     }
     // Whether the folders went now or with a killed run's watchdog, git still lists them.
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut prune = Command::new("git");
-    prune.arg("-C").arg(workspace).args(["worktree", "prune"]);
-    let _ = git(prune, "prune the worktrees of killed runs");
+    let mut prune = git::command(workspace);
+    prune.args(["worktree", "prune"]);
+    let _ = run_git(prune, "prune the worktrees of killed runs");
 }
 
 fn worktrees_dir(run: &Run) -> PathBuf {
@@ -287,18 +276,16 @@ fn worktrees_dir(run: &Run) -> PathBuf {
 
 /// Removes one worktree: through git, then whatever is left of its folder.
 fn remove(repo: &Path, root: &Path) {
-    let mut command = Command::new("git");
+    let mut command = git::command(repo);
     command
-        .arg("-C")
-        .arg(repo)
         .args(["worktree", "remove", "--force", "--force"])
         .arg(root);
-    let _ = git(command, "remove the phase's worktree");
+    let _ = run_git(command, "remove the phase's worktree");
     if root.exists() {
         let _ = std::fs::remove_dir_all(root);
-        let mut prune = Command::new("git");
-        prune.arg("-C").arg(repo).args(["worktree", "prune"]);
-        let _ = git(prune, "prune the phase's worktree");
+        let mut prune = git::command(repo);
+        prune.args(["worktree", "prune"]);
+        let _ = run_git(prune, "prune the phase's worktree");
     }
 }
 
@@ -317,7 +304,7 @@ fn everything(excluded: &[PathBuf]) -> SnapshotOptions {
 fn same(a: Option<&FileState>, b: Option<&FileState>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.hash == b.hash && a.executable == b.executable,
+        (Some(a), Some(b)) => a.hash == b.hash && a.mode == b.mode,
         _ => false,
     }
 }
@@ -343,7 +330,7 @@ fn merge(
     };
     let temp = tempfile::NamedTempFile::new()?;
     std::fs::write(temp.path(), base_bytes)?;
-    let output = Command::new("git")
+    let output = git::command(workspace)
         .arg("merge-file")
         .arg("-p")
         .arg("--")
@@ -373,8 +360,8 @@ fn set_executable(path: &Path, executable: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs a git command; its error output is the error.
-fn git(mut command: Command, what: &str) -> io::Result<Vec<u8>> {
+/// Runs a git command made by [`git::command`]; its error output is the error.
+fn run_git(mut command: Command, what: &str) -> io::Result<Vec<u8>> {
     let output = command
         .stdin(Stdio::null())
         .output()
@@ -391,9 +378,9 @@ fn git(mut command: Command, what: &str) -> io::Result<Vec<u8>> {
 
 /// The first line git prints for `args`, run in `folder`.
 fn git_line(folder: &Path, args: &[&str]) -> io::Result<String> {
-    let mut command = Command::new("git");
-    command.arg("-C").arg(folder).args(args);
-    let out = git(command, "find the workspace's repository")?;
+    let mut command = git::command(folder);
+    command.args(args);
+    let out = run_git(command, "find the workspace's repository")?;
     Ok(String::from_utf8_lossy(&out)
         .lines()
         .next()

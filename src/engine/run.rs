@@ -107,7 +107,9 @@ pub(crate) async fn execute(
     let socket_path = control::socket_path(&folder.path, &folder.run_id);
     let _ = std::fs::remove_file(&socket_path);
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
+    let repository = crate::workspace::RepositoryGuard::new(&pipeline.workspace);
     let ctx = RunContext {
+        repository,
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
@@ -181,6 +183,7 @@ pub(crate) async fn execute(
         let _ = std::fs::remove_file(&socket_path);
     }
 
+    sweep(&run).await;
     let status = run.state.cancel.status().unwrap_or(if any_failed {
         RunStatus::Failed
     } else {
@@ -207,6 +210,31 @@ pub(crate) async fn execute(
         exit_code,
         run: folder,
     })
+}
+
+/// Puts back the guarded parts of the repository and removes the records of passed phases that
+/// something other than helixflow changed since the last attempt looked (a `run` step, whose
+/// attempts do not look at the records, or a process an agent left behind), each with a warning:
+/// neither outlives the run.
+async fn sweep(run: &Arc<Run>) {
+    let (repository, records) = (run.ctx.repository.clone(), run.ctx.records.clone());
+    let (repository, records) = tokio::task::spawn_blocking(move || {
+        let now = std::time::Instant::now();
+        (repository.changed_since(now), records.changed_since(now))
+    })
+    .await
+    .unwrap_or_default();
+    if !repository.is_empty() {
+        run.emit(Event::Warning {
+            message: format!(
+                "the git repository's configuration, hooks or `info/` changed during the run: {}",
+                repository.join("; ")
+            ),
+        });
+    }
+    for record in records {
+        run.emit(Event::Warning { message: record });
+    }
 }
 
 /// Starts phases as their dependencies pass, at most `max_parallel` at once. Returns whether any

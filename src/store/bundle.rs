@@ -212,6 +212,9 @@ pub(crate) fn create(path: &Path, source: &Source<'_>) -> io::Result<Manifest> {
                          is not UTF-8, which a bundle cannot carry"
                     ))
                 })?;
+            if kind == FileKind::Symlink && !stays_inside(rel, &bytes) {
+                return Err(io::Error::other(leaves(rel, &bytes)));
+            }
             let after = FileAfter {
                 kind,
                 mode,
@@ -466,6 +469,9 @@ impl Bundle {
                 if hex(blake3::hash(bytes).as_bytes()) != after.hash {
                     return Err(format!("{}: its contents do not match its hash", file.path));
                 }
+                if after.kind == FileKind::Symlink && !stays_inside(&file.path, bytes) {
+                    return Err(leaves(&file.path, bytes));
+                }
                 written.insert(file.path.as_str());
             }
         }
@@ -608,6 +614,32 @@ fn safe_path(path: &str) -> Result<(), &'static str> {
         }
     }
     Ok(())
+}
+
+/// Whether a symlink at `path` (relative to the workspace) to `target` leads to a place inside
+/// the workspace, judged by its text alone: a relative target whose `..` never climb above the
+/// workspace from the link's folder. An absolute target leads out, whatever it names: on the
+/// machine the bundle is applied to, it names that machine's files.
+fn stays_inside(path: &str, target: &[u8]) -> bool {
+    let target = Path::new(std::ffi::OsStr::from_bytes(target));
+    let mut depth = path.split('/').count().saturating_sub(1);
+    for component in target.components() {
+        match component {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Why a symlink that leads out of the workspace is not carried.
+fn leaves(path: &str, target: &[u8]) -> String {
+    format!(
+        "{path} is a symlink to `{}`, which leads outside the workspace: a bundle carries no such link",
+        String::from_utf8_lossy(target)
+    )
 }
 
 /// A folder on the way to `rel` that is a file or a symlink (writing through a symlink could
@@ -798,6 +830,89 @@ mod tests {
             assert!(safe_path(bad).is_err(), "{bad}");
         }
         assert!(safe_path("a/b.txt").is_ok());
+    }
+
+    #[test]
+    fn a_symlink_that_leads_out_of_the_workspace_is_neither_written_nor_read() {
+        for (path, target, inside) in [
+            ("a/link", "../b.txt", true),
+            ("a/b/link", "../../c/./d", true),
+            ("link", "b.txt", true),
+            ("link", "/etc/passwd", false),
+            ("link", "../outside", false),
+            ("a/link", "../../outside", false),
+            ("a/link", "../a/../../x", false),
+        ] {
+            assert_eq!(
+                stays_inside(path, target.as_bytes()),
+                inside,
+                "{path} -> {target}"
+            );
+        }
+        let work = tempfile::tempdir().unwrap();
+        let w = work.path();
+        let before = snapshot(w);
+        std::os::unix::fs::symlink("/etc/passwd", w.join("out.txt")).unwrap();
+        let after = snapshot(w);
+        let phase_dir = tempfile::tempdir().unwrap();
+        let out = phase_dir.path().join("b.hxb");
+        let err = create(
+            &out,
+            &Source {
+                workspace: w,
+                before: &before,
+                changes: &before.diff(&after),
+                pipeline: "p",
+                phase: "code",
+                run_id: "r1",
+                attempt: 1,
+                phase_dir: phase_dir.path(),
+                events: "",
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "out.txt is a symlink to `/etc/passwd`, which leads outside the workspace: a bundle carries no such link"
+        );
+
+        // A bundle made elsewhere with such a link is refused as a whole.
+        let mut builder = tar::Builder::new(fs::File::create(&out).unwrap());
+        let target = b"../../home/someone/.ssh/authorized_keys";
+        let manifest = Manifest {
+            format: FORMAT.to_owned(),
+            version: VERSION,
+            pipeline: "p".to_owned(),
+            phase: "code".to_owned(),
+            run_id: "r1".to_owned(),
+            attempt: 1,
+            files: vec![FileChange {
+                path: "keys".to_owned(),
+                change: ChangeKind::Created,
+                before: None,
+                after: Some(FileAfter {
+                    kind: FileKind::Symlink,
+                    mode: 0,
+                    hash: hex(blake3::hash(target).as_bytes()),
+                    size: target.len() as u64,
+                }),
+            }],
+        };
+        let json = serde_json::to_vec(&manifest).unwrap();
+        append_file(&mut builder, MANIFEST, 0o644, &json).unwrap();
+        let mut link = header(tar::EntryType::Symlink, 0o777, 0);
+        builder
+            .append_link(
+                &mut link,
+                "files/keys",
+                Path::new(std::ffi::OsStr::from_bytes(target)),
+            )
+            .unwrap();
+        builder.finish().unwrap();
+        drop(builder);
+        let err = Bundle::read(&out).unwrap_err().to_string();
+        assert!(err.contains("keys is a symlink to `../../home"), "{err}");
     }
 
     #[test]

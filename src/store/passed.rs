@@ -7,15 +7,26 @@
 //! and the folder synced. A phase's record is removed (and the removal synced) before the phase
 //! starts again, so a helixflow killed at any moment leaves either the complete record of a phase
 //! that passed or none: never a partial one, never one of a phase that did not pass.
+//!
+//! A record is a file in the state folder, which the run's agents can write like any other. Within
+//! a run, [`Records`] knows every record file as it left it (its inode, size and modification and
+//! change times; the change time cannot be set back): at the end of each attempt a record it did
+//! not leave so is found, removed and told ([`Records::changed_since`]). What a record cannot
+//! prove is said in the README ("Up to date: never pay twice").
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::run::folder_name;
+use crate::workspace::FileStat;
 
 /// The format of a record; a record of another version is read as no record (the phase runs).
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -23,16 +34,39 @@ pub(crate) const RECORD_VERSION: u32 = 1;
 /// The folder of the records, inside the state folder.
 pub(crate) const FOLDER: &str = "passed";
 
-/// One file as it was when a phase passed. Size and modification time let a later check reuse
-/// the hash without reading the file.
+/// One file as it was when a phase passed: the hash of its contents, and what its metadata said
+/// when it was read, which lets a later check reuse the hash without reading the file again when
+/// the metadata proves it unchanged ([`FileStat::unchanged`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct FileStamp {
     /// Size in bytes.
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: i128,
+    /// Inode change time, nanoseconds since the Unix epoch (0 in a record written before it was
+    /// kept: the file is then read again).
+    #[serde(default)]
+    pub ctime_ns: i128,
+    /// Inode number.
+    #[serde(default)]
+    pub inode: u64,
+    /// When the file was read, on the clock files are stamped from.
+    #[serde(default)]
+    pub read_ns: i128,
     /// BLAKE3 of the content, in hex.
     pub hash: String,
+}
+
+impl FileStamp {
+    /// What the file's metadata said when it was read.
+    pub(crate) fn stat(&self) -> FileStat {
+        FileStat {
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            inode: self.inode,
+        }
+    }
 }
 
 /// What a phase was, read and produced when it last passed.
@@ -65,23 +99,98 @@ pub(crate) struct PhaseRecord {
     pub upstream: BTreeMap<String, String>,
 }
 
-/// The records of one state folder.
+/// The records of one state folder; clones share what they know of the folder.
 #[derive(Debug, Clone)]
 pub(crate) struct Records {
     dir: PathBuf,
+    known: Arc<Mutex<Known>>,
+}
+
+/// The record files as helixflow last left them, and the ones found otherwise.
+#[derive(Debug, Default)]
+struct Known {
+    /// Each file of the folder by name, as it was when helixflow wrote it or first saw it.
+    files: BTreeMap<OsString, Identity>,
+    /// Each record found changed by something else, with when it was found.
+    found: Vec<(Instant, String)>,
+}
+
+/// What a file's metadata says of its identity: a write changes the change time, which no
+/// process can set back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    inode: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl Identity {
+    fn of(meta: &fs::Metadata) -> Identity {
+        Identity {
+            inode: meta.ino(),
+            size: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        }
+    }
 }
 
 impl Records {
-    /// The records kept in the state folder `state_dir` (an absolute path).
+    /// The records kept in the state folder `state_dir` (an absolute path), as they are now.
     pub(crate) fn new(state_dir: &Path) -> Self {
+        let dir = state_dir.join(FOLDER);
+        let known = Known {
+            files: listing(&dir),
+            found: Vec::new(),
+        };
         Records {
-            dir: state_dir.join(FOLDER),
+            dir,
+            known: Arc::new(Mutex::new(known)),
         }
+    }
+
+    fn known(&self) -> MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every record found written by something other than helixflow after `since`: those found
+    /// before, and any found now, which is removed first (its phase is then not up to date). A
+    /// detail per record. A record removed by something else is only forgotten: its phase runs
+    /// again, which helps no one past a verdict.
+    pub(crate) fn changed_since(&self, since: Instant) -> Vec<String> {
+        let mut known = self.known();
+        let mut kept = BTreeMap::new();
+        let mut removed = false;
+        for (name, identity) in listing(&self.dir) {
+            if known.files.get(&name) == Some(&identity) {
+                kept.insert(name, identity);
+                continue;
+            }
+            removed |= fs::remove_file(self.dir.join(&name)).is_ok();
+            let detail = format!(
+                "`{FOLDER}/{}` in the state folder was written by something other than \
+                 helixflow during the run: records of passed phases are helixflow's own. It was \
+                 removed, so its phase is no longer up to date",
+                name.to_string_lossy()
+            );
+            known.found.push((Instant::now(), detail));
+        }
+        known.files = kept;
+        if removed {
+            let _ = sync_dir(&self.dir);
+        }
+        known
+            .found
+            .iter()
+            .filter(|(when, _)| *when >= since)
+            .map(|(_, detail)| detail.clone())
+            .collect()
     }
 
     /// Where a phase's record is.
     pub(crate) fn path(&self, phase: &str) -> PathBuf {
-        self.dir.join(format!("{}.json", folder_name(phase)))
+        self.dir.join(file_name(phase))
     }
 
     /// A phase's record: `Ok(None)` when there is none, or one of another format or of another
@@ -100,6 +209,8 @@ impl Records {
     /// Writes a record atomically: the old record or the new one is on the disk at every moment,
     /// and the new one is there for good when this returns.
     pub(crate) fn write(&self, record: &PhaseRecord) -> io::Result<()> {
+        // Held until the new record is known: a check meanwhile must not take it for a forgery.
+        let mut known = self.known();
         fs::create_dir_all(&self.dir)?;
         let path = self.path(&record.phase);
         let tmp = self.dir.join(format!(
@@ -119,17 +230,46 @@ impl Records {
             let _ = fs::remove_file(&tmp);
         }
         written?;
+        if let Ok(meta) = fs::symlink_metadata(&path) {
+            known
+                .files
+                .insert(file_name(&record.phase), Identity::of(&meta));
+        }
         sync_dir(&self.dir)
     }
 
     /// Removes a phase's record before it runs again, for good when this returns.
     pub(crate) fn remove(&self, phase: &str) -> io::Result<()> {
+        let mut known = self.known();
+        known.files.remove(&file_name(phase));
         match fs::remove_file(self.path(phase)) {
             Ok(()) => sync_dir(&self.dir),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }
     }
+}
+
+/// The name of a phase's record file.
+fn file_name(phase: &str) -> OsString {
+    OsString::from(format!("{}.json", folder_name(phase)))
+}
+
+/// Every record file of the folder (a name ending with `.json`: other files are never read as
+/// records, such as a writer's temporary file or an editor's swap file) by name, with its
+/// identity; nothing when there is no folder.
+fn listing(dir: &Path) -> BTreeMap<OsString, Identity> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().as_encoded_bytes().ends_with(b".json"))
+        .filter_map(|entry| {
+            let meta = fs::symlink_metadata(entry.path()).ok()?;
+            Some((entry.file_name(), Identity::of(&meta)))
+        })
+        .collect()
 }
 
 /// Makes a rename or removal in `dir` durable.
@@ -225,6 +365,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_record_helixflow_did_not_write_is_found_removed_and_told_to_whoever_was_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        records.write(&record("build", 1)).unwrap();
+        records.write(&record("tests", 1)).unwrap();
+        let started = Instant::now();
+        // Written and removed by helixflow: nothing to tell.
+        records.write(&record("build", 2)).unwrap();
+        records.remove("tests").unwrap();
+        assert!(records.changed_since(started).is_empty());
+
+        // Another process rewrites one record and removes another; files that are not records
+        // are none of the records' business.
+        fs::write(dir.path().join(FOLDER).join(".build.json.swp"), "x").unwrap();
+        records.write(&record("tests", 1)).unwrap();
+        let forged = serde_json::to_vec(&record("build", 3)).unwrap();
+        fs::write(records.path("build"), forged).unwrap();
+        fs::remove_file(records.path("tests")).unwrap();
+        let found = records.changed_since(started);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("`passed/build.json` in the state folder"),
+            "{found:?}"
+        );
+        assert_eq!(records.read("build").unwrap(), None);
+        // Told again to an attempt that was under way, to none that started after.
+        assert_eq!(records.changed_since(started).len(), 1);
+        assert!(records.changed_since(Instant::now()).is_empty());
+        // A clone knows what the original wrote.
+        let clone = records.clone();
+        records.write(&record("build", 4)).unwrap();
+        assert!(clone.changed_since(Instant::now()).is_empty());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Workspace snapshots: every file of a workspace with its size, modification time, content hash
-//! and executable bit, taken before and after each attempt to judge `scope`, `protect` and the
+//! and permission bits, taken before and after each attempt to judge `scope`, `protect` and the
 //! `changes` gate, and able to keep contents so that a verifier's changes can be undone byte-exact.
 //!
 //! What a snapshot sees, and why:
@@ -41,6 +41,8 @@ use std::borrow::Cow;
 use std::io::{self, ErrorKind};
 use std::path::Path;
 
+pub(crate) mod git;
+mod repository_guard;
 mod restore;
 mod rules;
 mod snapshot;
@@ -56,12 +58,58 @@ mod unix;
 #[cfg(unix)]
 use unix as os;
 
+pub(crate) use repository_guard::{RepositoryFingerprint, RepositoryGuard};
 pub(crate) use rules::protect_root;
 pub use rules::{IgnoreRules, ProtectedPaths};
 pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
 
 /// Ignore files with `.gitignore` syntax that only helixflow reads.
 const HELIXFLOW_IGNORE: &str = ".helixflowignore";
+
+/// Files stamped this close to (or after) a snapshot's start are re-read by the next snapshot even
+/// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
+const RACY_MARGIN_NS: i128 = 2_000_000_000;
+
+/// What a file's metadata says of its contents, as the snapshot shortcut compares it: size,
+/// modification time, inode change time and inode number. Every write moves the change time, and
+/// no process can set it back, so a same-size rewrite whose modification time was put back is
+/// still seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub mtime_ns: i128,
+    /// Inode change time, nanoseconds since the Unix epoch.
+    pub ctime_ns: i128,
+    /// Inode number.
+    pub inode: u64,
+}
+
+impl FileStat {
+    /// What `meta` says.
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileStat {
+        FileStat {
+            size: meta.len(),
+            mtime_ns: os::mtime_ns(meta),
+            ctime_ns: os::ctime_ns(meta),
+            inode: os::inode(meta),
+        }
+    }
+
+    /// Whether a file that was `self` when it was read at `read_ns` ([`file_clock_now`]) has the
+    /// same contents now that it is `now`, without reading it: the same on every count, and
+    /// changed last well before it was read (git's "racy clean" rule: timestamps are coarse, so a
+    /// file written in the tick it was read in may have changed again unseen).
+    pub(crate) fn unchanged(&self, read_ns: i128, now: &FileStat) -> bool {
+        self == now && self.mtime_ns.max(self.ctime_ns) < read_ns - RACY_MARGIN_NS
+    }
+}
+
+/// Now, on the clock the system stamps files with.
+pub(crate) fn file_clock_now() -> i128 {
+    os::file_clock_now()
+}
 
 /// A relative path as snapshots write it: forward slashes, lossy where not UTF-8.
 fn key_of(rel: &Path) -> Cow<'_, str> {

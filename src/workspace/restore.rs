@@ -12,7 +12,7 @@ use super::{Changes, Snapshot, changed_underfoot, key_of, os, with_path};
 
 impl Snapshot {
     /// Restores the workspace to this snapshot for the given changes: modified and deleted files
-    /// rewritten byte-exact from kept contents (and their executable bit), created files removed
+    /// rewritten byte-exact from kept contents (and their permission bits), created files removed
     /// (and now-empty folders they created). Returns the paths it could not restore (no kept
     /// contents).
     ///

@@ -23,6 +23,9 @@ pub struct FileState {
     pub hash: [u8; 32],
     /// Whether any execute permission bit is set (never for a symlink).
     pub executable: bool,
+    /// Permission bits (`0o7777`: read, write and execute, setuid, setgid, sticky); 0 for a
+    /// symlink, whose own bits mean nothing.
+    pub mode: u32,
 }
 
 /// Files of a workspace by relative path (forward slashes), honouring .gitignore.
@@ -48,7 +51,7 @@ pub struct Snapshot {
 pub struct Changes {
     /// Files that exist only afterwards.
     pub created: Vec<String>,
-    /// Files whose contents, executable bit or kind (file or symlink) changed.
+    /// Files whose contents, permission bits or kind (file or symlink) changed.
     pub modified: Vec<String>,
     /// Files that exist only before.
     pub deleted: Vec<String>,
@@ -252,7 +255,9 @@ pub(super) const NEW: usize = usize::MAX;
 impl Entry {
     /// Whether the file changed between this entry (before) and `after`.
     fn differs_from(&self, after: &Entry) -> bool {
-        if self.kind != after.kind || self.state.executable != after.state.executable {
+        // Any permission bit counts: a protected file made world-writable, setuid or unreadable
+        // (`chmod 666`, `u+s`, `000`) changed as surely as one rewritten.
+        if self.kind != after.kind || self.state.mode != after.state.mode {
             return true;
         }
         if self.readable && after.readable {

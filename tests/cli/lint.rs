@@ -1100,6 +1100,54 @@ phase "b" use="module" dir="lib"
 }
 
 #[test]
+fn a_parent_segment_anywhere_in_a_glob_is_an_error_with_the_glob_it_means() {
+    let outcome = Test::new()
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    run "make"
+    scope "src/**" "lib/x/../../src/*.py"
+    protect "src/../data/**"
+    outputs {
+        file "src/../main.py"
+        glob "build/gen/../*.json"
+    }
+    inputs { glob "a/../b/*"; }
+    gates { syntax "src/../../up/*.py"; }
+}
+"#,
+        )
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let json = outcome.json();
+    let found: Vec<(&str, u64, Option<&str>)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap(),
+                d["line"].as_u64().unwrap(),
+                d["fix"]["edits"][0]["text"].as_str(),
+            )
+        })
+        .collect();
+    // A `file` output is a path, not a glob: `src/../main.py` is `main.py`. A `..` that climbs
+    // out of the workspace is HF401.
+    assert_eq!(
+        found,
+        [
+            ("HF310", 4, Some("\"src/*.py\"")),
+            ("HF310", 5, Some("\"data/**\"")),
+            ("HF310", 8, Some("\"build/*.json\"")),
+            ("HF310", 10, Some("\"b/*\"")),
+            ("HF401", 11, None),
+        ]
+    );
+}
+
+#[test]
 fn a_glob_without_wildcards_that_names_a_folder_is_a_folder_glob() {
     let outcome = Test::new()
         .file("tests/t.py", "assert True\n")

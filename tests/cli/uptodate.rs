@@ -520,3 +520,109 @@ fn sigkill_at_any_moment_leaves_records_only_of_phases_that_passed() {
         );
     }
 }
+
+#[test]
+fn a_same_size_rewrite_with_its_modification_time_put_back_is_seen() {
+    let test = project();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    take_calls(&test);
+    let output = test.path().join("out/c.txt");
+    let was = std::fs::read(&output).unwrap();
+    let modified = std::fs::metadata(&output).unwrap().modified().unwrap();
+    // Another writer: the same size, other bytes, the modification time put back.
+    let other: Vec<u8> = was.iter().map(u8::to_ascii_uppercase).collect();
+    assert_ne!(other, was);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&output)
+        .unwrap();
+    std::io::Write::write_all(&mut &file, &other).unwrap();
+    file.set_modified(modified).unwrap();
+    drop(file);
+    assert_eq!(
+        std::fs::metadata(&output).unwrap().modified().unwrap(),
+        modified
+    );
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["c"]), "{reasons}");
+    assert!(
+        reasons.contains("c: output changed since it passed: modified `out/c.txt`"),
+        "{reasons}"
+    );
+}
+
+/// Phase `b`'s agent rewrites `a`'s output and edits `a`'s record to match it, every stamp
+/// included (the hash it needs is given to it).
+const FORGER: &str = r#"
+import json, os
+open("a.txt", "w").write("evil\n")
+st = os.stat("a.txt")
+path = ".helixflow/passed/a.json"
+record = json.load(open(path))
+record["outputs"]["a.txt"] = {
+    "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+    "inode": st.st_ino, "read_ns": st.st_ctime_ns + 10**10, "hash": os.environ["FORGED_HASH"],
+}
+json.dump(record, open(path + ".new", "w"))
+os.replace(path + ".new", path)
+"#;
+
+/// A pipeline whose phase `b` runs the forger: as an agent, or as a `run` step.
+fn forged(b: &str) -> Test {
+    Test::new()
+        .file("forge.py", FORGER)
+        .env("FORGED_HASH", blake3::hash(b"evil\n").to_hex().as_str())
+        .pipeline(&format!(
+            r#"pipeline "p"
+agent "forger" {{
+    command "python3" "forge.py"
+}}
+phase "a" {{
+    run "echo fine > a.txt"
+    outputs {{ file "a.txt" }}
+    retries 0
+}}
+phase "b" {{
+    {b}
+    depends-on "a"
+    retries 0
+}}
+"#
+        ))
+}
+
+#[test]
+fn a_record_an_agent_writes_is_removed_and_fails_its_attempt() {
+    let test = forged("agent \"forger\"\n    prompt \"Forge.\"");
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let gates = std::fs::read_to_string(
+        crate::common::latest_run(test.path()).join("phases/b/attempt-1/gates.json"),
+    )
+    .unwrap();
+    assert!(
+        gates.contains(
+            "`passed/a.json` in the state folder was written by something other than helixflow"
+        ),
+        "{gates}"
+    );
+    assert!(!test.path().join(".helixflow/passed/a.json").exists());
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["a", "b"]), "{reasons}");
+}
+
+#[test]
+fn a_record_a_run_step_writes_does_not_outlive_the_run() {
+    let test = forged("run \"python3 forge.py\"");
+    let run = test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(
+        run.stderr.contains(
+            "`passed/a.json` in the state folder was written by something other than helixflow"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!test.path().join(".helixflow/passed/a.json").exists());
+    let (phases, reasons) = will_run(&test);
+    assert_eq!(phases, names(&["a", "b"]), "{reasons}");
+}

@@ -346,6 +346,7 @@ async fn one_attempt(
         verifier_void,
         work,
     } = verified;
+    reports.extend(verify::guarded(&current).await);
     if agent_failure.is_none()
         && !run.state.cancel.is_cancelled()
         && reports.iter().all(|r| r.status != GateStatus::Failed)

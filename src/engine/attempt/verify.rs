@@ -12,7 +12,7 @@ use crate::engine::context::{Run, millis, split_bookkeeping};
 use crate::engine::observe::{Observed, observe, scene};
 use crate::engine::state::LiveAttempt;
 use crate::event::{Event, GateReport, GateStatus, ReportKind};
-use crate::model::{GateKind, Phase, VerifyMode};
+use crate::model::{GateKind, Phase, VerifyMode, Worker};
 use crate::verify::gates::judged_where_ignored;
 use crate::verify::judge::Inspection;
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
@@ -246,6 +246,57 @@ fn write_changes(
         )?;
     }
     Ok(())
+}
+
+/// What no phase may change and the attempt's time saw changed, as failing reports (none when
+/// nothing did): the guarded parts of the workspace's git repository (put back) and, after an
+/// agent, the records of passed phases (removed; a `run` step is the pipeline's own command, and
+/// listing the records after each of a thousand steps would cost more than the steps). Asked
+/// whatever the worker did, since a change is found only when someone asks, and every attempt
+/// under way when one is found answers for it.
+pub(super) async fn guarded(a: &Attempt<'_>) -> Vec<GateReport> {
+    let agent = matches!(a.phase.worker, Worker::Agent(_));
+    let (repository, records, since) = (
+        a.run.ctx.repository.clone(),
+        agent.then(|| a.run.ctx.records.clone()),
+        a.started,
+    );
+    let (repository, records) = tokio::task::spawn_blocking(move || {
+        let records = records.map(|r| r.changed_since(since)).unwrap_or_default();
+        (repository.changed_since(since), records)
+    })
+    .await
+    .unwrap_or_default();
+    let intro = "the git repository's configuration, hooks or `info/` changed while this attempt \
+                 ran: no phase may change them (git runs the commands they can name), so leave \
+                 them as they are";
+    let mut reports = Vec::new();
+    for (name, intro, details) in [
+        ("repository", Some(intro), repository),
+        ("records", None, records),
+    ] {
+        if details.is_empty() {
+            continue;
+        }
+        let report = GateReport {
+            name: name.into(),
+            kind: name.into(),
+            status: GateStatus::Failed,
+            duration_ms: 0,
+            details: intro
+                .map(str::to_owned)
+                .into_iter()
+                .chain(details)
+                .collect(),
+        };
+        a.run.emit(Event::GateFinished {
+            phase: a.phase.name.value.clone(),
+            attempt: a.number,
+            report: report.clone(),
+        });
+        reports.push(report);
+    }
+    reports
 }
 
 /// Adds what the sub-agent verifier used, when it ran, to the attempt's usage: a review is paid

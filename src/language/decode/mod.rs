@@ -202,6 +202,26 @@ impl Decoder<'_> {
                 )
                 .label("does not compile"),
             );
+        } else if let Some(meant) = without_parent_segments(&value.value) {
+            let mut d = Diagnostic::new(
+                &rules::PARENT_IN_GLOB,
+                value.span,
+                format!(
+                    "`{}` has a `..` segment: globs are matched against paths without `..`, so it \
+                     matches no file",
+                    value.value
+                ),
+            )
+            .label("matches nothing")
+            .help(format!("Write `{meant}`, the path it means."));
+            if self.written(value.span) == Some(format!("\"{}\"", value.value).as_str()) {
+                d = d.fix(
+                    format!("use \"{meant}\""),
+                    value.span,
+                    format!("\"{meant}\""),
+                );
+            }
+            self.report(d);
         } else if let Some((folder, why)) = self.names_a_folder(&value.value) {
             let every_file = format!("{folder}/**");
             let mut d = Diagnostic::new(
@@ -279,6 +299,26 @@ impl Decoder<'_> {
     }
 }
 
+/// The glob a glob with `..` segments means, written without them (`src/../data/**` →
+/// `data/**`); `None` when it has none, or when they climb above the workspace (which
+/// [`escape_problem`] reports).
+fn without_parent_segments(glob: &str) -> Option<String> {
+    if escape_problem(glob).is_some() || !glob.split('/').any(|segment| segment == "..") {
+        return None;
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for segment in glob.split('/') {
+        match segment {
+            ".." => {
+                kept.pop();
+            }
+            "." | "" => {}
+            other => kept.push(other),
+        }
+    }
+    Some(kept.join("/"))
+}
+
 /// Why a workspace-relative path leaves the workspace, if it does.
 pub(crate) fn escape_problem(path: &str) -> Option<&'static str> {
     let p = Path::new(path);
@@ -304,7 +344,7 @@ pub(crate) fn escape_problem(path: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::escape_problem;
+    use super::{escape_problem, without_parent_segments};
 
     #[test]
     fn paths_that_leave_the_workspace_are_found() {
@@ -314,5 +354,20 @@ mod tests {
         assert!(escape_problem("a/../../x").is_some());
         assert!(escape_problem("a/../b/./c").is_none());
         assert!(escape_problem("src/**/*.py").is_none());
+    }
+
+    #[test]
+    fn a_glob_with_parent_segments_is_written_without_them() {
+        assert_eq!(
+            without_parent_segments("src/../data/**").as_deref(),
+            Some("data/**")
+        );
+        assert_eq!(
+            without_parent_segments("a/b/../../c/*.py").as_deref(),
+            Some("c/*.py")
+        );
+        assert_eq!(without_parent_segments("src/**/*.py"), None);
+        assert_eq!(without_parent_segments("../data/**"), None);
+        assert_eq!(without_parent_segments("a..b/*"), None);
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-use super::files::{READ_CAP, clean, read_text};
+use super::files::{GATES_READ_INSIDE, READ_CAP, clean, outside_detail, read_text};
 use crate::language::escape_problem;
 
 /// The front matter of a Markdown text.
@@ -43,6 +43,9 @@ pub(super) fn front_matter(text: &str) -> FrontMatter<'_> {
 
 /// A document's text, with a detail when it cannot be read.
 pub(super) fn read_document(workspace: &Path, path: &str) -> Result<String, String> {
+    if let Some(problem) = outside_detail(workspace, &clean(path), GATES_READ_INSIDE) {
+        return Err(problem);
+    }
     let full = workspace.join(clean(path));
     match read_text(&full, READ_CAP) {
         Ok(Some(text)) => Ok(text),

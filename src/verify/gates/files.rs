@@ -108,6 +108,30 @@ pub(super) fn glob_set(patterns: &[String]) -> Result<GlobSet, String> {
         .map_err(|error| format!("invalid globs: {error}"))
 }
 
+/// Where the workspace file `rel` really leads when that is outside the workspace: a symlink
+/// (the file itself, or a folder on the way) whose target is not in it. `None` when it stays
+/// inside, or does not exist. Outputs and the files gates read must stay inside: a link to
+/// `/etc/passwd` is not the agent's work, and reading through it shows the agent what it points
+/// to.
+pub(crate) fn leads_outside(workspace: &Path, rel: &str) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(workspace.join(rel)).ok()?;
+    let root = std::fs::canonicalize(workspace).ok()?;
+    (!real.starts_with(&root)).then_some(real)
+}
+
+/// "`out.txt` leads outside the workspace, to `/etc/passwd`: {why}", when it does.
+pub(super) fn outside_detail(workspace: &Path, rel: &str, why: &str) -> Option<String> {
+    leads_outside(workspace, rel).map(|target| {
+        format!(
+            "`{rel}` leads outside the workspace, to `{}`: {why}",
+            target.display()
+        )
+    })
+}
+
+/// Why a gate does not read a file that leads outside the workspace.
+pub(super) const GATES_READ_INSIDE: &str = "a gate reads only files in the workspace";
+
 /// A relative path without `.` components or doubled separators, as snapshots write paths.
 pub(crate) fn clean(path: &str) -> String {
     path.split('/')

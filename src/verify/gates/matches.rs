@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use regex::{Regex, RegexBuilder};
 
-use super::files::{READ_CAP, clean, glob_files, read_text};
+use super::files::{GATES_READ_INSIDE, READ_CAP, clean, glob_files, outside_detail, read_text};
 use super::{Finding, GateContext, GateInfo, count, last_lines, name_list};
 
 /// What helixflow says about the `matches` gate.
@@ -25,7 +25,8 @@ pub(super) enum Target<'t> {
     Files(Vec<String>),
 }
 
-/// Resolves a gate's TARGET: the response, a glob over the after-snapshot, or a plain path.
+/// Resolves a gate's TARGET: the response, a glob over the after-snapshot, or a plain path. A
+/// file that leads outside the workspace is not read: the gate fails, naming it.
 pub(super) fn target<'t>(ctx: &GateContext<'t>, target: &str) -> Result<Target<'t>, String> {
     if target == "response" {
         return ctx.response.map(Target::Response).ok_or_else(|| {
@@ -43,6 +44,13 @@ pub(super) fn target<'t>(ctx: &GateContext<'t>, target: &str) -> Result<Target<'
     }
     if ctx.workspace.join(&path).is_file() {
         files.insert(path);
+    }
+    let outside: Vec<String> = files
+        .iter()
+        .filter_map(|file| outside_detail(ctx.workspace, file, GATES_READ_INSIDE))
+        .collect();
+    if !outside.is_empty() {
+        return Err(outside.join("\n"));
     }
     Ok(Target::Files(files.into_iter().collect()))
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::document::listed_paths;
-use super::files::{all_files, clean, glob_files};
+use super::files::{all_files, clean, glob_files, leads_outside, outside_detail};
 use super::{GateContext, GateInfo, count, name_list};
 use crate::glob::compile_glob;
 use crate::model::{Output, Phase};
@@ -23,7 +23,8 @@ const MAX_NEAR_MISSES: usize = 3;
 /// The paths the phase's outputs resolve to now (files, glob matches, paths listed by `from`
 /// documents), relative to the workspace — used by `syntax` without globs, by receipts and by the
 /// verifier later. Only paths that exist are returned, sorted and without duplicates; outputs that
-/// cannot be resolved (a missing `from` document, a bad glob) contribute nothing.
+/// cannot be resolved (a missing `from` document, a bad glob) contribute nothing, and neither do
+/// files that lead outside the workspace (the `outputs` gate fails for them).
 pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
     let mut paths = BTreeSet::new();
     for output in &phase.outputs {
@@ -46,8 +47,14 @@ pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> 
             }
         }
     }
-    paths.into_iter().collect()
+    paths
+        .into_iter()
+        .filter(|path| leads_outside(workspace, path).is_none())
+        .collect()
 }
+
+/// Why an output that leads outside the workspace does not count.
+const OUTPUTS_INSIDE: &str = "an output must be a file in the workspace";
 
 /// A detail for each expected output that is missing, with its near misses.
 pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
@@ -65,12 +72,19 @@ pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
                     problems.push(format!("`{path}` is a folder; a file was expected"));
                 } else if !full.is_file() {
                     problems.push(missing(&path, "", all()));
+                } else if let Some(problem) = outside_detail(ctx.workspace, &path, OUTPUTS_INSIDE) {
+                    problems.push(problem);
                 }
             }
             Output::Glob { pattern, min } => {
                 match glob_files(ctx.workspace, ctx.exclude, std::slice::from_ref(pattern)) {
                     Err(problem) => problems.push(problem),
-                    Ok(found) => {
+                    Ok(mut found) => {
+                        found.retain(|path| {
+                            let problem = outside_detail(ctx.workspace, path, OUTPUTS_INSIDE);
+                            problems.extend(problem.clone());
+                            problem.is_none()
+                        });
                         let found: Vec<&str> = found.iter().map(String::as_str).collect();
                         let min = usize::try_from(*min).unwrap_or(usize::MAX);
                         if found.len() < min {
@@ -79,7 +93,9 @@ pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
                     }
                 }
             }
-            Output::From { doc, key } => problems.extend(missing_listed(ctx, doc, key, all)),
+            Output::From { doc, key } => {
+                problems.extend(missing_listed(ctx, doc, key, OUTPUTS_INSIDE, all));
+            }
         }
     }
     problems
@@ -99,12 +115,13 @@ fn candidates(ctx: &GateContext<'_>) -> Vec<String> {
     files
 }
 
-/// A detail for each path listed under `key` in `doc` that does not exist, or why the list cannot
-/// be had.
+/// A detail for each path listed under `key` in `doc` that does not exist, or leads outside the
+/// workspace (`why` says why that does not count), or why the list cannot be had.
 pub(super) fn missing_listed<'f>(
     ctx: &GateContext<'_>,
     doc: &str,
     key: &str,
+    why: &str,
     all: impl Fn() -> &'f [String],
 ) -> Vec<String> {
     match listed_paths(ctx.workspace, doc, key) {
@@ -113,8 +130,17 @@ pub(super) fn missing_listed<'f>(
         )],
         Ok(paths) => paths
             .iter()
-            .filter(|p| !ctx.workspace.join(p).exists())
-            .map(|p| missing(p, &format!(" (listed under `{key}` in `{doc}`)"), all()))
+            .filter_map(|p| {
+                if ctx.workspace.join(p).exists() {
+                    outside_detail(ctx.workspace, p, why)
+                } else {
+                    Some(missing(
+                        p,
+                        &format!(" (listed under `{key}` in `{doc}`)"),
+                        all(),
+                    ))
+                }
+            })
             .collect(),
         Err(problem) => vec![problem],
     }

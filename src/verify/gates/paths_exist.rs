@@ -21,5 +21,11 @@ pub(super) fn describe(doc: &str, key: &str) -> String {
 pub(super) fn paths_exist_gate(ctx: &GateContext<'_>, doc: &str, key: &str) -> Finding {
     let everywhere = std::cell::OnceCell::new();
     let all = || -> &[String] { everywhere.get_or_init(|| all_files(ctx)) };
-    Finding::from_problems(missing_listed(ctx, doc, key, all))
+    Finding::from_problems(missing_listed(
+        ctx,
+        doc,
+        key,
+        "a listed path must be in the workspace",
+        all,
+    ))
 }

@@ -1,5 +1,5 @@
-//! The implicit `protect` gate: protected files stay byte-identical, through the attempt and
-//! through every gate command that runs after it.
+//! The implicit `protect` gate: protected files stay byte-identical, permission bits included,
+//! through the attempt and through every gate command that runs after it.
 
 use super::files::glob_set;
 use super::scope::LeftToOthers;
@@ -9,8 +9,8 @@ use crate::workspace::{IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions, p
 
 /// What helixflow says about the `protect` gate.
 pub(super) const INFO: GateInfo = GateInfo {
-    intro: "Protected files must stay byte-identical to how they were before the attempt; restore \
-             them:",
+    intro: "Protected files must stay as they were before the attempt, byte for byte and with the \
+             same permissions; restore them:",
     how_to_fix: "restore the protected files exactly as they were",
     outside_a_run: Some("judged only inside a run, against the attempt's starting point"),
 };

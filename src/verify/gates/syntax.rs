@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::document::listed_paths;
-use super::files::{clean, glob_files};
+use super::files::{GATES_READ_INSIDE, clean, glob_files, outside_detail};
 use super::{Finding, GateContext, GateInfo, count, more, name_list, resolve_outputs};
 use crate::model::{Output, Phase};
 use crate::verify::syntax::{self, Language, SyntaxError};
@@ -52,10 +52,23 @@ pub(super) async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Find
         )
     });
     let nothing_found = found.is_empty();
+    let mut outside = Vec::new();
     let targets: Vec<String> = found
         .into_iter()
         .filter(|p| Language::for_path(Path::new(p)).is_some())
+        .filter(
+            |p| match outside_detail(ctx.workspace, p, GATES_READ_INSIDE) {
+                Some(problem) => {
+                    outside.push(problem);
+                    false
+                }
+                None => true,
+            },
+        )
         .collect();
+    if !outside.is_empty() {
+        return Finding::from_problems(outside);
+    }
     if targets.is_empty() {
         return match not_checked {
             Some(note) => Finding::skipped(note),

@@ -181,26 +181,23 @@ fn file_part(path: &str, kind: ChangeKind, old: &Side, new: &Side) -> String {
     }
 }
 
-/// A line saying the executable bit changed, when it did.
+/// A line saying the permission bits changed, when they did: the executable bit in words, any
+/// other change (`chmod 666`, `u+s`) by its octal bits.
 fn mode_note(workspace: &Path, before: &Snapshot, path: &str) -> Option<String> {
-    let was = before.get(path)?.executable;
+    let was = before.get(path)?.mode;
     let meta = std::fs::symlink_metadata(workspace.join(path)).ok()?;
     if meta.file_type().is_symlink() {
         return None;
     }
-    let is = executable(&meta);
-    (was != is).then(|| {
-        if is {
-            format!("`{path}`: made executable\n")
-        } else {
-            format!("`{path}`: no longer executable\n")
-        }
+    let is = meta.permissions().mode() & 0o7777;
+    if was == is {
+        return None;
+    }
+    Some(match (was & 0o111 != 0, is & 0o111 != 0) {
+        (false, true) if was | 0o111 == is | 0o111 => format!("`{path}`: made executable\n"),
+        (true, false) if was | 0o111 == is | 0o111 => format!("`{path}`: no longer executable\n"),
+        _ => format!("`{path}`: permissions changed from {was:04o} to {is:04o}\n"),
     })
-}
-
-/// Whether any execute permission bit is set, as snapshots judge it.
-fn executable(meta: &std::fs::Metadata) -> bool {
-    meta.permissions().mode() & 0o111 != 0
 }
 
 /// The file as it is now in the workspace, without following a symlink.

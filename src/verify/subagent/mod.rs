@@ -6,7 +6,8 @@
 //! its `evidence` pattern, when it times out or exits non-zero, and when it changed the workspace in
 //! any way: the workspace is snapshotted before the review (keeping the contents of every file up to
 //! [`KEEP_LIMIT`]) and after it, and every change is listed and undone byte-exact. A third snapshot
-//! checks the undoing, so a file reported as restored really is.
+//! checks the undoing, so a file reported as restored really is. A change to the git repository's
+//! configuration, hooks or `info/` voids it too (the run puts those back when the attempt ends).
 //!
 //! Decisions the contract leaves open:
 //! - `verifier-prompt` is added verbatim to the built-in prompt, under "Additional instructions";
@@ -44,7 +45,7 @@ use crate::event::{ChildExit, GateReport, TimeoutKind};
 use crate::model::{Agent, Millis, Phase};
 use crate::process::{self, Cancel, ChildSpec};
 use crate::redact::Redactor;
-use crate::workspace::{Changes, ProtectedPaths, Snapshot, SnapshotOptions};
+use crate::workspace::{Changes, ProtectedPaths, RepositoryFingerprint, Snapshot, SnapshotOptions};
 
 mod diff;
 mod prompt;
@@ -224,7 +225,7 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
 
     // Protected files are watched even where ignored: they must stay byte-identical.
     let protected = ProtectedPaths::new(&c.phase.protect).ok().flatten();
-    let (guard, diff) = {
+    let (guard, diff, repository) = {
         let workspace = c.workspace.to_path_buf();
         let before = c.before.clone();
         let changes = c.changes.clone();
@@ -237,7 +238,7 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
         blocking(move || {
             let guard = Snapshot::take(&workspace, &options, Some(&before))?;
             let diff = diff_of_changes(&workspace, &before, &changes);
-            Ok((guard, diff))
+            Ok((guard, diff, RepositoryFingerprint::take(&workspace)))
         })
         .await?
     };
@@ -255,7 +256,7 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     drop((prompt_file, cleanup));
 
     // Whatever happened to the verifier, what it changed is undone before anything else.
-    let restoration = {
+    let (restoration, repository) = {
         let workspace = c.workspace.to_path_buf();
         // Judged by the rules as they were before the review: an ignore file the verifier
         // wrote hides none of its changes.
@@ -266,7 +267,14 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
             ..SnapshotOptions::default()
         };
         let others = crate::verify::gates::claimed_by_others(c.phase, c.alongside);
-        blocking(move || undo_changes(&workspace, &guard, &options, &others)).await?
+        blocking(move || {
+            let repository = repository.changes(&repository.again());
+            Ok((
+                undo_changes(&workspace, &guard, &options, &others)?,
+                repository,
+            ))
+        })
+        .await?
     };
 
     let mut reasons = Vec::new();
@@ -280,6 +288,14 @@ pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     };
     if !restoration.changed.is_empty() && !only_bookkeeping {
         reasons.push(restoration.reason());
+    }
+    // Put back, and held against every attempt under way, when the attempt ends.
+    if !repository.is_empty() {
+        reasons.push(format!(
+            "the verifier changed the git repository's configuration, hooks or `info/`, which \
+             no one may change during a run: {}",
+            repository.join("; ")
+        ));
     }
     let exit = match run {
         Ok(exit) => Some(exit),

@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::rules::{Matchers, Outer};
 use super::snapshot::{Entry, Kind, NEW};
-use super::{FileState, IgnoreRules, ProtectedPaths, Snapshot, changed_underfoot, os, with_path};
+use super::{
+    FileState, IgnoreRules, ProtectedPaths, RACY_MARGIN_NS, Snapshot, changed_underfoot, os,
+    with_path,
+};
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -27,10 +30,6 @@ pub(super) use linux::walk;
 /// The walk elsewhere: the `ignore` crate's.
 #[cfg(not(target_os = "linux"))]
 pub(super) use portable::walk;
-
-/// Files stamped this close to (or after) a snapshot's start are re-read by the next snapshot even
-/// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
-const RACY_MARGIN_NS: i128 = 2_000_000_000;
 
 /// Read buffer for hashing files whose contents are not kept.
 const READ_BUFFER: usize = 64 * 1024;
@@ -226,6 +225,7 @@ impl<'s> Recorder<'s> {
                 mtime_ns: stat.mtime_ns,
                 hash: [0; 32],
                 executable: kind == Kind::File && mode & 0o111 != 0,
+                mode: if kind == Kind::File { mode & 0o7777 } else { 0 },
             },
             kind,
             ctime_ns: stat.ctime_ns,
