@@ -50,7 +50,9 @@ pub(crate) async fn observe(
     let mut changes = before.map(|before| before.diff(&after)).unwrap_or_default();
     // Ignored files are in the snapshots only because a `protect` pattern reaches them; those
     // that are caches under a protected tree are nobody's change.
-    if let Some(rules) = before.and_then(|before| before.ignore_rules())
+    if let Some(rules) = before
+        .and_then(|before| before.ignore_rules())
+        .or_else(|| after.ignore_rules())
         && !phase.protect.is_empty()
     {
         changes.split_off(|path| !judged_where_ignored(&rules, workspace, &phase.protect, path));

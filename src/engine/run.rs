@@ -110,6 +110,10 @@ pub(crate) async fn execute(
     let repository = crate::workspace::RepositoryGuard::new(&pipeline.workspace);
     let ctx = RunContext {
         repository,
+        resumes: previous.as_ref().map(|p| RunDir {
+            run_id: p.run_id.clone(),
+            path: runs_dir.join(&p.run_id),
+        }),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),

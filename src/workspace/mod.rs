@@ -61,6 +61,7 @@ use unix as os;
 pub(crate) use repository_guard::{RepositoryFingerprint, RepositoryGuard};
 pub(crate) use rules::protect_root;
 pub use rules::{IgnoreRules, ProtectedPaths};
+pub(crate) use snapshot::ListedFile;
 pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
 
 /// Ignore files with `.gitignore` syntax that only helixflow reads.

@@ -289,3 +289,73 @@ pub(super) enum Kind {
     File,
     Symlink,
 }
+
+/// A file of a snapshot as it is written down for a later run: enough to tell what changed since
+/// (`Snapshot::diff`), not to restore it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct ListedFile {
+    pub path: String,
+    pub symlink: bool,
+    pub size: u64,
+    pub mtime_ns: i128,
+    /// BLAKE3, hex.
+    pub hash: String,
+    pub mode: u32,
+    pub readable: bool,
+}
+
+impl Snapshot {
+    /// Every file, written down (see [`ListedFile`]).
+    pub(crate) fn listing(&self) -> Vec<ListedFile> {
+        self.files
+            .iter()
+            .map(|(path, entry)| ListedFile {
+                path: path.to_string(),
+                symlink: entry.kind == Kind::Symlink,
+                size: entry.state.size,
+                mtime_ns: entry.state.mtime_ns,
+                hash: blake3::Hash::from(entry.state.hash).to_hex().to_string(),
+                mode: entry.state.mode,
+                readable: entry.readable,
+            })
+            .collect()
+    }
+
+    /// A snapshot from a listing: it diffs as the snapshot listed did, keeps no contents and no
+    /// ignore rules, and lends no hash to a later walk (no inode or change time is known).
+    pub(crate) fn from_listing(mut listing: Vec<ListedFile>) -> Snapshot {
+        listing.sort_by(|a, b| a.path.cmp(&b.path));
+        listing.dedup_by(|a, b| a.path == b.path);
+        let files = listing
+            .into_iter()
+            .filter_map(|file| {
+                let hash = blake3::Hash::from_hex(&file.hash).ok()?;
+                let entry = Entry {
+                    state: FileState {
+                        size: file.size,
+                        mtime_ns: file.mtime_ns,
+                        hash: *hash.as_bytes(),
+                        executable: !file.symlink && file.mode & 0o111 != 0,
+                        mode: file.mode,
+                    },
+                    kind: if file.symlink {
+                        Kind::Symlink
+                    } else {
+                        Kind::File
+                    },
+                    ctime_ns: 0,
+                    inode: 0,
+                    mode: file.mode,
+                    readable: file.readable,
+                    contents: None,
+                    order: NEW,
+                };
+                Some((Arc::from(file.path.as_str()), entry))
+            })
+            .collect();
+        Snapshot {
+            files,
+            ..Snapshot::default()
+        }
+    }
+}

@@ -509,3 +509,71 @@ phase "implement" {
     let changes = gate(&gates(test.path(), "implement", 1), "changes").clone();
     assert_eq!(changes["status"], "failed", "{changes}");
 }
+
+/// Attempt 1 of the first run tampers with a protected file; every later attempt, in this run or
+/// a run that resumes it, does only the work.
+const TAMPERS_IN_THE_FIRST_RUN: &str = r#"if [ ! -e "$HELIXFLOW_RUN_DIR/../../tampered" ]; then
+  echo tampered >> src/core.py
+  touch "$HELIXFLOW_RUN_DIR/../../tampered"
+fi
+echo done > work/out.txt
+"#;
+
+#[test]
+fn a_run_that_resumes_a_failed_one_judges_the_phase_from_where_it_started_there() {
+    let test = Test::new()
+        .file("src/core.py", "X = 1\n")
+        .file("work/.keep", "")
+        .file("agent.sh", TAMPERS_IN_THE_FIRST_RUN)
+        .pipeline(
+            r#"pipeline "p"
+phase "work" {
+    run "sh agent.sh"
+    outputs { file "work/out.txt" }
+    scope "work/**"
+    protect "src/**"
+    retries 0
+}
+"#,
+        );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    let first = latest_run(test.path());
+    assert!(first.join("phases/work/start.json").is_file());
+    // The next run resumes the failed one: the protected file is still changed since the phase
+    // started there, although this run's attempt did not touch it.
+    let out = test.with_args(&["run", "--no-progress"]).run();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let protect = gate(&gates(test.path(), "work", 1), "protect").clone();
+    assert_eq!(protect["status"], "failed", "{protect}");
+    assert_eq!(
+        protect["details"][0],
+        "protected file `src/core.py` was modified"
+    );
+    // Once the user puts it back, a resumed run passes.
+    std::fs::write(test.path().join("src/core.py"), "X = 1\n").unwrap();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+}
+
+#[test]
+fn work_a_failed_run_left_in_place_counts_for_changes_when_a_run_resumes_it() {
+    let test = Test::new()
+        .file("agent.sh", "echo 'def f(): pass' > out.py\n[ -e FIXED ]\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "work" {
+    run "sh agent.sh"
+    gates {
+        changes min=1
+    }
+    retries 0
+}
+"#,
+        );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(1);
+    // The user mends what made the step fail; the file the failed run wrote is unchanged since.
+    std::fs::write(test.path().join("FIXED"), "").unwrap();
+    let out = test.with_args(&["run", "--no-progress"]).run();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}

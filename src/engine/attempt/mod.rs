@@ -7,6 +7,7 @@
 //! feedback, the attempt's end in the journal).
 
 mod conclude;
+mod phase_start;
 mod prepare;
 mod verify;
 mod worker;
@@ -70,7 +71,8 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let mut previous_feedback: Option<(String, PathBuf)> = None;
     let mut session = Session::default();
     // The workspace before the phase's first attempt, which its bundle starts from.
-    let mut phase_before = None;
+    let mut phase_before = phase_start::resumed(&run.ctx, phase);
+    let mut start_kept = false;
     let mut attempt = 1;
     // Retries spent on failures of the work, and tries after transient failures.
     let mut retries_used = 0;
@@ -138,7 +140,13 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
                     Some(run.state.cancel.reason()),
                 );
             }
-            AttemptOutcome::Failed => {}
+            AttemptOutcome::Failed => {
+                // Where the phase started is kept once it failed, for a run that resumes it.
+                if !start_kept && phase.isolation != Isolation::Worktree {
+                    start_kept = true;
+                    phase_start::keep(&run, phase, phase_before.as_deref());
+                }
+            }
         }
         let transient = result.class == Some(FailureClass::Transient)
             && transient_used < phase.transient_retries

@@ -73,6 +73,7 @@ pub(super) async fn verify(
             before
                 .as_ref()
                 .and_then(|before| before.ignore_rules())
+                .or_else(|| observed.after.ignore_rules())
                 .is_none_or(|rules| {
                     judged_where_ignored(&rules, a.workspace(), &phase.protect, path)
                 })
@@ -141,6 +142,11 @@ pub(super) async fn verify(
                 verifier_void = void;
                 break;
             }
+            // What the void review changed in the repository is put back before the next one
+            // (and still reported for this attempt when it ends).
+            let repository = run.ctx.repository.clone();
+            let since = a.started;
+            let _ = tokio::task::spawn_blocking(move || repository.changed_since(since)).await;
         }
     }
     // What a pass leaves as the phase's work: what it changed, or, when a re-run changed
