@@ -143,6 +143,35 @@ pub enum UsageFormat {
     Regex,
 }
 
+impl UsageFormat {
+    /// Every format.
+    pub(crate) const ALL: [Self; 6] = [
+        Self::Claude,
+        Self::Codex,
+        Self::Gemini,
+        Self::Aider,
+        Self::Json,
+        Self::Regex,
+    ];
+
+    /// The format's name, as `usage` takes it.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Aider => "aider",
+            Self::Json => "json",
+            Self::Regex => "regex",
+        }
+    }
+
+    /// The format with this name; `None` for a name no format has (lint reports it).
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|format| format.name() == name)
+    }
+}
+
 /// How an agent's usage is read: the format, and for `json` and `regex` where each value is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -290,6 +319,29 @@ pub enum ResponseFormat {
 }
 
 impl ResponseFormat {
+    /// Every format.
+    pub(crate) const ALL: [Self; 4] = [
+        Self::Text,
+        Self::Json,
+        Self::ClaudeStreamJson,
+        Self::CodexJson,
+    ];
+
+    /// The format's name, as `response` takes it.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+            Self::ClaudeStreamJson => "claude-stream-json",
+            Self::CodexJson => "codex-json",
+        }
+    }
+
+    /// The format with this name; `None` for a name no format has (lint reports it).
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|format| format.name() == name)
+    }
+
     /// Whether the format is an event stream in which tool calls and their results can be told
     /// apart, so that `evidence-tools` can count the calls that succeeded.
     pub fn shows_tool_calls(self) -> bool {

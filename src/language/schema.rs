@@ -1386,6 +1386,46 @@ mod tests {
         }
     }
 
+    /// Every name the schema offers for `response` and `usage` decodes to a format of its own,
+    /// and every format is offered: a value lint accepts is never read as another.
+    #[test]
+    fn every_format_the_schema_names_decodes_to_its_own_variant() {
+        use crate::model::{ResponseFormat, UsageFormat};
+        let responses: Vec<ResponseFormat> = RESPONSE_FORMATS
+            .iter()
+            .map(|c| ResponseFormat::from_name(c.value).unwrap_or_else(|| panic!("{}", c.value)))
+            .collect();
+        assert_eq!(responses, ResponseFormat::ALL);
+        let usages: Vec<UsageFormat> = USAGE_FORMATS
+            .iter()
+            .map(|c| UsageFormat::from_name(c.value).unwrap_or_else(|| panic!("{}", c.value)))
+            .collect();
+        assert_eq!(usages, UsageFormat::ALL);
+        for format in ResponseFormat::ALL {
+            assert_eq!(ResponseFormat::from_name(format.name()), Some(format));
+        }
+        for format in UsageFormat::ALL {
+            assert_eq!(UsageFormat::from_name(format.name()), Some(format));
+        }
+    }
+
+    /// Every gate node of the schema is a kind of check (and the implicit `outputs`, `scope` and
+    /// `protect` gates are the rest of them): a gate lint accepts always has a report kind.
+    #[test]
+    fn every_gate_node_is_a_check_kind() {
+        use crate::event::CheckKind;
+        let mut kinds: Vec<CheckKind> = NODES
+            .iter()
+            .filter(|node| node.contexts.contains(&Context::Gates))
+            .map(|node| CheckKind::from_name(node.name).unwrap_or_else(|| panic!("{}", node.name)))
+            .collect();
+        kinds.extend([CheckKind::Outputs, CheckKind::Scope, CheckKind::Protect]);
+        kinds.sort();
+        let mut all = CheckKind::ALL.to_vec();
+        all.sort();
+        assert_eq!(kinds, all);
+    }
+
     #[test]
     fn signatures_read_like_the_language_reference() {
         assert_eq!(

@@ -64,12 +64,11 @@ impl Decoder<'_> {
                 }
                 "stdin" => agent.stdin = boolean(child).unwrap_or(false),
                 "response" => {
-                    agent.response = match origin.arg(child, 0).as_ref().map(|a| a.value.as_str()) {
-                        Some("json") => ResponseFormat::Json,
-                        Some("claude-stream-json") => ResponseFormat::ClaudeStreamJson,
-                        Some("codex-json") => ResponseFormat::CodexJson,
-                        _ => ResponseFormat::Text,
-                    };
+                    // An unknown name is an error of lint's (HF107); the agent keeps the default.
+                    agent.response = origin
+                        .arg(child, 0)
+                        .and_then(|a| ResponseFormat::from_name(&a.value))
+                        .unwrap_or_default();
                 }
                 "evidence" => {
                     if let Some(pattern) = origin.arg(child, 0) {
@@ -173,15 +172,7 @@ impl Decoder<'_> {
     /// Decodes `usage FORMAT [cost=…] [input-tokens=…] …`: `json` and `regex` need at least one
     /// of the value properties, which the other formats do not take.
     fn usage_spec(&mut self, node: &KdlNode, origin: Origin<'_>) -> Option<UsageSpec> {
-        let format = match origin.arg(node, 0)?.value.as_str() {
-            "claude" => UsageFormat::Claude,
-            "codex" => UsageFormat::Codex,
-            "gemini" => UsageFormat::Gemini,
-            "aider" => UsageFormat::Aider,
-            "json" => UsageFormat::Json,
-            "regex" => UsageFormat::Regex,
-            _ => return None,
-        };
+        let format = UsageFormat::from_name(&origin.arg(node, 0)?.value)?;
         let keys = [
             "cost",
             "input-tokens",
