@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::context::{Run, millis};
-use crate::event::{AWAITING_APPROVAL_STEP, CheckKind, Event, GateReport, GateStatus};
+use crate::event::{CheckKind, Event, GateReport, GateStatus, Step};
 use crate::model::{GateKind, Phase};
 
 pub(crate) use super::approver::{
@@ -98,11 +98,13 @@ async fn ask(
     run.emit(Event::Step {
         phase: phase.name.value.clone(),
         attempt,
-        step: format!(
-            "{AWAITING_APPROVAL_STEP}: helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
-            run = run.ctx.folder.run_id,
-            phase = crate::agent::prompt::shell_quote(&phase.name.value)
-        ),
+        step: Step::AwaitingApproval {
+            command: format!(
+                "helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
+                run = run.ctx.folder.run_id,
+                phase = crate::agent::prompt::shell_quote(&phase.name.value)
+            ),
+        },
     });
     // Polling a file keeps `approve` a plain file write that works from any shell; the run's
     // timeout and Ctrl-C end the wait.

@@ -103,7 +103,7 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
         emit(Event::Step {
             phase: name.clone(),
             attempt: 1,
-            step: "verify".to_owned(),
+            step: crate::event::Step::Verify,
         });
         // The workspace is read again only after a gate command ran, which may have changed it.
         if now.is_none() {

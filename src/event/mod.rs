@@ -7,12 +7,14 @@ mod check;
 mod exit;
 pub(crate) mod record;
 pub(crate) mod sink;
+mod step;
 pub(crate) mod usage;
 
 pub use check::CheckKind;
 pub use check::ReportKind;
 pub use exit::ChildExit;
 pub(crate) use exit::how_it_ended;
+pub use step::Step;
 
 use crate::redact::Redactor;
 
@@ -151,10 +153,6 @@ impl std::fmt::Display for CancelReason {
 /// The step in which a `run` step's command runs (an agent runs in step `agent`).
 pub const RUN_STEP: &str = "run";
 
-/// How the step of an attempt waiting for `helixflow approve` begins: plain reports show it,
-/// since nothing else says why the run is quiet.
-pub(crate) const AWAITING_APPROVAL_STEP: &str = "awaiting approval";
-
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
@@ -197,7 +195,7 @@ pub enum Event {
         /// The attempt.
         attempt: u32,
         /// What it is doing now.
-        step: String,
+        step: Step,
     },
     /// The agent or `run` step exited.
     ChildExited {
@@ -339,7 +337,7 @@ impl Event {
             } => Self::Step {
                 phase,
                 attempt,
-                step: r(step),
+                step: step.redacted(r),
             },
             Self::ChildExited {
                 phase,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::event::usage::{FailureClass, Spend};
-use crate::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped};
+use crate::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped, Step};
 
 /// The run so far.
 #[derive(Debug, Default)]
@@ -55,7 +55,7 @@ pub(crate) struct AttemptRecord {
     /// Counting from 1.
     pub number: u32,
     /// What it is doing now (`agent`, `gate tests`, …).
-    pub step: Option<String>,
+    pub step: Option<Step>,
     /// How the agent or `run` step exited, once it did.
     pub exit: Option<ChildExit>,
     /// Whether that child was a `run` step's command rather than an agent (the step it ran in).
@@ -145,7 +145,7 @@ impl RunRecord {
                 exit,
             } => {
                 let record = self.attempt_mut(phase, *attempt, now);
-                record.run_step = record.step.as_deref() == Some(RUN_STEP);
+                record.run_step = record.step == Some(Step::Run);
                 record.exit = Some(exit.clone());
             }
             Event::GateFinished {
@@ -174,7 +174,7 @@ impl RunRecord {
                 let record = self.attempt_mut(phase, *attempt, now);
                 if record.exit.is_none() {
                     // It never ran, or never exited: the step it was in says what it was.
-                    record.run_step = record.step.as_deref() == Some(RUN_STEP);
+                    record.run_step = record.step == Some(Step::Run);
                 }
                 record.step = None;
                 record.end = Some(AttemptEnd {

@@ -4,9 +4,7 @@
 
 use std::io::Write;
 
-use crate::event::{
-    AWAITING_APPROVAL_STEP, AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped,
-};
+use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped, Step};
 
 use super::text::{one_line, sanitize};
 use crate::event::record::{AttemptRecord, RunRecord, first_line};
@@ -88,13 +86,13 @@ impl<W: Write + Send> Plain<W> {
                 phase,
                 attempt,
                 step,
-            } if step.starts_with(AWAITING_APPROVAL_STEP) => {
+            } if matches!(step, Step::AwaitingApproval { .. }) => {
                 let label = self.attempt_label(phase, *attempt);
                 writeln!(
                     self.out,
                     "[{}] attempt {label}: {}",
                     one_line(phase),
-                    one_line(step)
+                    one_line(&step.to_string())
                 )
             }
             // The attempt's end says how the agent exited, and other steps are for live displays.

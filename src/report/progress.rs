@@ -221,7 +221,7 @@ impl Progress {
                     "attempt {}{}  {}",
                     self.attempt_label(phase, *attempt),
                     self.spent(phase),
-                    one_line(step)
+                    one_line(&step.to_string())
                 );
                 self.bar_or_insert(phase).set_message(message);
             }

@@ -37,7 +37,7 @@ fn step(phase: &str, attempt: u32, step: &str) -> Event {
     Event::Step {
         phase: phase.to_owned(),
         attempt,
-        step: step.to_owned(),
+        step: step.into(),
     }
 }
 

@@ -20,7 +20,7 @@ use super::context::{Run, millis};
 use super::isolation::{Applied, Worktree};
 use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use crate::event::usage::{FailureClass, Spend, Usage};
-use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind};
+use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind, Step};
 use crate::model::UnknownCost;
 use crate::model::{GateKind, Isolation, Millis, Phase, PhaseId, VerifyMode};
 use crate::verify::feedback::AgentFailure;
@@ -245,11 +245,11 @@ impl Attempt<'_> {
     }
 
     /// Tells the reporters which step the attempt is at.
-    fn step(&self, step: &str) {
+    fn step(&self, step: Step) {
         self.run.emit(Event::Step {
             phase: self.phase.name.value.clone(),
             attempt: self.number,
-            step: step.to_owned(),
+            step,
         });
     }
 }
@@ -411,7 +411,7 @@ async fn one_attempt(
 /// Applies a passing attempt's changes from its worktree to the workspace; a conflict fails the
 /// attempt, and the next one starts from the workspace as it is then.
 async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<GateReport> {
-    a.step("apply");
+    a.step(Step::Apply);
     let started = Instant::now();
     let (status, details) = match worktree.apply(a.run).await? {
         Applied::Done => (GateStatus::Passed, Vec::new()),

@@ -77,7 +77,7 @@ pub(super) async fn snapshot_before(a: &Attempt<'_>) -> std::io::Result<Option<A
     let keep_contents = a.phase.verify.contains(&VerifyMode::SubAgent);
     let tracked = tracks_changes(a.run, a.phase);
     let before = if tracked {
-        a.step("snapshot");
+        a.step(crate::event::Step::Snapshot);
         let options = snapshot_options(&a.run.ctx, a.phase, keep_contents, None);
         Some(Arc::new(
             take_snapshot(a.run, a.workspace(), options, None).await?,

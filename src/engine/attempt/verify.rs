@@ -11,7 +11,7 @@ use crate::engine::approvals;
 use crate::engine::context::{Run, millis, split_bookkeeping};
 use crate::engine::observe::{Observed, observe, scene};
 use crate::engine::state::LiveAttempt;
-use crate::event::{Event, GateReport, GateStatus, ReportKind};
+use crate::event::{Event, GateReport, GateStatus, ReportKind, Step};
 use crate::model::{GateKind, Phase, VerifyMode, Worker};
 use crate::verify::gates::judged_where_ignored;
 use crate::verify::judge::Inspection;
@@ -42,7 +42,7 @@ pub(super) async fn verify(
     let before = starts.phase;
     let mut reports: Vec<GateReport> = Vec::new();
     let mut verifier_void = None;
-    a.step("verify");
+    a.step(Step::Verify);
     let observed = observe(
         run,
         phase,
@@ -113,10 +113,9 @@ pub(super) async fn verify(
         // verifier's failure, not the worker's: the verifier is asked again, each review in a
         // folder of its own, and after the last void one the phase fails naming it.
         for round in 1..=VERIFIER_TRIES {
-            a.step(&if round == 1 {
-                "sub-agent verification".to_owned()
-            } else {
-                format!("sub-agent verification (again, {round} of {VERIFIER_TRIES})")
+            a.step(Step::SubAgentVerification {
+                round,
+                of: VERIFIER_TRIES,
             });
             let review_dir = if round == 1 {
                 dir.clone()

@@ -14,7 +14,7 @@ use crate::agent::transcript;
 use crate::agent::usage;
 use crate::engine::context::Run;
 use crate::engine::state::LiveAttempt;
-use crate::event::{ChildExit, Event, RUN_STEP};
+use crate::event::{ChildExit, Event, Step};
 use crate::model::{Agent, Phase, Worker};
 use crate::process::{self, ChildSpec, watchdog};
 use crate::redact::Redactor;
@@ -32,8 +32,8 @@ pub(super) async fn run(
     let (run, phase) = (a.run, a.phase);
     run.state.live.begin(live.clone());
     a.step(match phase.worker {
-        Worker::Run(_) => RUN_STEP,
-        Worker::Agent(_) => "agent",
+        Worker::Run(_) => Step::Run,
+        Worker::Agent(_) => Step::Agent,
     });
     let exit = process::run(spec, run.cancel()).await;
     // The agent has exited: a private copy of its prompt goes now.
