@@ -12,6 +12,7 @@ mod isolation;
 mod observe;
 pub(crate) mod plan;
 pub(crate) mod run;
+mod schedule;
 mod state;
 
 pub(crate) use attempt::attempt_prompt;

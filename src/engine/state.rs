@@ -32,6 +32,20 @@ pub(crate) struct RunState {
     pub snapshots: SnapshotCache,
 }
 
+impl RunState {
+    /// A run's state as it starts: nothing spent, nothing running, nothing cancelled.
+    pub(crate) fn new(events: Events, retry_budget: Option<u32>) -> Self {
+        Self {
+            events,
+            budget: Budget::new(retry_budget),
+            cancel: Cancellation::default(),
+            live: LiveAttempts::default(),
+            alongside: Alongside::default(),
+            snapshots: SnapshotCache::default(),
+        }
+    }
+}
+
 /// Sends events to the journal and the reporters, redacted first.
 pub(crate) struct Events {
     sender: mpsc::Sender<Event>,
