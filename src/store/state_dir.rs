@@ -13,10 +13,16 @@ pub(crate) const GITIGNORE: &str =
     "# Made by helixflow: its runs, records and logs are not for version control.\n/*\n";
 
 /// Makes the state folder and its parents when it is missing; a folder helixflow makes gets a
-/// `.gitignore`. One that exists is left as it is: a `.gitignore` removed or changed on purpose
-/// stays so.
+/// `.gitignore`, and so does one an earlier version made without it (it holds `runs/` and no
+/// `.gitignore`). A `.gitignore` that exists is left as it is: to keep the state folder in
+/// version control, make it empty.
 pub(crate) fn create(state_dir: &Path) -> io::Result<()> {
     if state_dir.is_dir() {
+        let ignore = state_dir.join(".gitignore");
+        if state_dir.join("runs").is_dir() && fs::symlink_metadata(&ignore).is_err() {
+            // Written once: a failure here only leaves `git status` as it was.
+            let _ = fs::write(ignore, GITIGNORE);
+        }
         return Ok(());
     }
     if let Some(parent) = state_dir.parent() {
@@ -51,5 +57,17 @@ mod tests {
         fs::create_dir(&old).unwrap();
         create(&old).unwrap();
         assert!(!old.join(".gitignore").exists());
+        // One an earlier version made (with runs, without the file) gets it once.
+        let earlier = dir.path().join("earlier");
+        fs::create_dir_all(earlier.join("runs")).unwrap();
+        create(&earlier).unwrap();
+        assert_eq!(
+            fs::read_to_string(earlier.join(".gitignore")).unwrap(),
+            GITIGNORE
+        );
+        // An emptied one stays empty.
+        fs::write(earlier.join(".gitignore"), "").unwrap();
+        create(&earlier).unwrap();
+        assert_eq!(fs::read_to_string(earlier.join(".gitignore")).unwrap(), "");
     }
 }
