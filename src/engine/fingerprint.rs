@@ -277,6 +277,7 @@ pub(crate) fn record(
     redactor: &Redactor,
     exclude: &[PathBuf],
     upstream: BTreeMap<String, String>,
+    work: &[String],
 ) -> PhaseRecord {
     let definition = definition(pipeline, phase, redactor);
     let inputs = stamps(
@@ -284,11 +285,16 @@ pub(crate) fn record(
         &input_paths(pipeline, phase, exclude),
         None,
     );
-    let outputs = stamps(
-        &pipeline.workspace,
-        &output_paths(pipeline, phase, exclude),
-        None,
-    );
+    // A phase that declares no outputs has the files it made or changed as its outputs: one
+    // whose work someone undid since is not up to date. (Declared outputs say what a phase's
+    // result is; the other files it touched then are incidental.)
+    let mut paths = output_paths(pipeline, phase, exclude);
+    if phase.outputs.is_empty() {
+        paths.extend(work.iter().cloned());
+    }
+    paths.sort();
+    paths.dedup();
+    let outputs = stamps(&pipeline.workspace, &paths, None);
     PhaseRecord {
         version: RECORD_VERSION,
         phase: phase.name.value.clone(),

@@ -403,7 +403,12 @@ pub(crate) fn plan(
                 if !not_passed.is_empty() {
                     reasons.push(Reason::UpstreamNotPassed { phases: not_passed });
                 }
-                let output_paths = fingerprint::output_paths(pipeline, phase, exclude);
+                // The declared outputs as they resolve now, and every file the record stamped
+                // (the files the phase made or changed): one gone or changed since counts.
+                let mut output_paths = fingerprint::output_paths(pipeline, phase, exclude);
+                output_paths.extend(record.outputs.keys().cloned());
+                output_paths.sort();
+                output_paths.dedup();
                 let outputs =
                     fingerprint::stamps(&pipeline.workspace, &output_paths, Some(&record.outputs));
                 let files = FileChanges::between(&record.outputs, &outputs);

@@ -235,6 +235,7 @@ async fn run_and_record(run: Arc<Run>, id: PhaseId) -> PhaseResult {
                     .flatten()
                     .map(|r| r.fingerprint)
             });
+            let work = super::attempt::work_files(&run.ctx.folder, &phase.name.value);
             let record = fingerprint::record(
                 &run.ctx.pipeline,
                 phase,
@@ -242,8 +243,10 @@ async fn run_and_record(run: Arc<Run>, id: PhaseId) -> PhaseResult {
                 &run.ctx.redactor,
                 &run.ctx.excluded,
                 upstream,
+                &work,
             );
-            run.ctx.records.write(&record)
+            run.ctx.records.write(&record)?;
+            restamp_others(&run, &record, &work)
         })
         .await;
         let error = match written {
@@ -260,6 +263,41 @@ async fn run_and_record(run: Arc<Run>, id: PhaseId) -> PhaseResult {
         }
     }
     result
+}
+
+/// A phase that passed changed files other phases' records stamp (a later phase edited what an
+/// earlier one made): those records take the new stamps, since a verified change is not the
+/// user's edit that makes a phase run again.
+fn restamp_others(
+    run: &Run,
+    record: &crate::store::passed::PhaseRecord,
+    work: &[String],
+) -> std::io::Result<()> {
+    if work.is_empty() {
+        return Ok(());
+    }
+    for other in &run.ctx.pipeline.phases {
+        if other.name.value == record.phase {
+            continue;
+        }
+        let Some(mut theirs) = run.ctx.records.read(&other.name.value)? else {
+            continue;
+        };
+        let mut changed = false;
+        for path in work {
+            if let (Some(stamp), Some(now)) =
+                (theirs.outputs.get_mut(path), record.outputs.get(path))
+                && stamp != now
+            {
+                *stamp = now.clone();
+                changed = true;
+            }
+        }
+        if changed {
+            run.ctx.records.write(&theirs)?;
+        }
+    }
+    Ok(())
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

@@ -577,3 +577,69 @@ phase "work" {
     let out = test.with_args(&["run", "--no-progress"]).run();
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
+
+#[test]
+fn a_phase_whose_work_was_undone_is_not_up_to_date() {
+    let test = Test::new()
+        .file("src.py", "X = 1\n")
+        .file("agent.sh", "echo 'def every_nth(): pass' >> src.py\n")
+        .pipeline(
+            r#"pipeline "p"
+phase "implement" {
+    run "sh agent.sh"
+    scope "src.py"
+    retries 0
+}
+"#,
+        );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let again = test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(
+        again.stderr.contains("[implement] up to date"),
+        "{}",
+        again.stderr
+    );
+    // The user undoes the work: the phase runs again.
+    std::fs::write(test.path().join("src.py"), "X = 1\n").unwrap();
+    let status = test.with_args(&["status"]).run();
+    assert!(
+        status
+            .stdout
+            .contains("output changed since it passed: modified `src.py`"),
+        "{}{}",
+        status.stdout,
+        status.stderr
+    );
+    let rerun = test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(
+        rerun.stderr.contains("[implement] attempt 1/1 started"),
+        "{}",
+        rerun.stderr
+    );
+}
+
+#[test]
+fn a_later_phase_that_edits_an_earlier_ones_work_leaves_both_up_to_date() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "make" {
+    run "echo made > notes.txt"
+    scope "notes.txt"
+}
+phase "edit" {
+    depends-on "make"
+    run "echo edited >> notes.txt"
+    scope "notes.txt"
+}
+"#,
+    );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let again = test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(
+        again.stderr.contains("[make] up to date") && again.stderr.contains("[edit] up to date"),
+        "{}",
+        again.stderr
+    );
+}

@@ -29,6 +29,19 @@ use prepare::Session;
 
 pub(crate) use prepare::{attempt_prompt, fingerprint_prompt};
 
+/// The files `phase` made or changed when it passed in the run of `folder` (its `work.json`).
+pub(crate) fn work_files(folder: &crate::store::run::RunDir, phase: &str) -> Vec<String> {
+    std::fs::read_to_string(folder.phase_dir(phase).join(verify::WORK_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str::<verify::Work>(&text).ok())
+        .map(|work| {
+            work.into_iter()
+                .filter_map(|(path, hash)| hash.map(|_| path))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// How a phase ended, for the scheduler.
 #[derive(Debug, Clone)]
 pub(crate) struct PhaseResult {
