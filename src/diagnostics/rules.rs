@@ -971,6 +971,26 @@ rules! {
     PROTECT_OVERLAPS_PARALLEL_WORK = "HF609" "protect-overlaps-parallel-work" Warning,
         summary: "A phase protects files another phase may change at the same time.",
         help: "Make one phase depend on the other, or protect only what no phase running alongside may change.";
+
+    /// ## What it catches
+    /// A phase whose `protect` covers its own `outputs` or part of its own `scope`.
+    ///
+    /// ## Why
+    /// The phase must write its outputs and may change its scope, but must leave protected files
+    /// byte-identical: an output under `protect` can never be written, so the phase can never
+    /// pass, and a change in the overlap of scope and protect always fails.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "tests" {
+    ///     outputs { file "toolz/tests/test_nth.py" }
+    ///     scope "toolz/tests/**"
+    ///     protect "toolz/**"
+    /// }
+    /// ```
+    PROTECT_COVERS_OWN_WORK = "HF610" "protect-covers-own-work" Warning,
+        summary: "A phase protects files it must or may change itself.",
+        help: "Narrow `protect` to what the phase must not touch (e.g. `toolz/*.py` rather than `toolz/**`), or narrow its scope.";
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub(crate) fn pipeline(
     }
     overlapping_scopes(pipeline, &graph, diagnostics);
     protect_overlaps_parallel_work(pipeline, &graph, diagnostics);
+    protect_covers_own_work(pipeline, diagnostics);
     always_run_upstream(pipeline, diagnostics);
     budgets_without_usage(pipeline, diagnostics);
     unused(pipeline, templates, defaults, main_file, diagnostics);
@@ -518,6 +519,50 @@ fn protect_overlaps_parallel_work(
                 .label("covers another phase's work"),
             );
         }
+    }
+}
+
+/// A phase's `protect` glob that covers one of its own outputs or part of its own scope: the
+/// first such glob per phase.
+fn protect_covers_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
+    for phase in pipeline.phases.iter().filter(|p| !p.protect.is_empty()) {
+        let own: Vec<(&str, String)> = phase
+            .outputs
+            .iter()
+            .filter_map(|output| match output {
+                Output::File { path } => Some(("output", path.clone())),
+                Output::Glob { pattern, .. } => Some(("output", pattern.clone())),
+                Output::From { .. } => None,
+            })
+            .chain(phase.scope.iter().map(|glob| ("scope", glob.clone())))
+            .collect();
+        let hit = phase
+            .protect
+            .iter()
+            .enumerate()
+            .find_map(|(index, pattern)| {
+                let glob = compile_glob(pattern).ok()?.compile_matcher();
+                own.iter()
+                    .find(|(_, claim)| samples(claim).iter().any(|s| glob.is_match(s)))
+                    .map(|(what, claim)| (index, pattern, *what, claim))
+            });
+        let Some((index, pattern, what, claim)) = hit else {
+            continue;
+        };
+        let Some(&span) = phase.spans.protect.get(index) else {
+            continue;
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                &rules::PROTECT_COVERS_OWN_WORK,
+                span,
+                format!(
+                    "phase \"{}\" protects \"{pattern}\", which covers its own {what} \"{claim}\"",
+                    phase.name.value
+                ),
+            )
+            .label("covers the phase's own work"),
+        );
     }
 }
 
