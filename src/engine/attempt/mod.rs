@@ -87,9 +87,7 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let mut phase_before = phase_start::resumed(&run.ctx, phase);
     let mut start_kept = false;
     let mut attempt = 1;
-    // Retries spent on failures of the work, and tries after transient failures.
-    let mut retries_used = 0;
-    let mut transient_used = 0;
+    let mut tries = Tries::default();
     let mut spend = Spend::default();
     loop {
         let finished = |status, attempts, reason: Option<String>| PhaseResult {
@@ -105,7 +103,7 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
         let max_attempts = phase
             .retries
             .saturating_add(1)
-            .saturating_add(transient_used);
+            .saturating_add(tries.transient);
         run.emit(Event::AttemptStarted {
             phase: phase.name.value.clone(),
             attempt,
@@ -130,19 +128,7 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             conclude::could_not_run(&run, phase, attempt, max_attempts, attempt_started, reason);
         }
         if let Some(usage) = &result.usage {
-            spend.add(usage);
-            run.state.budget.add_spend(usage);
-            if usage.cost_usd.is_none()
-                && (phase.max_cost.is_some() || run.ctx.pipeline.max_cost.is_some())
-                && run.ctx.pipeline.unknown_cost == UnknownCost::Allow
-            {
-                run.emit(Event::Warning {
-                    message: format!(
-                        "the cost of attempt {attempt} of \"{}\" is unknown: the max-cost budget counts only known costs (unknown-cost \"allow\")",
-                        phase.name.value
-                    ),
-                });
-            }
+            add_spend(&run, phase, attempt, usage, &mut spend);
         }
         match result.outcome {
             AttemptOutcome::Passed => return finished(PhaseStatus::Passed, attempt, None),
@@ -162,47 +148,13 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             }
         }
         let transient = result.class == Some(FailureClass::Transient)
-            && transient_used < phase.transient_retries
+            && tries.transient < phase.transient_retries
             && !run.state.budget.stopping();
-        let why_not_retry = if let Some(fatal) = &result.fatal {
-            Some(fatal.clone())
-        } else if let Some(reason) = &result.no_retry {
-            Some(reason.clone())
-        } else if result.class == Some(FailureClass::Fatal) {
-            Some(format!(
-                "{} (a fatal failure: not retried)",
-                result.message.as_deref().unwrap_or("the agent failed")
-            ))
-        } else if transient {
-            None
-        } else if retries_used >= phase.retries {
-            Some(if result.class == Some(FailureClass::Transient) {
-                format!(
-                    "{} (transient, still after {transient_used} tries; no retries left)",
-                    result.message.as_deref().unwrap_or("the agent failed")
-                )
-            } else {
-                "no retries left".to_owned()
-            })
-        } else if run.state.budget.stopping() {
-            Some("not retried: the run is stopping".to_owned())
-        } else if !run.state.budget.take_retry() {
-            Some("not retried: the run's retry budget is spent".to_owned())
-        } else {
-            None
-        };
-        if let Some(reason) = why_not_retry {
+        if let Some(reason) = why_not_retry(&run, phase, &result, &tries, transient) {
             conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
-        let backoff = if transient {
-            let wait = transient_wait(phase, result.retry_after, transient_used);
-            transient_used += 1;
-            wait
-        } else {
-            retries_used += 1;
-            phase.backoff.map_or(Duration::ZERO, Millis::duration)
-        };
+        let backoff = tries.next_wait(phase, &result, transient);
         run.emit(Event::RetryScheduled {
             phase: phase.name.value.clone(),
             next_attempt: attempt + 1,
@@ -231,6 +183,81 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     }
 }
 
+/// Retries spent on failures of the work, and tries after transient failures.
+#[derive(Default)]
+struct Tries {
+    retries: u32,
+    transient: u32,
+}
+
+impl Tries {
+    /// Counts the next try and returns the wait before it: a transient failure's, else the
+    /// phase's `backoff`.
+    fn next_wait(&mut self, phase: &Phase, result: &AttemptResult, transient: bool) -> Duration {
+        if transient {
+            let wait = transient_wait(phase, result.retry_after, self.transient);
+            self.transient += 1;
+            wait
+        } else {
+            self.retries += 1;
+            phase.backoff.map_or(Duration::ZERO, Millis::duration)
+        }
+    }
+}
+
+/// Why a failed attempt is the phase's last: a failure retrying cannot mend, no retries left, or
+/// the run stopping or out of its retry budget (whose retry this takes otherwise).
+fn why_not_retry(
+    run: &Run,
+    phase: &Phase,
+    result: &AttemptResult,
+    tries: &Tries,
+    transient: bool,
+) -> Option<String> {
+    let message = || result.message.as_deref().unwrap_or("the agent failed");
+    if let Some(reason) = result.fatal.as_ref().or(result.no_retry.as_ref()) {
+        Some(reason.clone())
+    } else if result.class == Some(FailureClass::Fatal) {
+        Some(format!("{} (a fatal failure: not retried)", message()))
+    } else if transient {
+        None
+    } else if tries.retries >= phase.retries {
+        Some(if result.class == Some(FailureClass::Transient) {
+            format!(
+                "{} (transient, still after {} tries; no retries left)",
+                message(),
+                tries.transient
+            )
+        } else {
+            "no retries left".to_owned()
+        })
+    } else if run.state.budget.stopping() {
+        Some("not retried: the run is stopping".to_owned())
+    } else if !run.state.budget.take_retry() {
+        Some("not retried: the run's retry budget is spent".to_owned())
+    } else {
+        None
+    }
+}
+
+/// Adds an attempt's usage to the phase's and the run's spend, with a warning when its cost is
+/// unknown and a budget counts only known costs.
+fn add_spend(run: &Run, phase: &Phase, attempt: u32, usage: &Usage, spend: &mut Spend) {
+    spend.add(usage);
+    run.state.budget.add_spend(usage);
+    if usage.cost_usd.is_none()
+        && (phase.max_cost.is_some() || run.ctx.pipeline.max_cost.is_some())
+        && run.ctx.pipeline.unknown_cost == UnknownCost::Allow
+    {
+        run.emit(Event::Warning {
+            message: format!(
+                "the cost of attempt {attempt} of \"{}\" is unknown: the max-cost budget counts only known costs (unknown-cost \"allow\")",
+                phase.name.value
+            ),
+        });
+    }
+}
+
 /// One attempt under way: what each of its steps reads.
 struct Attempt<'s> {
     run: &'s Run,
@@ -248,7 +275,34 @@ struct Attempt<'s> {
     usage: Mutex<Option<Usage>>,
 }
 
-impl Attempt<'_> {
+impl<'s> Attempt<'s> {
+    /// Attempt `number` of phase `id` begins: its folder, and its worktree with `isolation
+    /// "worktree"`.
+    async fn begin(
+        run: &'s Run,
+        id: PhaseId,
+        number: u32,
+        max_attempts: u32,
+    ) -> std::io::Result<Attempt<'s>> {
+        let phase = &run.ctx.pipeline[id];
+        let worktree = if phase.isolation == Isolation::Worktree {
+            Some(Worktree::create(run, phase, number).await?)
+        } else {
+            None
+        };
+        Ok(Attempt {
+            run,
+            id,
+            phase,
+            number,
+            max_attempts,
+            dir: run.ctx.folder.attempt_dir(&phase.name.value, number)?,
+            worktree,
+            started: Instant::now(),
+            usage: Mutex::new(None),
+        })
+    }
+
     /// Where the attempt works: its worktree, or else the pipeline's workspace. The worker, the
     /// gates, the snapshots, `helixflow verify` and the verifier all see this folder.
     fn workspace(&self) -> &Path {
@@ -279,23 +333,7 @@ async fn one_attempt(
     phase_before: &mut Option<Arc<Snapshot>>,
 ) -> std::io::Result<AttemptResult> {
     let phase = &run.ctx.pipeline[id];
-    let worktree = if phase.isolation == Isolation::Worktree {
-        Some(Worktree::create(run, phase, attempt).await?)
-    } else {
-        None
-    };
-    let current = Attempt {
-        run,
-        id,
-        phase,
-        number: attempt,
-        max_attempts,
-        dir: run.ctx.folder.attempt_dir(&phase.name.value, attempt)?,
-        worktree,
-        started: Instant::now(),
-        usage: Mutex::new(None),
-    };
-
+    let current = Attempt::begin(run, id, attempt, max_attempts).await?;
     let before = prepare::snapshot_before(&current).await?;
     // The phase's result is what its attempts changed together: a failed attempt's files are
     // still there when the next one starts, so its bundle starts from before the first.
@@ -375,7 +413,48 @@ async fn one_attempt(
     {
         reports.push(apply_back(&current, worktree).await?);
     }
-    let mut result = conclude::conclude(&current, agent_failure.as_ref(), &reports)?;
+    // In a worktree of its own, an attempt starts from the workspace as it is, whatever earlier
+    // attempts did: its bundle is its own changes there.
+    let bundle_before = if current.worktree.is_some() {
+        before
+    } else {
+        first_before
+    };
+    let ended = Ended {
+        agent_failure,
+        reports,
+        after,
+        verifier_void,
+        work,
+    };
+    finish(&current, ended, bundle_before)
+}
+
+/// What an attempt's worker and verification left, for [`finish`].
+struct Ended {
+    agent_failure: Option<AgentFailure>,
+    reports: Vec<GateReport>,
+    after: Option<Snapshot>,
+    verifier_void: Option<String>,
+    work: verify::Work,
+}
+
+/// Concludes an attempt: its result in the journal; for a pass, its work and bundle (from
+/// `bundle_before`); for a void review, no retry of the worker.
+fn finish(
+    current: &Attempt<'_>,
+    ended: Ended,
+    bundle_before: Option<Arc<Snapshot>>,
+) -> std::io::Result<AttemptResult> {
+    let (run, phase) = (current.run, current.phase);
+    let Ended {
+        agent_failure,
+        reports,
+        after,
+        verifier_void,
+        work,
+    } = ended;
+    let mut result = conclude::conclude(current, agent_failure.as_ref(), &reports)?;
     if result.outcome == AttemptOutcome::Passed && !work.is_empty() && current.worktree.is_none() {
         // What a later re-run that changes nothing is checked against (`changes`).
         let dir = run.ctx.folder.phase_dir(&phase.name.value);
@@ -394,13 +473,6 @@ async fn one_attempt(
             verify::VERIFIER_TRIES
         ));
     }
-    // In a worktree of its own, an attempt starts from the workspace as it is, whatever earlier
-    // attempts did: its bundle is its own changes there.
-    let bundle_before = if current.worktree.is_some() {
-        before
-    } else {
-        first_before
-    };
     if let (true, AttemptOutcome::Passed, Some(before), Some(after)) = (
         run.ctx.options.bundles.wanted(phase),
         result.outcome,
@@ -409,7 +481,7 @@ async fn one_attempt(
     ) {
         // The attempt passed and says so in the journal already: a bundle that cannot be
         // written is told, not turned into a failure of the work.
-        if let Err(e) = conclude::bundle(&current, &before, &after) {
+        if let Err(e) = conclude::bundle(current, &before, &after) {
             run.emit(Event::Warning {
                 message: format!(
                     "phase \"{}\" passed, but its bundle could not be written: {e}",
