@@ -133,19 +133,15 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
         match result.outcome {
             AttemptOutcome::Passed => return finished(PhaseStatus::Passed, attempt, None),
             AttemptOutcome::Cancelled => {
-                return finished(
-                    PhaseStatus::Cancelled,
-                    attempt,
-                    Some(run.state.cancel.reason()),
-                );
+                let reason = run.state.cancel.reason();
+                return finished(PhaseStatus::Cancelled, attempt, Some(reason));
             }
-            AttemptOutcome::Failed => {
-                // Where the phase started is kept once it failed, for a run that resumes it.
-                if !start_kept && phase.isolation != Isolation::Worktree {
-                    start_kept = true;
-                    phase_start::keep(&run, phase, phase_before.as_deref());
-                }
+            // Where the phase started is kept once it failed, for a run that resumes it.
+            AttemptOutcome::Failed if !start_kept && phase.isolation != Isolation::Worktree => {
+                start_kept = true;
+                phase_start::keep(&run, phase, phase_before.as_deref());
             }
+            AttemptOutcome::Failed => {}
         }
         let transient = result.class == Some(FailureClass::Transient)
             && tries.transient < phase.transient_retries
@@ -155,18 +151,12 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
         let backoff = tries.next_wait(phase, &result, transient);
-        run.emit(Event::RetryScheduled {
-            phase: phase.name.value.clone(),
-            next_attempt: attempt + 1,
-            backoff_ms: millis(backoff),
-        });
-        if !backoff.is_zero() {
-            tokio::select! {
-                () = tokio::time::sleep(backoff) => {}
-                () = run.cancel().soft.cancelled() => {
-                    return finished(PhaseStatus::Cancelled, attempt, Some(run.state.cancel.reason()));
-                }
-            }
+        if !retry_after(&run, phase, attempt, backoff).await {
+            return finished(
+                PhaseStatus::Cancelled,
+                attempt,
+                Some(run.state.cancel.reason()),
+            );
         }
         // A transient try does the same work again: the feedback of the last failure of the
         // work (if any) still applies.
@@ -180,6 +170,23 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             previous_feedback = result.feedback.map(|f| (f, feedback_file));
         }
         attempt += 1;
+    }
+}
+
+/// Says that attempt `attempt + 1` comes after `backoff`, and waits for it; false when the run
+/// was cancelled meanwhile.
+async fn retry_after(run: &Run, phase: &Phase, attempt: u32, backoff: Duration) -> bool {
+    run.emit(Event::RetryScheduled {
+        phase: phase.name.value.clone(),
+        next_attempt: attempt + 1,
+        backoff_ms: millis(backoff),
+    });
+    if backoff.is_zero() {
+        return true;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(backoff) => true,
+        () = run.cancel().soft.cancelled() => false,
     }
 }
 
@@ -332,7 +339,6 @@ async fn one_attempt(
     session: &mut Session,
     phase_before: &mut Option<Arc<Snapshot>>,
 ) -> std::io::Result<AttemptResult> {
-    let phase = &run.ctx.pipeline[id];
     let current = Attempt::begin(run, id, attempt, max_attempts).await?;
     let before = prepare::snapshot_before(&current).await?;
     // The phase's result is what its attempts changed together: a failed attempt's files are
@@ -349,36 +355,16 @@ async fn one_attempt(
     } else {
         first_before.clone()
     };
-    let prepared = match prepare::worker(&current, previous, session)? {
-        Ok(prepared) => prepared,
+    let worked = match run_worker(&current, previous, session, judged_from.clone()).await? {
+        Ok(worked) => worked,
         Err(ended) => return Ok(ended),
     };
-    let live = Arc::new(LiveAttempt {
-        phase: id,
-        attempt,
-        workspace: current.workspace().to_path_buf(),
-        before: judged_from.clone(),
-        dir: current.dir.clone(),
-        receipts: Mutex::new(Vec::new()),
-    });
-    let exit = match worker::run(
-        &current,
-        prepared.spec,
-        prepared.prompt_file,
-        &live,
-        session,
-    )
-    .await
-    {
-        Ok(exit) => exit,
-        Err(ended) => return Ok(ended),
-    };
-    let (mut agent_failure, response) = worker::agent_result(run, phase, &exit, &current.dir).await;
-    if agent_failure.is_none()
-        && let Some(failure) = too_many_turns(phase, &current)
-    {
-        agent_failure = Some(failure);
-    }
+    let Worked {
+        agent_failure,
+        response,
+        task,
+        live,
+    } = worked;
     let verified = if agent_failure.is_none() {
         verify::verify(
             &current,
@@ -387,7 +373,7 @@ async fn one_attempt(
                 attempt: before.as_deref(),
             },
             &live,
-            &prepared.task,
+            &task,
             response.as_deref(),
         )
         .await?
@@ -428,6 +414,58 @@ async fn one_attempt(
         work,
     };
     finish(&current, ended, bundle_before)
+}
+
+/// What an attempt's worker left.
+struct Worked {
+    /// How the agent or step failed, when it did.
+    agent_failure: Option<AgentFailure>,
+    /// The agent's final response.
+    response: Option<String>,
+    /// What the worker was asked to do, for a verifier.
+    task: String,
+    /// The attempt as `helixflow verify` saw it while the worker ran.
+    live: Arc<LiveAttempt>,
+}
+
+/// Prepares and runs the attempt's worker (open to `helixflow verify` meanwhile, judged from
+/// `judged_from`), and judges its exit, response and turns. `Err` ends the attempt there.
+async fn run_worker(
+    current: &Attempt<'_>,
+    previous: Option<&(String, PathBuf)>,
+    session: &mut Session,
+    judged_from: Option<Arc<Snapshot>>,
+) -> std::io::Result<Result<Worked, AttemptResult>> {
+    let prepared = match prepare::worker(current, previous, session)? {
+        Ok(prepared) => prepared,
+        Err(ended) => return Ok(Err(ended)),
+    };
+    let live = Arc::new(LiveAttempt {
+        phase: current.id,
+        attempt: current.number,
+        workspace: current.workspace().to_path_buf(),
+        before: judged_from,
+        dir: current.dir.clone(),
+        receipts: Mutex::new(Vec::new()),
+    });
+    let exit = match worker::run(current, prepared.spec, prepared.prompt_file, &live, session).await
+    {
+        Ok(exit) => exit,
+        Err(ended) => return Ok(Err(ended)),
+    };
+    let (mut agent_failure, response) =
+        worker::agent_result(current.run, current.phase, &exit, &current.dir).await;
+    if agent_failure.is_none()
+        && let Some(failure) = too_many_turns(current.phase, current)
+    {
+        agent_failure = Some(failure);
+    }
+    Ok(Ok(Worked {
+        agent_failure,
+        response,
+        task: prepared.task,
+        live,
+    }))
 }
 
 /// What an attempt's worker and verification left, for [`finish`].

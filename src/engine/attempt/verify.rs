@@ -69,37 +69,28 @@ pub(super) async fn verify(
     // Modes run in the order self → external → sub-agent, each only when the earlier passed:
     // no verifier is paid to review work that already failed.
     if phase.verify.contains(&VerifyMode::SelfCheck) {
+        let rules = before
+            .as_ref()
+            .and_then(|before| before.ignore_rules())
+            .or_else(|| observed.after.ignore_rules());
         let judged = |path: &str| {
-            before
-                .as_ref()
-                .and_then(|before| before.ignore_rules())
-                .or_else(|| observed.after.ignore_rules())
-                .is_none_or(|rules| {
-                    judged_where_ignored(&rules, a.workspace(), &phase.protect, path)
-                })
+            rules.as_ref().is_none_or(|rules| {
+                judged_where_ignored(rules, a.workspace(), &phase.protect, path)
+            })
         };
         let report = self_verification(live, &observed.after, &judged);
         emit(&report);
         reports.push(report);
     }
     if passing(&reports) && phase.verify.contains(&VerifyMode::External) {
-        let scene = scene(run, a.workspace(), &env, dir);
-        let inspection = Inspection::after_attempt(
-            &scene,
-            phase,
-            &observed.after,
-            observed.changed(),
-            &alongside,
+        let seen = Seen {
+            observed: &observed,
+            alongside: &alongside,
+            env: &env,
             response,
-        )
-        .passed_before(earlier_work.as_ref().map(|(run_id, _)| run_id.clone()));
-        let mut on_report = |report: &GateReport| {
-            // Approval gates are decided below, once everything else passed.
-            if !report.is(crate::event::CheckKind::Approval) {
-                emit(report);
-            }
+            passed_before: earlier_work.as_ref().map(|(run_id, _)| run_id.clone()),
         };
-        reports.extend(inspection.judge(&mut on_report).await);
+        reports.extend(external(a, seen, &emit).await);
     }
     if passing(&reports) {
         approvals::decide(run, phase, attempt, dir, &mut reports, &emit).await;
@@ -109,44 +100,20 @@ pub(super) async fn verify(
         && !run.state.cancel.is_cancelled()
     {
         let empty = Snapshot::default();
-        // A void review (no verdict, a verifier that failed or changed files) is the
-        // verifier's failure, not the worker's: the verifier is asked again, each review in a
-        // folder of its own, and after the last void one the phase fails naming it.
-        for round in 1..=VERIFIER_TRIES {
-            a.step(Step::SubAgentVerification {
-                round,
-                of: VERIFIER_TRIES,
-            });
-            let review_dir = if round == 1 {
-                dir.clone()
-            } else {
-                dir.join(format!("review-{round}"))
-            };
-            let review = Review {
-                workspace: a.workspace(),
-                dir: &review_dir,
-                task,
-                reports: &reports,
-                changes: &observed.changes,
-                before: before.as_deref().unwrap_or(&empty),
-                env: &env,
-                alongside: &alongside,
-            };
-            let (report, void) = sub_agent(run, phase, attempt, &review).await?;
-            add_verifier_usage(a, &review_dir);
-            let last = round == VERIFIER_TRIES || void.is_none() || run.state.cancel.is_cancelled();
-            if last {
-                emit(&report);
-                reports.push(report);
-                verifier_void = void;
-                break;
-            }
-            // What the void review changed in the repository is put back before the next one
-            // (and still reported for this attempt when it ends).
-            let repository = run.ctx.repository.clone();
-            let since = a.started;
-            let _ = tokio::task::spawn_blocking(move || repository.changed_since(since)).await;
-        }
+        let review = Review {
+            workspace: a.workspace(),
+            dir,
+            task,
+            reports: &reports,
+            changes: &observed.changes,
+            before: before.as_deref().unwrap_or(&empty),
+            env: &env,
+            alongside: &alongside,
+        };
+        let (report, void) = reviewed(a, review).await?;
+        emit(&report);
+        reports.push(report);
+        verifier_void = void;
     }
     // What a pass leaves as the phase's work: what it changed, or, when a re-run changed
     // nothing because its work was in place, that earlier work.
@@ -162,6 +129,76 @@ pub(super) async fn verify(
         verifier_void,
         work,
     })
+}
+
+/// What the external mode judges an attempt by.
+struct Seen<'s> {
+    observed: &'s Observed,
+    alongside: &'s [&'s Phase],
+    env: &'s [(OsString, OsString)],
+    response: Option<&'s str>,
+    /// The run in which the phase passed before, with its work still in place.
+    passed_before: Option<String>,
+}
+
+/// The external mode: the phase's gates, by the one judge, each report told as it is final
+/// (approval gates are decided later, once everything else passed).
+async fn external(
+    a: &Attempt<'_>,
+    seen: Seen<'_>,
+    emit: &(dyn Fn(&GateReport) + Sync),
+) -> Vec<GateReport> {
+    let scene = scene(a.run, a.workspace(), seen.env, &a.dir);
+    let inspection = Inspection::after_attempt(
+        &scene,
+        a.phase,
+        &seen.observed.after,
+        seen.observed.changed(),
+        seen.alongside,
+        seen.response,
+    )
+    .passed_before(seen.passed_before);
+    let mut on_report = |report: &GateReport| {
+        if !report.is(crate::event::CheckKind::Approval) {
+            emit(report);
+        }
+    };
+    inspection.judge(&mut on_report).await
+}
+
+/// The sub-agent verifier's verdict on the work, and why its last review was void when it was. A
+/// void review (no verdict, a verifier that failed or changed files) is the verifier's failure,
+/// not the worker's: the verifier is asked again, each review in a folder of its own, and after
+/// the last void one the phase fails naming it.
+async fn reviewed(
+    a: &Attempt<'_>,
+    first: Review<'_>,
+) -> std::io::Result<(GateReport, Option<String>)> {
+    let run = a.run;
+    let mut round = 1;
+    loop {
+        a.step(Step::SubAgentVerification {
+            round,
+            of: VERIFIER_TRIES,
+        });
+        let dir = if round == 1 {
+            first.dir.to_owned()
+        } else {
+            first.dir.join(format!("review-{round}"))
+        };
+        let review = Review { dir: &dir, ..first };
+        let (report, void) = sub_agent(run, a.phase, a.number, &review).await?;
+        add_verifier_usage(a, &dir);
+        if round == VERIFIER_TRIES || void.is_none() || run.state.cancel.is_cancelled() {
+            return Ok((report, void));
+        }
+        // What the void review changed in the repository is put back before the next one (and
+        // still reported for this attempt when it ends).
+        let repository = run.ctx.repository.clone();
+        let since = a.started;
+        let _ = tokio::task::spawn_blocking(move || repository.changed_since(since)).await;
+        round += 1;
+    }
 }
 
 /// What a passing phase changed, as `work.json` in its folder keeps it: each created or modified
@@ -385,6 +422,7 @@ fn self_verification(
 }
 
 /// What a sub-agent review of one attempt looks at.
+#[derive(Clone, Copy)]
 struct Review<'r> {
     /// The attempt's workspace.
     workspace: &'r Path,
