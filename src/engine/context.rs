@@ -126,9 +126,9 @@ pub(crate) struct RunContext {
     pub excluded: Vec<PathBuf>,
     /// The records of passed phases: removed when a phase starts, written when it passes.
     pub records: crate::store::passed::Records,
-    /// The folder of the unfinished run this one continues: a phase that did not pass there is
-    /// judged from where it started there (its `start.json`).
-    pub resumes: Option<RunDir>,
+    /// The unfinished run this one continues: a phase that did not pass there is judged from
+    /// where it started there (its `start.json`).
+    pub resumes: Option<Resumed>,
     /// The parts of the workspace's git repository no agent or verifier may change.
     pub repository: crate::workspace::RepositoryGuard,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
@@ -256,4 +256,11 @@ pub(crate) async fn take_snapshot(
         run.state.snapshots.keep(&snapshot);
     }
     Ok(snapshot)
+}
+
+/// The unfinished run a run continues: its folder, and the phases that passed there.
+#[derive(Debug)]
+pub(crate) struct Resumed {
+    pub folder: RunDir,
+    pub passed: std::collections::HashSet<String>,
 }

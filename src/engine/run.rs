@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Instant, SystemTime};
 
-use super::context::{Run, RunContext, RunOptions, millis};
+use super::context::{Resumed, Run, RunContext, RunOptions, millis};
 use super::control;
 use super::plan;
 use super::state::{Events, RunState};
@@ -80,9 +80,17 @@ pub(crate) async fn execute(
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
     let ctx = RunContext {
         repository: crate::workspace::RepositoryGuard::new(&pipeline.workspace),
-        resumes: opening.previous.as_ref().map(|p| RunDir {
-            run_id: p.run_id.clone(),
-            path: opening.state_dir.join("runs").join(&p.run_id),
+        resumes: opening.previous.as_ref().map(|p| Resumed {
+            folder: RunDir {
+                run_id: p.run_id.clone(),
+                path: opening.state_dir.join("runs").join(&p.run_id),
+            },
+            passed: p
+                .phases
+                .iter()
+                .filter(|phase| phase.status == "passed")
+                .map(|phase| phase.name.clone())
+                .collect(),
         }),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())

@@ -20,15 +20,10 @@ pub(super) fn resumed(ctx: &RunContext, phase: &Phase) -> Option<Arc<Snapshot>> 
         return None;
     }
     let resumed = ctx.resumes.as_ref()?;
-    let summary = crate::store::run_json::RunSummary::read(resumed).ok()?;
-    let passed = summary
-        .phases
-        .iter()
-        .any(|p| p.name == phase.name.value && p.status == "passed");
-    if passed {
+    if resumed.passed.contains(&phase.name.value) {
         return None;
     }
-    let path = resumed.phase_dir(&phase.name.value).join(FILE_NAME);
+    let path = resumed.folder.phase_dir(&phase.name.value).join(FILE_NAME);
     let text = std::fs::read_to_string(path).ok()?;
     let listing: Vec<ListedFile> = serde_json::from_str(&text).ok()?;
     Some(Arc::new(Snapshot::from_listing(listing)))
