@@ -466,3 +466,40 @@ fn names_from_a_bundle_reach_the_terminal_without_escapes() {
         assert!(!all.contains("\nfake line"), "{args:?}: {all:?}");
     }
 }
+
+/// A phase whose agent prints 100 MB passes and leaves its bundle (logs and all) without
+/// helixflow's memory growing with that output.
+#[test]
+fn a_passing_phase_with_a_hundred_megabytes_of_output_stays_within_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.kdl"),
+        r#"pipeline "p"
+agent "loud" {
+    command "sh" "-c" "yes 'a line of agent output' | head -c 100000000; yes err | head -c 10000000 >&2; echo done > out.txt"
+}
+phase "a" {
+    agent "loud"
+    prompt "talk"
+}
+"#,
+    )
+    .unwrap();
+    let (code, stderr, peak) = peak_memory(
+        Command::new(BIN)
+            .args(["run", "--no-progress"])
+            .current_dir(dir.path()),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let runs = dir.path().join(".helixflow/runs");
+    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    let bundle = run.join("phases/a/bundle.hxb");
+    assert!(
+        std::fs::metadata(&bundle).unwrap().len() > 100_000_000,
+        "the bundle holds the logs"
+    );
+    assert!(peak < 100 << 20, "helixflow peaked at {peak} bytes");
+    let (code, show, _) = helixflow(&["bundle", "show", bundle.to_str().unwrap()], dir.path());
+    assert_eq!(code, 0);
+    assert!(show.contains("created   out.txt"), "{show}");
+}
