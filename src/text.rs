@@ -43,8 +43,9 @@ pub(crate) fn sanitize(text: &str) -> Cow<'_, str> {
                 out.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'));
             }
             '\u{7f}' => out.push('\u{2421}'),
-            // Noncharacters that XML 1.0 forbids.
-            '\u{fffe}' | '\u{ffff}' => out.push('\u{fffd}'),
+            // C1 controls (`\u{9b}` starts a sequence in some terminals), and noncharacters that
+            // XML 1.0 forbids.
+            '\u{80}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -60,7 +61,28 @@ pub(crate) fn one_line(text: &str) -> String {
 }
 
 fn needs_cleaning(c: char) -> bool {
-    (c.is_ascii_control() && c != '\n' && c != '\t') || c == '\u{fffe}' || c == '\u{ffff}'
+    (c.is_control() && c != '\n' && c != '\t') || c == '\u{fffe}' || c == '\u{ffff}'
+}
+
+/// A name that came from a workspace or a bundle (a file's path) as Markdown inline code that
+/// stays on its line: every control character is shown as its picture (a newline as `␊`, ESC as
+/// `␛`), and the code span is fenced with more backticks than any run inside it.
+pub(crate) fn code_name(name: &str) -> String {
+    let shown: String = name
+        .chars()
+        .map(|c| match c {
+            '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'),
+            '\u{7f}' => '\u{2421}',
+            '\u{80}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}' => '\u{fffd}',
+            c => c,
+        })
+        .collect();
+    let longest = shown.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    if longest == 0 {
+        return format!("`{shown}`");
+    }
+    let fence = "`".repeat(longest + 1);
+    format!("{fence} {shown} {fence}")
 }
 
 /// Consumes the rest of an escape sequence whose ESC was just read. Returns false when the ESC
@@ -141,5 +163,16 @@ mod tests {
         assert_eq!(sanitize("lone \u{1b}"), "lone \u{241b}");
         assert_eq!(sanitize("x\u{ffff}"), "x\u{fffd}");
         assert_eq!(one_line("a\nb\tc\u{1b}[2K"), "a b c");
+        assert_eq!(sanitize("c1 \u{9b}2J"), "c1 \u{fffd}2J");
+    }
+
+    #[test]
+    fn a_code_name_stays_on_one_line_and_shows_its_controls() {
+        assert_eq!(code_name("src/a.rs"), "`src/a.rs`");
+        assert_eq!(
+            code_name("x\u{1b}]0;t\u{7}\nfake"),
+            "`x\u{241b}]0;t\u{2407}\u{240a}fake`"
+        );
+        assert_eq!(code_name("a`b``c"), "``` a`b``c ```");
     }
 }

@@ -492,7 +492,12 @@ phase "a" {
     );
     assert_eq!(code, 0, "{stderr}");
     let runs = dir.path().join(".helixflow/runs");
-    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let bundle = run.join("phases/a/bundle.hxb");
     assert!(
         std::fs::metadata(&bundle).unwrap().len() > 100_000_000,

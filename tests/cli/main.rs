@@ -10,6 +10,7 @@ mod bypass;
 mod check;
 mod cost;
 mod editors;
+mod escapes;
 mod examples;
 mod fmt;
 mod github_actions;
