@@ -24,6 +24,7 @@ mod misc;
 mod prompts;
 mod run;
 mod scope_protect;
+mod secrets;
 mod uptodate;
 mod verdict;
 mod verify_modes;
