@@ -86,7 +86,7 @@ fn human(pipeline: &str, plans: &[PhasePlan], previous: Option<&RunSummary>) -> 
                 out,
                 "run {} is running (pid {pid}, since {}): a new run stops at once, or waits for it with `run --wait`",
                 one_line(&previous.run_id),
-                one_line(&previous.started.to_string())
+                one_line(&previous.started)
             ),
             None => writeln!(
                 out,

@@ -140,9 +140,12 @@ pub(super) fn scan(
         let name = long_name
             .take()
             .unwrap_or_else(|| entry.header().path_bytes().into_owned());
-        let link = long_link
-            .take()
-            .or_else(|| entry.header().link_name_bytes().map(|l| l.into_owned()));
+        let link = long_link.take().or_else(|| {
+            entry
+                .header()
+                .link_name_bytes()
+                .map(std::borrow::Cow::into_owned)
+        });
         let name =
             String::from_utf8(name).map_err(|_| "an entry whose name is not UTF-8".to_owned())?;
         if name.len() > NAME_LIMIT {
@@ -401,7 +404,7 @@ impl State {
 /// Reads an entry's `size` bytes through `each`, failing when the archive ends before.
 fn stream(entry: &mut impl Read, size: u64, mut each: impl FnMut(&[u8])) -> io::Result<u64> {
     let mut entry = entry.take(size);
-    let mut buf = [0u8; 64 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
     let mut read = 0;
     loop {
         let n = entry.read(&mut buf)?;
