@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::input;
 use crate::store::bundle::{Bundle, ChangeKind, FileKind};
+use crate::text::one_line;
 
 /// Arguments of `helixflow bundle`.
 #[derive(Debug, clap::Args)]
@@ -60,12 +61,16 @@ pub(crate) fn run(args: &Args) -> i32 {
 fn apply(args: &ApplyArgs) -> i32 {
     let bundle = match Bundle::read(&args.file) {
         Ok(bundle) => bundle,
-        Err(e) => return input::fail(&e.to_string()),
+        Err(e) => return input::fail(&one_line(&e.to_string())),
     };
     if !args.workspace.is_dir() {
-        return input::fail(&format!("no folder {}", args.workspace.display()));
+        return input::fail(&format!(
+            "no folder {}",
+            one_line(&args.workspace.display().to_string())
+        ));
     }
-    let phase = &bundle.manifest.phase;
+    let phase = one_line(&bundle.manifest.phase);
+    let workspace = one_line(&args.workspace.display().to_string());
     let result = if args.check {
         bundle.check(&args.workspace).map(|conflicts| {
             if conflicts.is_empty() {
@@ -80,32 +85,30 @@ fn apply(args: &ApplyArgs) -> i32 {
     match result {
         Err(e) => {
             say!(
-                "error: cannot apply the bundle of phase \"{phase}\" to {}: {e}",
-                args.workspace.display()
+                "error: cannot apply the bundle of phase \"{phase}\" to {workspace}: {}; nothing \
+                 was changed",
+                one_line(&e.to_string())
             );
             crate::exit::INTERNAL
         }
         Ok(Err(conflicts)) => {
             let mut text = format!(
-                "error: the bundle of phase \"{phase}\" does not apply cleanly to {}: {}\n",
-                args.workspace.display(),
+                "error: the bundle of phase \"{phase}\" does not apply cleanly to {workspace}: {}\n",
                 count(conflicts.len(), "conflict", "conflicts"),
             );
             for conflict in &conflicts {
-                let _ = writeln!(text, "  {conflict}");
+                let _ = writeln!(text, "  {}", one_line(&conflict.to_string()));
             }
             eprint!("{text}");
             crate::exit::FAILURE
         }
         Ok(Ok(None)) => super::emit(&format!(
-            "the bundle of phase \"{phase}\" applies cleanly to {} ({})\n",
-            args.workspace.display(),
+            "the bundle of phase \"{phase}\" applies cleanly to {workspace} ({})\n",
             count(bundle.manifest.files.len(), "file", "files"),
         )),
         Ok(Ok(Some(applied))) => {
             let mut line = format!(
-                "applied the bundle of phase \"{phase}\" to {}: {} changed",
-                args.workspace.display(),
+                "applied the bundle of phase \"{phase}\" to {workspace}: {} changed",
                 count(applied.changed, "file", "files"),
             );
             if applied.already > 0 {
@@ -119,7 +122,7 @@ fn apply(args: &ApplyArgs) -> i32 {
 fn show(args: &ShowArgs) -> i32 {
     let bundle = match Bundle::read(&args.file) {
         Ok(bundle) => bundle,
-        Err(e) => return input::fail(&e.to_string()),
+        Err(e) => return input::fail(&one_line(&e.to_string())),
     };
     let m = &bundle.manifest;
     if args.json {
@@ -130,7 +133,12 @@ fn show(args: &ShowArgs) -> i32 {
     }
     let mut out = format!(
         "bundle of phase \"{}\" (pipeline {}, run {}, attempt {}), format {} version {}\n",
-        m.phase, m.pipeline, m.run_id, m.attempt, m.format, m.version
+        one_line(&m.phase),
+        one_line(&m.pipeline),
+        one_line(&m.run_id),
+        m.attempt,
+        one_line(&m.format),
+        m.version
     );
     if m.files.is_empty() {
         out.push_str("no files changed\n");
@@ -144,7 +152,9 @@ fn show(args: &ShowArgs) -> i32 {
         let what = match &file.after {
             Some(after) if after.kind == FileKind::Symlink => format!(
                 "symlink to {}",
-                String::from_utf8_lossy(bundle.contents(&file.path).unwrap_or_default())
+                one_line(&String::from_utf8_lossy(
+                    bundle.link_target(&file.path).unwrap_or_default()
+                ))
             ),
             Some(after) => format!(
                 "{:o}, {}",
@@ -153,9 +163,9 @@ fn show(args: &ShowArgs) -> i32 {
             ),
             None => String::new(),
         };
-        let _ = writeln!(out, "{change:<9} {}  {what}", file.path);
+        let _ = writeln!(out, "{change:<9} {}  {what}", one_line(&file.path));
     }
-    let events = bundle.events.lines().count();
+    let events = bundle.events;
     let _ = writeln!(
         out,
         "journal: {}, {} of the phase's folder",

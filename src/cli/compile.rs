@@ -16,7 +16,9 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(checked) => checked,
         Err(code) => return code,
     };
-    match serde_json::to_string_pretty(&pipeline) {
+    // `secret` values set in the pipeline's or a phase's `env` are redacted, as in the run's
+    // `pipeline.json`.
+    match pipeline.redactor().to_json_pretty(&pipeline) {
         Ok(json) => super::emit(&format!("{json}\n")),
         Err(e) => {
             say!("error: cannot serialize the pipeline: {e}");

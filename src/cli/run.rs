@@ -495,7 +495,7 @@ fn plan(
                     continue;
                 }
                 None => {
-                    let _ = writeln!(out, "  will run: {}", planned.why());
+                    let _ = writeln!(out, "  will run: {}", crate::text::one_line(&planned.why()));
                 }
             }
         }

@@ -362,14 +362,14 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
             (Some(AttemptOutcome::Failed) | None, Some(feedback)) => {
                 let _ = writeln!(out, "   feedback:");
                 for line in feedback.lines() {
-                    let _ = writeln!(out, "   | {line}");
+                    let _ = writeln!(out, "   | {}", crate::text::one_line(line));
                 }
             }
             (Some(AttemptOutcome::Failed), None) => {
                 let why = end
                     .and_then(|end| end.error.as_deref())
                     .unwrap_or("no feedback was written");
-                let _ = writeln!(out, "   failed: {why}");
+                let _ = writeln!(out, "   failed: {}", crate::text::one_line(why));
             }
             (Some(AttemptOutcome::Passed), _) => {
                 let _ = writeln!(out, "   passed");

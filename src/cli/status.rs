@@ -9,6 +9,7 @@ use serde_json::json;
 use super::input;
 use crate::engine::plan::{Force, PhasePlan, Reason, for_run};
 use crate::store::run_json::RunSummary;
+use crate::text::one_line;
 
 /// Arguments of `helixflow status`.
 #[derive(Debug, clap::Args)]
@@ -84,12 +85,13 @@ fn human(pipeline: &str, plans: &[PhasePlan], previous: Option<&RunSummary>) -> 
             Some(pid) => writeln!(
                 out,
                 "run {} is running (pid {pid}, since {}): a new run stops at once, or waits for it with `run --wait`",
-                previous.run_id, previous.started
+                one_line(&previous.run_id),
+                one_line(&previous.started)
             ),
             None => writeln!(
                 out,
                 "the next run resumes run {}, which did not pass",
-                previous.run_id
+                one_line(&previous.run_id)
             ),
         };
     }
@@ -102,17 +104,20 @@ fn human(pipeline: &str, plans: &[PhasePlan], previous: Option<&RunSummary>) -> 
         if let Some(run_id) = &plan.up_to_date {
             let _ = writeln!(
                 out,
-                "✓ {:<width$}  up to date (passed in run {run_id})",
-                plan.phase
+                "✓ {:<width$}  up to date (passed in run {})",
+                plan.phase,
+                one_line(run_id)
             );
             continue;
         }
         let _ = writeln!(out, "→ {:<width$}  will run", plan.phase);
         for reason in &plan.reasons {
-            let _ = writeln!(out, "    - {reason}");
+            // A reason names files an agent made: their names reach the terminal cleaned, one
+            // line each.
+            let _ = writeln!(out, "    - {}", one_line(&reason.to_string()));
             if let Reason::PromptChanged { diff, .. } = reason {
                 for line in diff.lines() {
-                    let _ = writeln!(out, "      {line}");
+                    let _ = writeln!(out, "      {}", one_line(line));
                 }
             }
         }

@@ -116,24 +116,9 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
                 Ok(snapshot) => now = Some(snapshot),
                 Err(e) => {
                     let reason = format!("cannot read the workspace: {e}");
-                    emit(Event::AttemptFinished {
-                        phase: name.clone(),
-                        attempt: 1,
-                        outcome: AttemptOutcome::Failed,
-                        duration_ms: millis(phase_started.elapsed()),
-                        failed_gates: Vec::new(),
-                        feedback: None,
-                        error: Some(reason.clone()),
-                        usage: None,
-                        class: None,
-                    });
-                    emit(Event::PhaseFinished {
-                        phase: name,
-                        status: PhaseStatus::Failed,
-                        attempts: 1,
-                        duration_ms: millis(phase_started.elapsed()),
-                        reason: Some(reason.clone()),
-                    });
+                    for event in broken_phase(name, phase_started.elapsed(), &reason) {
+                        emit(event);
+                    }
                     any_failed = true;
                     broken = Some(reason);
                     continue;
@@ -146,7 +131,16 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
             .join(&pipeline.state_dir)
             .join("check")
             .join(crate::store::run::folder_name(&name));
-        let _ = std::fs::create_dir_all(&logs);
+        // helixflow's own failure (a state folder that is a file), not the gates'.
+        if let Err(e) = std::fs::create_dir_all(&logs) {
+            let reason = format!("cannot create the log folder {}: {e}", logs.display());
+            for event in broken_phase(name, phase_started.elapsed(), &reason) {
+                emit(event);
+            }
+            any_failed = true;
+            broken = Some(reason);
+            continue;
+        }
         let checked = without_fixes(phase);
         let env = gate_env(&pipeline, &checked);
         let scene = Scene {
@@ -226,6 +220,30 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
     });
     sinks.finish();
     sinks.exit_code().unwrap_or(exit_code)
+}
+
+/// The events of a phase that helixflow itself could not check, for `reason`.
+fn broken_phase(phase: String, elapsed: std::time::Duration, reason: &str) -> [Event; 2] {
+    [
+        Event::AttemptFinished {
+            phase: phase.clone(),
+            attempt: 1,
+            outcome: AttemptOutcome::Failed,
+            duration_ms: millis(elapsed),
+            failed_gates: Vec::new(),
+            feedback: None,
+            error: Some(reason.to_owned()),
+            usage: None,
+            class: None,
+        },
+        Event::PhaseFinished {
+            phase,
+            status: PhaseStatus::Failed,
+            attempts: 1,
+            duration_ms: millis(elapsed),
+            reason: Some(reason.to_owned()),
+        },
+    ]
 }
 
 /// The phase with no `fix` on its command gates.

@@ -380,7 +380,12 @@ impl Event {
                 failed_gates: all(failed_gates),
                 feedback: feedback.map(r),
                 error: error.map(r),
-                usage,
+                // Model names are decoded from the agent's JSON: a secret written there with
+                // `\uXXXX` escapes got past the redaction of the raw log.
+                usage: usage.map(|usage| usage::Usage {
+                    models: all(usage.models),
+                    ..usage
+                }),
                 class,
             },
             Self::RetryScheduled {

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::event::{GateStatus, PhaseStatus, Stamped};
 
-use super::text::sanitize;
 use crate::event::record::{AttemptRecord, PhaseRecord, RunRecord, Standing};
 use crate::event::sink::EventSink;
+use crate::text::sanitize;
 
 /// The longest `message` attribute, in characters; the whole text is in the element's body.
 const MESSAGE_CHARS: usize = 200;

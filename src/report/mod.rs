@@ -11,7 +11,6 @@ mod plain;
 mod progress;
 pub(crate) mod replay;
 mod summary;
-mod text;
 
 pub use junit::Junit;
 pub use ndjson::Ndjson;

@@ -6,10 +6,10 @@ use std::io::Write;
 
 use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, Stamped, Step};
 
-use super::text::{one_line, sanitize};
 use crate::event::record::{AttemptRecord, RunRecord, first_line};
 use crate::event::sink::EventSink;
 use crate::text::human_duration;
+use crate::text::{one_line, sanitize};
 
 /// Indentation of a gate's details and of a message's continuation lines.
 const INDENT: &str = "    ";

@@ -8,10 +8,10 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, P
 
 use crate::event::{Event, PhaseStatus, Stamped};
 
-use super::text::{one_line, sanitize};
 use crate::event::record::{PhaseRecord, RunRecord, Standing};
 use crate::event::sink::EventSink;
 use crate::text::human_duration;
+use crate::text::{one_line, sanitize};
 
 /// Phase names are padded to the longest one, up to this many characters, so columns line up.
 const NAME_WIDTH_LIMIT: usize = 24;

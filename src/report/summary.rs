@@ -5,11 +5,11 @@ use std::time::{Duration, SystemTime};
 
 use crate::event::{Event, PhaseStatus, Stamped};
 
-use super::text::one_line;
 use crate::event::record::{PhaseRecord, RunRecord, Standing, failing_column};
 use crate::event::sink::EventSink;
 use crate::event::usage::short_tokens;
 use crate::text::human_duration;
+use crate::text::one_line;
 
 /// The column headings.
 const HEADINGS: [&str; COLUMNS] = [

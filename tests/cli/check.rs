@@ -215,3 +215,16 @@ fn help_says_what_check_does_and_what_it_never_starts() {
         assert!(text.contains(needle), "{needle:?} missing:\n{}", out.stdout);
     }
 }
+
+#[test]
+fn a_state_folder_that_is_a_file_is_helixflows_failure_not_the_gates() {
+    let out = Test::new()
+        .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    gates {\n        command \"true\"\n    }\n}\n")
+        .file(".helixflow", "not a folder")
+        .args(&["check", "--no-progress"])
+        .run()
+        .code(3);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(all.contains("cannot create the log folder"), "{all}");
+    assert!(!all.contains("could not be started"), "{all}");
+}

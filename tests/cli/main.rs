@@ -5,10 +5,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bundle;
 mod bypass;
 mod check;
 mod cost;
 mod editors;
+mod escapes;
 mod examples;
 mod fmt;
 mod github_actions;
@@ -22,6 +24,7 @@ mod misc;
 mod prompts;
 mod run;
 mod scope_protect;
+mod secrets;
 mod uptodate;
 mod verdict;
 mod verify_modes;

@@ -81,17 +81,6 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> st
     let mut changes = before.diff(after);
     split_bookkeeping(&run.ctx.pipeline, a.phase, &mut changes);
     let phase_dir = run.ctx.folder.phase_dir(name);
-    // The journal is written by the run's dispatcher: the latest events may not be in it yet.
-    let journal =
-        std::fs::read_to_string(run.ctx.folder.path.join(journal::FILE_NAME)).unwrap_or_default();
-    let events: String = journal
-        .lines()
-        .filter(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .is_ok_and(|v| v.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
-        })
-        .flat_map(|line| [line, "\n"])
-        .collect();
     bundle::create(
         &phase_dir.join(bundle::FILE_NAME),
         &bundle::Source {
@@ -103,7 +92,8 @@ pub(super) fn bundle(a: &Attempt<'_>, before: &Snapshot, after: &Snapshot) -> st
             run_id: &run.ctx.folder.run_id,
             attempt: a.number,
             phase_dir: &phase_dir,
-            events: &events,
+            // Written by the run's dispatcher: the latest events may not be in it yet.
+            journal: &run.ctx.folder.path.join(journal::FILE_NAME),
         },
     )
     .map(drop)

@@ -1,5 +1,6 @@
 //! The `absent` gate: a regex matches nowhere in the agent's response or the target files.
 
+use crate::text::code_name;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
@@ -55,7 +56,7 @@ pub(super) async fn absent_gate(
                 for path in &files {
                     if let Err(error) = scan_lines(&workspace.join(path), path, &regex, &mut hits) {
                         hits.unreadable
-                            .push(format!("`{path}` could not be read: {error}"));
+                            .push(format!("{} could not be read: {error}", code_name(path)));
                     }
                 }
                 hits

@@ -359,7 +359,11 @@ fn last_lines(text: &str, max: usize) -> String {
 
 /// "`a`, `b` and 3 more".
 fn name_list(names: &[&str], max: usize) -> String {
-    let shown: Vec<String> = names.iter().take(max).map(|n| format!("`{n}`")).collect();
+    let shown: Vec<String> = names
+        .iter()
+        .take(max)
+        .map(|n| crate::text::code_name(n))
+        .collect();
     let mut list = shown.join(", ");
     if names.len() > max {
         let _ = write!(list, " and {} more", names.len() - max);

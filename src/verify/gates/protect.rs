@@ -5,6 +5,7 @@ use super::files::glob_set;
 use super::scope::LeftToOthers;
 use super::{Finding, GateContext, GateInfo, changed};
 use crate::model::Phase;
+use crate::text::code_name;
 use crate::workspace::{IgnoreRules, ProtectedPaths, Snapshot, SnapshotOptions, protect_root};
 
 /// What helixflow says about the `protect` gate.
@@ -29,7 +30,7 @@ pub(super) fn protect_gate(ctx: &GateContext<'_>) -> Finding {
             .filter(|(path, _)| !others.contains(path))
             .chain(changed(ctx.bookkeeping))
             .filter(|(path, _)| set.is_match(path))
-            .map(|(path, how)| format!("protected file `{path}` was {how}"))
+            .map(|(path, how)| format!("protected file {} was {how}", code_name(path)))
             .collect(),
     );
     let protected_of_others = others.only(|path| set.is_match(path));
@@ -108,8 +109,9 @@ impl ProtectWatch {
                 let changed = changed(&changes).filter(|(path, _)| judged(path));
                 self.notes.extend(changed.map(|(path, how)| {
                     format!(
-                        "protected file `{path}` was {how} while {what} ran; protected files must \
-                         stay byte-identical"
+                        "protected file {} was {how} while {what} ran; protected files must \
+                         stay byte-identical",
+                        code_name(path)
                     )
                 }));
                 self.last = Some(now);

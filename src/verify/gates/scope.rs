@@ -1,6 +1,7 @@
 //! The implicit `scope` gate: every change is inside the phase's scope, or is the work of a phase
 //! that ran alongside it.
 
+use crate::text::code_name;
 use std::collections::BTreeMap;
 
 use globset::{GlobSet, GlobSetBuilder};
@@ -34,7 +35,12 @@ pub(super) fn scope_gate(ctx: &GateContext<'_>) -> Finding {
     let mut finding = Finding::from_problems(
         changed(ctx.changes)
             .filter(|(path, _)| !set.is_match(path) && !others.contains(path))
-            .map(|(path, how)| format!("`{path}` was {how}, but the phase's scope is {listed}"))
+            .map(|(path, how)| {
+                format!(
+                    "{} was {how}, but the phase's scope is {listed}",
+                    code_name(path)
+                )
+            })
             .collect(),
     );
     finding.details.extend(others.notes());
