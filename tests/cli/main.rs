@@ -8,6 +8,7 @@ mod common;
 mod bypass;
 mod check;
 mod cost;
+mod daemons;
 mod editors;
 mod examples;
 mod fmt;
