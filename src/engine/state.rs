@@ -28,6 +28,8 @@ pub(crate) struct RunState {
     pub budget: Budget,
     pub cancel: Cancellation,
     pub live: LiveAttempts,
+    /// Phases waiting for `helixflow approve`, for the control socket.
+    pub approvals: super::approvals::WaitingApprovals,
     pub alongside: Alongside,
     pub snapshots: SnapshotCache,
 }

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use crate::event::usage::{FailureClass, Spend};
-use crate::event::{ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped, Step};
+use crate::event::{
+    ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped, Step,
+};
 
 /// The run so far.
 #[derive(Debug, Default)]

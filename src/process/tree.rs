@@ -114,7 +114,10 @@ pub(crate) fn processes() -> BTreeMap<libc::pid_t, Stat> {
         .flatten()
         .filter_map(|entry| {
             let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
-            Some((pid, parse_stat(&std::fs::read(entry.path().join("stat")).ok()?)?))
+            Some((
+                pid,
+                parse_stat(&std::fs::read(entry.path().join("stat")).ok()?)?,
+            ))
         })
         .collect()
 }
@@ -278,7 +281,9 @@ mod tests {
         };
         let table = BTreeMap::from([(10, stat(1)), (11, stat(10)), (12, stat(11)), (20, stat(1))]);
         assert_eq!(
-            with_descendants(&table, [10]).into_iter().collect::<Vec<_>>(),
+            with_descendants(&table, [10])
+                .into_iter()
+                .collect::<Vec<_>>(),
             [10, 11, 12]
         );
     }

@@ -292,12 +292,7 @@ struct Targets {
 
 /// Applies whole `+PGID` / `-PGID` / `pPID` / `qPID` / `fPATH` / `rPATH` lines; an incomplete
 /// last line waits in `line`.
-fn apply(
-    bytes: &[u8],
-    line: &mut Vec<u8>,
-    targets: &mut Targets,
-    files: &mut BTreeSet<PathBuf>,
-) {
+fn apply(bytes: &[u8], line: &mut Vec<u8>, targets: &mut Targets, files: &mut BTreeSet<PathBuf>) {
     for &byte in bytes {
         if byte != b'\n' {
             line.push(byte);
@@ -366,7 +361,10 @@ fn stop(targets: &Targets, grace: Duration) {
     };
     let running = |pids: &BTreeSet<libc::pid_t>| {
         pids.iter().any(|&pid| stat(pid).is_some_and(|s| !s.zombie))
-            || targets.groups.iter().any(|&pgid| super::group::group_alive(pgid))
+            || targets
+                .groups
+                .iter()
+                .any(|&pgid| super::group::group_alive(pgid))
     };
     let mut pids = below(&processes());
     signal(&pids, libc::SIGTERM);
@@ -394,7 +392,10 @@ mod tests {
         let mut files = BTreeSet::new();
         let mut line = Vec::new();
         apply(b"+100\n+200\n-10", &mut line, &mut groups, &mut files);
-        assert_eq!(groups.groups.iter().copied().collect::<Vec<_>>(), [100, 200]);
+        assert_eq!(
+            groups.groups.iter().copied().collect::<Vec<_>>(),
+            [100, 200]
+        );
         // The cut line completes with the next read.
         apply(b"0\n+1\n+x\n\n-\n+0\n", &mut line, &mut groups, &mut files);
         assert_eq!(groups.groups.iter().copied().collect::<Vec<_>>(), [200]);

@@ -85,7 +85,10 @@ fn a_daemon_below_a_running_agent_is_stopped_when_helixflow_is_killed() {
         .unwrap();
     let start = Instant::now();
     while !test.path().join("started").exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the agent never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the agent never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     run.kill().unwrap();
@@ -98,6 +101,9 @@ fn a_daemon_below_a_running_agent_is_stopped_when_helixflow_is_killed() {
         left = processes_in(test.path());
     }
     kill_all(&left);
-    assert!(left.is_empty(), "processes {left:?} outlived the killed helixflow");
+    assert!(
+        left.is_empty(),
+        "processes {left:?} outlived the killed helixflow"
+    );
     assert!(latest_run(test.path()).is_dir());
 }

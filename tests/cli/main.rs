@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod approvals;
 mod bypass;
 mod check;
 mod cost;
