@@ -11,10 +11,10 @@ use common::{Test, latest_run};
 
 /// An agent that writes its output, then leaves a daemon (a double fork into a session of its
 /// own) that rewrites the output a second later, and exits once the daemon is running.
-const DAEMON_AGENT: &str = r#"echo agent > out.txt
+const DAEMON_AGENT: &str = r"echo agent > out.txt
 (setsid sh -c 'echo $$ > daemon.pid; sleep 1; echo daemon > out.txt; sleep 300' > /dev/null 2>&1 &)
 while [ ! -s daemon.pid ]; do sleep 0.05; done
-"#;
+";
 
 /// The processes whose working folder is inside `dir`: every process a test's run started there.
 pub(crate) fn processes_in(dir: &Path) -> Vec<i32> {
