@@ -15,7 +15,7 @@ use crate::event::{CheckKind, Event, GateReport, GateStatus, Step};
 use crate::model::{GateKind, Phase};
 
 pub(crate) use super::approver::{
-    ApprovalDecision, ApprovalRequest, Approver, DECISION_FILE, REQUEST_FILE, WaitingApprovals,
+    ApprovalDecision, ApprovalRequest, Approver, DECISION_FILE, REQUEST_FILE,
 };
 
 /// Decides every `approval` gate of the phase and puts the result in `reports` (replacing the

@@ -181,7 +181,7 @@ fn started_by_run(pid: libc::pid_t) -> Option<bool> {
         // The run itself never asks.
         return Some(true);
     }
-    crate::process::tree::descends_from(pid, me)
+    crate::process::procfs::descends_from(pid, me)
 }
 
 fn refusal(error: String) -> VerifyResponse {

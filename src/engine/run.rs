@@ -130,7 +130,7 @@ pub(crate) async fn execute(
         budget: Budget::new(ctx.pipeline.retry_budget),
         cancel: Cancellation::default(),
         live: LiveAttempts::default(),
-        approvals: super::approvals::WaitingApprovals::default(),
+        approvals: super::approver::WaitingApprovals::default(),
         alongside: Alongside::default(),
         snapshots: SnapshotCache::default(),
     };

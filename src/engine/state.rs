@@ -29,7 +29,7 @@ pub(crate) struct RunState {
     pub cancel: Cancellation,
     pub live: LiveAttempts,
     /// Phases waiting for `helixflow approve`, for the control socket.
-    pub approvals: super::approvals::WaitingApprovals,
+    pub approvals: super::approver::WaitingApprovals,
     pub alongside: Alongside,
     pub snapshots: SnapshotCache,
 }

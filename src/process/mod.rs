@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) mod group;
+pub(crate) mod procfs;
 pub(crate) mod shell;
 pub(crate) mod tree;
 pub(crate) mod watchdog;
@@ -292,7 +293,13 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
     } else {
         spec.grace
     };
-    tree::stop_leftovers(grace, &cancel.hard).await;
+    tree::stop_leftovers(
+        grace,
+        &cancel.hard,
+        watchdog::started_process,
+        watchdog::ended_process,
+    )
+    .await;
 
     let drained = Instant::now() + DRAIN;
     let mut stdout_bytes = finish_pump(stdout_pump, drained, &stop_reading).await?;

@@ -14,12 +14,14 @@
 //! a child is never seen before it is registered), and the short commands it runs itself (`git`)
 //! stay in helixflow's own process group, which no leftover is in.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use super::procfs::{processes, stat, with_descendants};
 
 /// How often leftovers are checked while they are given time to end.
 const POLL: Duration = Duration::from_millis(20);
@@ -76,88 +78,6 @@ fn is_own(pid: libc::pid_t) -> bool {
         .is_some_and(|own| own.as_ref().is_some_and(|own| own.contains(&pid)))
 }
 
-/// One line of `/proc/PID/stat`: the fields that matter here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stat {
-    pub ppid: libc::pid_t,
-    pub pgid: libc::pid_t,
-    pub zombie: bool,
-}
-
-/// Parses `PID (COMM) STATE PPID PGRP …`; COMM may hold spaces and parentheses, so the fields
-/// are counted from the last `)`.
-pub(crate) fn parse_stat(stat: &[u8]) -> Option<Stat> {
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    Some(Stat {
-        ppid,
-        pgid,
-        zombie: matches!(state, "Z" | "X" | "x"),
-    })
-}
-
-/// The stat of one process, when it exists.
-pub(crate) fn stat(pid: libc::pid_t) -> Option<Stat> {
-    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// Every process `/proc` shows, with its stat.
-pub(crate) fn processes() -> BTreeMap<libc::pid_t, Stat> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return BTreeMap::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
-            Some((
-                pid,
-                parse_stat(&std::fs::read(entry.path().join("stat")).ok()?)?,
-            ))
-        })
-        .collect()
-}
-
-/// Whether `ancestor` is `pid`'s parent, or its parent's parent, and so on; `None` when the
-/// chain cannot be read (the process is gone, or `/proc` is not there).
-pub(crate) fn descends_from(pid: libc::pid_t, ancestor: libc::pid_t) -> Option<bool> {
-    let mut current = pid;
-    // A chain longer than the pid space is a loop read while processes came and went.
-    for _ in 0..(1 << 22) {
-        if current == ancestor {
-            return Some(true);
-        }
-        if current <= 1 {
-            return Some(false);
-        }
-        current = stat(current)?.ppid;
-    }
-    None
-}
-
-/// `roots` and everything below them in `table`.
-pub(crate) fn with_descendants(
-    table: &BTreeMap<libc::pid_t, Stat>,
-    roots: impl IntoIterator<Item = libc::pid_t>,
-) -> BTreeSet<libc::pid_t> {
-    let mut children: BTreeMap<libc::pid_t, Vec<libc::pid_t>> = BTreeMap::new();
-    for (&pid, stat) in table {
-        children.entry(stat.ppid).or_default().push(pid);
-    }
-    let mut found = BTreeSet::new();
-    let mut queue: Vec<libc::pid_t> = roots.into_iter().collect();
-    while let Some(pid) = queue.pop() {
-        if found.insert(pid) {
-            queue.extend(children.get(&pid).into_iter().flatten().copied());
-        }
-    }
-    found
-}
-
 /// The processes helixflow adopted (its children that it did not start itself and that are not
 /// in its own group: see the module's documentation), and all below them.
 fn adopted() -> (Vec<libc::pid_t>, BTreeSet<libc::pid_t>) {
@@ -206,7 +126,15 @@ fn any_running(pids: &BTreeSet<libc::pid_t>) -> bool {
 /// Stops every process helixflow adopted, with what they started: TERM, up to `grace` for them
 /// to end (a hard cancel cuts it short), then KILL; and reaps them. What such a process starts
 /// while it is being stopped is found too. Returns how many processes were stopped.
-pub(crate) async fn stop_leftovers(grace: Duration, hard: &CancellationToken) -> usize {
+///
+/// `watch` and `unwatch` tell the watchdog which processes are being stopped, so that it stops
+/// them should helixflow be killed meanwhile.
+pub(crate) async fn stop_leftovers(
+    grace: Duration,
+    hard: &CancellationToken,
+    watch: fn(libc::pid_t),
+    unwatch: fn(libc::pid_t),
+) -> usize {
     let (roots, mut pids) = adopted();
     reap(&roots);
     if pids.is_empty() {
@@ -214,9 +142,8 @@ pub(crate) async fn stop_leftovers(grace: Duration, hard: &CancellationToken) ->
     }
     pids.retain(|&pid| stat(pid).is_some_and(|stat| !stat.zombie));
     let mut stopped = pids.clone();
-    // Registered with the watchdog, which stops them should helixflow be killed meanwhile.
     for &pid in &pids {
-        super::watchdog::started_process(pid);
+        watch(pid);
     }
     signal_all(&pids, libc::SIGTERM);
     let grace_end = Instant::now() + grace;
@@ -248,52 +175,7 @@ pub(crate) async fn stop_leftovers(grace: Duration, hard: &CancellationToken) ->
     let (roots, _) = adopted();
     reap(&roots);
     for &pid in &stopped {
-        super::watchdog::ended_process(pid);
+        unwatch(pid);
     }
     stopped.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_parent_and_group_from_a_stat_line() {
-        let line = b"4242 (odd) name) (x) S 17 777 777 0 -1 4194560 0 0";
-        assert_eq!(
-            parse_stat(line),
-            Some(Stat {
-                ppid: 17,
-                pgid: 777,
-                zombie: false
-            })
-        );
-        assert!(parse_stat(b"4242 (sleep) Z 1 777 777").unwrap().zombie);
-        assert_eq!(parse_stat(b"garbage"), None);
-    }
-
-    #[test]
-    fn descendants_follow_parent_links() {
-        let stat = |ppid| Stat {
-            ppid,
-            pgid: 1,
-            zombie: false,
-        };
-        let table = BTreeMap::from([(10, stat(1)), (11, stat(10)), (12, stat(11)), (20, stat(1))]);
-        assert_eq!(
-            with_descendants(&table, [10])
-                .into_iter()
-                .collect::<Vec<_>>(),
-            [10, 11, 12]
-        );
-    }
-
-    #[test]
-    fn this_process_descends_from_its_parent() {
-        let me = libc::pid_t::try_from(std::process::id()).unwrap();
-        // SAFETY: getppid only reads.
-        let parent = unsafe { libc::getppid() };
-        assert_eq!(descends_from(me, parent), Some(true));
-        assert_eq!(descends_from(parent, me), Some(false));
-    }
 }

@@ -337,11 +337,11 @@ fn apply(bytes: &[u8], line: &mut Vec<u8>, targets: &mut Targets, files: &mut BT
 /// `grace` for them to end, then KILL to what is left. The processes below are found before any
 /// signal: a child that ends hands what it detached to the system's init, out of reach.
 fn stop(targets: &Targets, grace: Duration) {
-    use super::tree::{processes, stat, with_descendants};
+    use super::procfs::{processes, stat, with_descendants};
     if targets.groups.is_empty() && targets.processes.is_empty() {
         return;
     }
-    let below = |table: &std::collections::BTreeMap<libc::pid_t, super::tree::Stat>| {
+    let below = |table: &std::collections::BTreeMap<libc::pid_t, super::procfs::Stat>| {
         let members = table
             .iter()
             .filter(|(_, stat)| targets.groups.contains(&stat.pgid))
