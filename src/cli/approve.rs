@@ -1,10 +1,14 @@
-//! `helixflow approve` and `helixflow reject`: answer an `approval` gate from another shell.
+//! `helixflow approve` and `helixflow reject`: answer an `approval` gate from another shell, over
+//! the run's control socket (the run refuses a decision from a process it started itself).
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 
 use super::input;
-use crate::engine::approvals::{ApprovalDecision, DECISION_FILE, REQUEST_FILE};
-use crate::store::run::{list_runs, write_atomic};
+use crate::engine::approvals::ApprovalDecision;
+use crate::engine::control::{self, ControlRequest, DecideRequest, DecideResponse};
+use crate::store::run::list_runs;
 
 /// Arguments of `helixflow approve`.
 #[derive(Debug, clap::Args)]
@@ -70,32 +74,71 @@ fn answer(file: Option<PathBuf>, run_id: &str, phase: &str, approved: bool, reas
             runs_dir.display()
         ));
     };
-    let waiting = std::fs::read_dir(run.phase_dir(phase))
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|attempt| attempt.join(REQUEST_FILE).is_file());
-    let Some(attempt) = waiting else {
+    let live = runs_dir
+        .parent()
+        .and_then(crate::store::lock::live_run)
+        .filter(|live| !live.killed && live.run_id.as_deref() == Some(run.run_id.as_str()));
+    let Some(live) = live else {
         return input::fail(&format!(
-            "phase \"{phase}\" of run {} is not waiting for approval",
+            "phase \"{phase}\" of run {} is not waiting for approval: the run is not running",
             run.run_id
         ));
     };
-    let decision = ApprovalDecision {
-        approved,
-        reason,
-        by: std::env::var("USER").unwrap_or_default(),
-    };
-    let text = match serde_json::to_string_pretty(&decision) {
-        Ok(text) => text,
-        Err(e) => return input::fail(&e.to_string()),
-    };
-    match write_atomic(&attempt.join(DECISION_FILE), text.as_bytes()) {
-        Ok(()) => {
-            let verb = if approved { "approved" } else { "rejected" };
-            super::emit(&format!("{verb} phase \"{phase}\" of run {}\n", run.run_id))
+    let request = ControlRequest::Decide(DecideRequest {
+        phase: phase.to_owned(),
+        decision: ApprovalDecision {
+            approved,
+            reason,
+            by: std::env::var("USER").unwrap_or_default(),
+        },
+    });
+    let response = match ask_run(&run.path, &run.run_id, live.pid, &request) {
+        Ok(response) => response,
+        Err(e) => {
+            return input::fail(&format!(
+                "cannot reach run {} to decide phase \"{phase}\": {e}",
+                run.run_id
+            ));
         }
-        Err(e) => input::fail(&format!("cannot record the decision: {e}")),
+    };
+    match (response.error, response.attempt) {
+        (Some(error), _) => input::fail(&error),
+        (None, attempt) => {
+            let verb = if approved { "approved" } else { "rejected" };
+            let attempt = attempt.map_or_else(String::new, |n| format!(" (attempt {n})"));
+            super::emit(&format!(
+                "{verb} phase \"{phase}\" of run {}{attempt}\n",
+                run.run_id
+            ))
+        }
     }
+}
+
+/// Sends `request` to the run over its control socket, and reads the answer.
+fn ask_run(
+    run_dir: &Path,
+    run_id: &str,
+    pid: Option<u32>,
+    request: &ControlRequest,
+) -> std::io::Result<DecideResponse> {
+    let mut text = serde_json::to_string(request).map_err(std::io::Error::other)?;
+    text.push('\n');
+    // In the run folder, or, when that path is too long for a socket, in the temporary folder
+    // under the run's process id.
+    let in_run = run_dir.join("control.sock");
+    let socket = match pid {
+        Some(pid) if !in_run.exists() => {
+            let absolute = std::path::absolute(run_dir)?;
+            control::socket_path_of(&absolute, run_id, pid)
+        }
+        _ => in_run,
+    };
+    let mut stream = UnixStream::connect(&socket)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", socket.display())))?;
+    stream.write_all(text.as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    serde_json::from_str(&line).map_err(|e| {
+        std::io::Error::other(format!("the run gave an answer helixflow cannot read: {e}"))
+    })
 }

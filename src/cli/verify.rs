@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
 use super::input;
-use crate::engine::control::{SOCKET_ENV, VerifyRequest, VerifyResponse};
+use crate::engine::control::{ControlRequest, SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::{Output, Phase, Pipeline};
 use crate::process::Cancel;
@@ -71,10 +71,10 @@ fn in_run(args: &Args, socket: PathBuf) -> Result<(Phase, VerifyResponse), i32> 
         .as_ref()
         .and_then(|dir| std::fs::read_to_string(dir.join("pipeline.json")).ok())
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
-    let request = serde_json::to_string(&VerifyRequest {
+    let request = serde_json::to_string(&ControlRequest::Verify(VerifyRequest {
         phase: phase.clone(),
         attempt,
-    })
+    }))
     .map_err(|e| input::fail(&e.to_string()))?;
     let exchange = || -> std::io::Result<VerifyResponse> {
         let mut stream = std::os::unix::net::UnixStream::connect(&socket)?;

@@ -1,9 +1,14 @@
 //! The `approval` gate: a person approves or rejects an attempt's work, at the terminal or with
 //! `helixflow approve` / `helixflow reject` from another shell. It is asked only once every other
 //! check of the attempt passed, so nobody reviews work that already failed.
+//!
+//! An agent must not approve its own work, nor a phase running alongside it. So a decision from
+//! another shell reaches the run only over its control socket, which refuses one from any process
+//! the run started (see `control`); files in the run folder are records for people and decide
+//! nothing.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::context::{Run, millis};
 use crate::event::{CheckKind, Event, GateReport, GateStatus, Step};
@@ -84,44 +89,58 @@ async fn ask(
         gate: gate.to_owned(),
         prompt: question.to_owned(),
     };
-    let decision_path = dir.join(DECISION_FILE);
-    let _ = std::fs::remove_file(&decision_path);
+    let _ = std::fs::remove_file(dir.join(DECISION_FILE));
+    let phase_name = phase.name.value.clone();
+    let answer = run.state.approvals.wait(&phase_name, attempt);
     if let Err(e) = (run.ctx.redactor.to_json_pretty(&request))
         .map_err(std::io::Error::other)
         .and_then(|text| std::fs::write(dir.join(REQUEST_FILE), text))
     {
+        run.state.approvals.forget(&phase_name);
         return (
             GateStatus::Failed,
             vec![format!("could not record the approval request: {e}")],
         );
     }
+    if run.ctx.socket.is_none() {
+        run.state.approvals.forget(&phase_name);
+        return (
+            GateStatus::Failed,
+            vec![
+                "cannot wait for `helixflow approve`: the run has no control socket to hear it on"
+                    .into(),
+            ],
+        );
+    }
     run.emit(Event::Step {
-        phase: phase.name.value.clone(),
+        phase: phase_name.clone(),
         attempt,
         step: Step::AwaitingApproval {
             command: format!(
                 "helixflow approve {run} {phase} (or helixflow reject {run} {phase} --reason …)",
                 run = run.ctx.folder.run_id,
-                phase = crate::agent::prompt::shell_quote(&phase.name.value)
+                phase = crate::agent::prompt::shell_quote(&phase_name)
             ),
         },
     });
-    // Polling a file keeps `approve` a plain file write that works from any shell; the run's
-    // timeout and Ctrl-C end the wait.
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&decision_path)
-            && let Ok(decision) = serde_json::from_str::<ApprovalDecision>(&text)
-        {
-            let _ = std::fs::remove_file(dir.join(REQUEST_FILE));
-            return judged(&decision);
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            () = run.cancel().soft.cancelled() => {
-                return (GateStatus::Skipped, vec!["not decided: the run was stopped while waiting for approval".into()]);
-            }
-        }
+    // The run's timeout and Ctrl-C end the wait.
+    let decision = tokio::select! {
+        decision = answer => decision.ok(),
+        () = run.cancel().soft.cancelled() => None,
+    };
+    run.state.approvals.forget(&phase_name);
+    let _ = std::fs::remove_file(dir.join(REQUEST_FILE));
+    let Some(decision) = decision else {
+        return (
+            GateStatus::Skipped,
+            vec!["not decided: the run was stopped while waiting for approval".into()],
+        );
+    };
+    // What was decided, and by whom, for people reading the run folder.
+    if let Ok(text) = run.ctx.redactor.to_json_pretty(&decision) {
+        let _ = std::fs::write(dir.join(DECISION_FILE), text);
     }
+    judged(&decision)
 }
 
 fn judged(decision: &ApprovalDecision) -> (GateStatus, Vec<String>) {

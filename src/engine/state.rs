@@ -28,6 +28,8 @@ pub(crate) struct RunState {
     pub budget: Budget,
     pub cancel: Cancellation,
     pub live: LiveAttempts,
+    /// Phases waiting for `helixflow approve`, for the control socket.
+    pub approvals: super::approver::WaitingApprovals,
     pub alongside: Alongside,
     pub snapshots: SnapshotCache,
 }
@@ -40,6 +42,7 @@ impl RunState {
             budget: Budget::new(retry_budget),
             cancel: Cancellation::default(),
             live: LiveAttempts::default(),
+            approvals: super::approver::WaitingApprovals::default(),
             alongside: Alongside::default(),
             snapshots: SnapshotCache::default(),
         }

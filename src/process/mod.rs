@@ -12,7 +12,8 @@
 //!   the grace period KILL; a hard cancel sends KILL at once;
 //! - no orphans: when the child exits on its own, whatever it left running in its group (a
 //!   background server, a forgotten `sleep &`) is stopped the same way (TERM, grace, KILL) before
-//!   [`run`] returns. Only a process that left the group on purpose (`setsid`) escapes.
+//!   [`run`] returns; so is whatever left the group on purpose (`setsid`, a double fork), found
+//!   through the subreaper (see [`tree`]).
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -30,7 +31,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) mod group;
+pub(crate) mod procfs;
 pub(crate) mod shell;
+pub(crate) mod tree;
 pub(crate) mod watchdog;
 
 use crate::event::{ChildExit, TimeoutKind};
@@ -221,6 +224,7 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
             Some(tokio_file(stderr_log)),
         )
     };
+    tree::become_subreaper();
     let mut child = spawn(&spec, outputs).await?;
     let pgid = child
         .id()
@@ -281,6 +285,21 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
             }
         }
     };
+    tree::unregister(pgid);
+    // What the child detached from its group (a daemon) was adopted by helixflow when the child
+    // ended; it must not go on changing the work once it is judged.
+    let grace = if cancel.hard.is_cancelled() {
+        Duration::ZERO
+    } else {
+        spec.grace
+    };
+    tree::stop_leftovers(
+        grace,
+        &cancel.hard,
+        watchdog::started_process,
+        watchdog::ended_process,
+    )
+    .await;
 
     let drained = Instant::now() + DRAIN;
     let mut stdout_bytes = finish_pump(stdout_pump, drained, &stop_reading).await?;
@@ -386,17 +405,32 @@ fn command_for<'a>(
         // ours. Until then (a run dropped while the spawn is in flight), dropping the child kills
         // it.
         .kill_on_drop(true);
+    // SAFETY: only prctl runs between fork and exec.
+    unsafe {
+        command.pre_exec(tree::subreaper_in_child);
+    }
     command
 }
 
 /// Spawns `command`, in the blocking pool when `spec.spawn_in_pool` says so.
 async fn start(spec: &ChildSpec, mut command: Command) -> io::Result<Child> {
+    // Registered before anything looks for processes helixflow adopted (see `tree`).
+    let mut spawn = move || {
+        let _starting = tree::STARTING
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let child = command.spawn()?;
+        if let Some(pid) = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()) {
+            tree::register(pid);
+        }
+        Ok(child)
+    };
     if spec.spawn_in_pool {
-        tokio::task::spawn_blocking(move || command.spawn())
+        tokio::task::spawn_blocking(spawn)
             .await
             .map_err(io::Error::other)?
     } else {
-        command.spawn()
+        spawn()
     }
 }
 
@@ -703,6 +737,7 @@ impl Drop for GroupGuard {
         if self.armed {
             signal_group(self.pgid, libc::SIGKILL);
         }
+        tree::unregister(self.pgid);
         watchdog::ended(self.pgid);
     }
 }

@@ -6,8 +6,11 @@
 //! no one to check them. So a run starts a small second process, `helixflow __watchdog`, in a
 //! group of its own, and tells it through a pipe which groups are running (`+PGID` when one
 //! starts, `-PGID` when it is gone). When the pipe closes without helixflow having ended the
-//! watchdog itself, helixflow died: the watchdog sends TERM to the groups still registered, waits
-//! the grace period and sends KILL to what remains, as helixflow would have. It then removes the
+//! watchdog itself, helixflow died: the watchdog sends TERM to the groups still registered and to
+//! every process below their members (what a child detached from its group stays below it, the
+//! child being a subreaper: see `process::tree`), and to the leftovers helixflow was stopping
+//! (`pPID`, `qPID` once gone), waits the grace period and sends KILL to what remains, as helixflow
+//! would have. It then removes the
 //! files and folders registered for removal (`fPATH`, `rPATH` to forget one): private copies of
 //! prompts that hold secrets, and the worktrees of isolated phases, which helixflow would have
 //! removed when their attempt ended. A run's watchdog also keeps the run lock's file open
@@ -98,6 +101,9 @@ pub(crate) fn start(grace: Duration, keep: Option<BorrowedFd<'_>>) -> io::Result
         // Its own group: a Ctrl-C at the terminal is for helixflow, which stops its children.
         .process_group(0)
         .spawn()?;
+    if let Ok(pid) = libc::pid_t::try_from(process.id()) {
+        super::tree::register(pid);
+    }
     let _ = WATCHDOG.set(Watchdog {
         pipe: Mutex::new(Pipe {
             file: Some(File::from(write)),
@@ -133,6 +139,16 @@ pub(crate) fn started(pgid: libc::pid_t) {
 /// Tells the watchdog that a child's group is gone.
 pub(crate) fn ended(pgid: libc::pid_t) {
     send(b'-', pgid.to_string().as_bytes());
+}
+
+/// Tells the watchdog that helixflow is stopping `pid`, a process left by a child that ended.
+pub(crate) fn started_process(pid: libc::pid_t) {
+    send(b'p', pid.to_string().as_bytes());
+}
+
+/// Tells the watchdog that the leftover `pid` is gone.
+pub(crate) fn ended_process(pid: libc::pid_t) {
+    send(b'q', pid.to_string().as_bytes());
 }
 
 /// Asks the watchdog to remove `path` (a file, or a folder with all in it) should helixflow die
@@ -226,7 +242,7 @@ pub(crate) fn serve(grace: Duration) -> i32 {
         libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
     let mut input = stdin.lock();
-    let mut groups = BTreeSet::new();
+    let mut groups = Targets::default();
     let mut files = BTreeSet::new();
     let mut line = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
@@ -265,14 +281,18 @@ pub(crate) fn serve(grace: Duration) -> i32 {
     crate::exit::SUCCESS
 }
 
-/// Applies whole `+PGID` / `-PGID` / `fPATH` / `rPATH` lines; an incomplete last line waits in
-/// `line`.
-fn apply(
-    bytes: &[u8],
-    line: &mut Vec<u8>,
-    groups: &mut BTreeSet<libc::pid_t>,
-    files: &mut BTreeSet<PathBuf>,
-) {
+/// What the watchdog stops should helixflow die.
+#[derive(Debug, Default)]
+struct Targets {
+    /// The process groups of running children.
+    groups: BTreeSet<libc::pid_t>,
+    /// Leftovers of ended children that helixflow was stopping.
+    processes: BTreeSet<libc::pid_t>,
+}
+
+/// Applies whole `+PGID` / `-PGID` / `pPID` / `qPID` / `fPATH` / `rPATH` lines; an incomplete
+/// last line waits in `line`.
+fn apply(bytes: &[u8], line: &mut Vec<u8>, targets: &mut Targets, files: &mut BTreeSet<PathBuf>) {
     for &byte in bytes {
         if byte != b'\n' {
             line.push(byte);
@@ -296,10 +316,16 @@ fn apply(
             .filter(|&n| n > 1);
         match (line.first(), pgid) {
             (Some(b'+'), Some(pgid)) => {
-                groups.insert(pgid);
+                targets.groups.insert(pgid);
             }
             (Some(b'-'), Some(pgid)) => {
-                groups.remove(&pgid);
+                targets.groups.remove(&pgid);
+            }
+            (Some(b'p'), Some(pid)) => {
+                targets.processes.insert(pid);
+            }
+            (Some(b'q'), Some(pid)) => {
+                targets.processes.remove(&pid);
             }
             _ => {}
         }
@@ -307,22 +333,52 @@ fn apply(
     }
 }
 
-/// TERM to every group, up to `grace` for them to end, then KILL to what is left.
-fn stop(groups: &BTreeSet<libc::pid_t>, grace: Duration) {
-    if groups.is_empty() {
+/// TERM to every group, to every process below their members and to the leftovers, up to
+/// `grace` for them to end, then KILL to what is left. The processes below are found before any
+/// signal: a child that ends hands what it detached to the system's init, out of reach.
+fn stop(targets: &Targets, grace: Duration) {
+    use super::procfs::{processes, stat, with_descendants};
+    if targets.groups.is_empty() && targets.processes.is_empty() {
         return;
     }
-    for &pgid in groups {
-        super::group::signal_group(pgid, libc::SIGTERM);
-    }
-    let end = Instant::now() + grace;
-    while Instant::now() < end && groups.iter().any(|&pgid| super::group::group_alive(pgid)) {
-        std::thread::sleep(POLL);
-    }
-    for &pgid in groups {
-        if super::group::group_alive(pgid) {
-            super::group::signal_group(pgid, libc::SIGKILL);
+    let below = |table: &std::collections::BTreeMap<libc::pid_t, super::procfs::Stat>| {
+        let members = table
+            .iter()
+            .filter(|(_, stat)| targets.groups.contains(&stat.pgid))
+            .map(|(&pid, _)| pid);
+        with_descendants(table, members.chain(targets.processes.iter().copied()))
+    };
+    let signal = |pids: &BTreeSet<libc::pid_t>, signal| {
+        for &pid in pids {
+            // SAFETY: kill only sends a signal.
+            unsafe {
+                libc::kill(pid, signal);
+            }
         }
+        for &pgid in &targets.groups {
+            super::group::signal_group(pgid, signal);
+        }
+    };
+    let running = |pids: &BTreeSet<libc::pid_t>| {
+        pids.iter().any(|&pid| stat(pid).is_some_and(|s| !s.zombie))
+            || targets
+                .groups
+                .iter()
+                .any(|&pgid| super::group::group_alive(pgid))
+    };
+    let mut pids = below(&processes());
+    signal(&pids, libc::SIGTERM);
+    let end = Instant::now() + grace;
+    while Instant::now() < end && running(&pids) {
+        std::thread::sleep(POLL);
+        // What they started meanwhile, while it is still below them.
+        let more = below(&processes());
+        signal(&more.difference(&pids).copied().collect(), libc::SIGTERM);
+        pids.extend(more);
+    }
+    if running(&pids) {
+        pids.extend(below(&processes()));
+        signal(&pids, libc::SIGKILL);
     }
 }
 
@@ -332,14 +388,17 @@ mod tests {
 
     #[test]
     fn lines_register_and_unregister_groups() {
-        let mut groups = BTreeSet::new();
+        let mut groups = Targets::default();
         let mut files = BTreeSet::new();
         let mut line = Vec::new();
         apply(b"+100\n+200\n-10", &mut line, &mut groups, &mut files);
-        assert_eq!(groups.iter().copied().collect::<Vec<_>>(), [100, 200]);
+        assert_eq!(
+            groups.groups.iter().copied().collect::<Vec<_>>(),
+            [100, 200]
+        );
         // The cut line completes with the next read.
         apply(b"0\n+1\n+x\n\n-\n+0\n", &mut line, &mut groups, &mut files);
-        assert_eq!(groups.iter().copied().collect::<Vec<_>>(), [200]);
+        assert_eq!(groups.groups.iter().copied().collect::<Vec<_>>(), [200]);
         assert!(line.is_empty());
         apply(
             b"f/tmp/a b\nf/tmp/c\nfrel\nr/tmp/c\n",
@@ -348,6 +407,8 @@ mod tests {
             &mut files,
         );
         assert_eq!(files.iter().collect::<Vec<_>>(), [Path::new("/tmp/a b")]);
-        assert_eq!(groups.len(), 1);
+        assert_eq!(groups.groups.len(), 1);
+        apply(b"p300\np301\nq300\n", &mut line, &mut groups, &mut files);
+        assert_eq!(groups.processes.iter().copied().collect::<Vec<_>>(), [301]);
     }
 }

@@ -5,10 +5,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod approvals;
 mod bundle;
 mod bypass;
 mod check;
 mod cost;
+mod daemons;
 mod editors;
 mod escapes;
 mod examples;
