@@ -13,17 +13,18 @@
 //! - Gate command logs go to `<state-dir>/check/<phase>/`, never into the workspace proper, and
 //!   no run folder is made: a check is not a run, and `helixflow runs` does not list it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::{gate_env, millis};
 use super::run::stamp;
 use crate::event::sink::Sinks;
-use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus};
+use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, RunStatus};
 use crate::graph::PhaseGraph;
 use crate::model::{GateKind, Phase, Pipeline};
 use crate::process::Cancel;
+use crate::redact::Redactor;
 use crate::verify::judge::{Inspection, Scene};
 use crate::workspace::{Snapshot, SnapshotOptions};
 
@@ -42,139 +43,219 @@ pub(crate) struct CheckOptions {
 /// Checks every phase of a checked pipeline (its workspace absolute) and returns the exit code:
 /// 0 when no gate failed, 1 when one did, 130 when interrupted, 3 when a report the user asked
 /// for could not be written or the workspace could not be read.
-pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: Sinks) -> i32 {
+pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, sinks: Sinks) -> i32 {
     let started = Instant::now();
     let redactor = Arc::new(pipeline.redactor());
     let cancel = Cancel::default();
-    let interrupted = tokio::spawn(watch_signals(cancel.clone()));
-    let mut emit = |event: Event| sinks.event(&stamp(event.redacted(&redactor), started));
-    let order: Vec<usize> = PhaseGraph::new(&pipeline)
-        .levels()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
-    emit(Event::RunStarted {
-        run_id: CHECK_ID.to_owned(),
-        pipeline: pipeline.name.clone(),
-        phases: order
-            .iter()
-            .map(|&i| pipeline.phases[i].name.value.clone())
-            .collect(),
-        max_parallel: 1,
-        resumes: None,
-    });
-    let exclude: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
-        .chain(options.reports.iter().cloned())
-        .collect();
-    let snapshot_options = SnapshotOptions {
-        exclude: exclude.clone(),
-        ..SnapshotOptions::default()
+    let interrupted = tokio::spawn(super::signals::watch(cancel.clone(), || {}));
+    let mut events = Events {
+        sinks,
+        redactor: Arc::clone(&redactor),
+        started,
     };
-    let mut now: Option<Snapshot> = None;
-    let mut any_failed = false;
-    let mut broken: Option<String> = None;
+    let checker = Checker::new(pipeline, &options, redactor, cancel);
+    let order = checker.announce(&mut events);
+    let mut tally = Tally::default();
     for &i in &order {
-        let phase = &pipeline.phases[i];
+        checker.check_phase(i, &mut tally, &mut events).await;
+    }
+    interrupted.abort();
+    checker.finish(&tally, events)
+}
+
+/// The check's events on their way to the sinks: redacted and stamped.
+struct Events {
+    sinks: Sinks,
+    redactor: Arc<Redactor>,
+    started: Instant,
+}
+
+impl Events {
+    fn emit(&mut self, event: Event) {
+        self.sinks
+            .event(&stamp(event.redacted(&self.redactor), self.started));
+    }
+}
+
+/// What the check has learnt so far, phase after phase.
+#[derive(Default)]
+struct Tally {
+    /// The workspace as it is now; none until read, and again after a gate command ran, which
+    /// may have changed it.
+    now: Option<Snapshot>,
+    any_failed: bool,
+    /// Why the check cannot go on (the workspace could not be read).
+    broken: Option<String>,
+}
+
+/// What stays the same for every phase of a check.
+struct Checker {
+    pipeline: Pipeline,
+    grace: Duration,
+    redactor: Arc<Redactor>,
+    cancel: Cancel,
+    /// What the workspace's snapshots leave out: the state folder and the reports.
+    exclude: Vec<PathBuf>,
+}
+
+impl Checker {
+    fn new(
+        pipeline: Pipeline,
+        options: &CheckOptions,
+        redactor: Arc<Redactor>,
+        cancel: Cancel,
+    ) -> Self {
+        let exclude: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
+            .chain(options.reports.iter().cloned())
+            .collect();
+        Checker {
+            pipeline,
+            grace: options.grace,
+            redactor,
+            cancel,
+            exclude,
+        }
+    }
+
+    /// Emits the start of the check and returns the phases in dependency order.
+    fn announce(&self, events: &mut Events) -> Vec<usize> {
+        let order: Vec<usize> = PhaseGraph::new(&self.pipeline)
+            .levels()
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .collect();
+        events.emit(Event::RunStarted {
+            run_id: CHECK_ID.to_owned(),
+            pipeline: self.pipeline.name.clone(),
+            phases: order
+                .iter()
+                .map(|&i| self.pipeline.phases[i].name.value.clone())
+                .collect(),
+            max_parallel: 1,
+            resumes: None,
+        });
+        order
+    }
+
+    /// Checks the phase at `index`, or says why it is not checked.
+    async fn check_phase(&self, index: usize, tally: &mut Tally, events: &mut Events) {
+        let phase = &self.pipeline.phases[index];
         let name = phase.name.value.clone();
-        if cancel.is_cancelled() || broken.is_some() {
-            let reason = broken
-                .clone()
-                .unwrap_or_else(|| "the check was interrupted".to_owned());
-            emit(Event::PhaseFinished {
-                phase: name,
-                status: if broken.is_some() {
-                    PhaseStatus::Skipped
-                } else {
-                    PhaseStatus::Cancelled
-                },
-                attempts: 0,
-                duration_ms: 0,
-                reason: Some(reason),
-            });
-            continue;
+        if self.cancel.is_cancelled() || tally.broken.is_some() {
+            not_checked(name, tally, events);
+            return;
         }
         let phase_started = Instant::now();
-        emit(Event::AttemptStarted {
+        events.emit(Event::AttemptStarted {
             phase: name.clone(),
             attempt: 1,
             max_attempts: 1,
         });
-        emit(Event::Step {
+        events.emit(Event::Step {
             phase: name.clone(),
             attempt: 1,
             step: crate::event::Step::Verify,
         });
-        // The workspace is read again only after a gate command ran, which may have changed it.
-        if now.is_none() {
-            let (workspace, options) = (pipeline.workspace.clone(), snapshot_options.clone());
-            let taken =
-                tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, None))
-                    .await
-                    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-            match taken {
-                Ok(snapshot) => now = Some(snapshot),
+        if tally.now.is_none() {
+            match self.snapshot().await {
+                Ok(snapshot) => tally.now = Some(snapshot),
                 Err(e) => {
                     let reason = format!("cannot read the workspace: {e}");
-                    for event in broken_phase(name, phase_started.elapsed(), &reason) {
-                        emit(event);
-                    }
-                    any_failed = true;
-                    broken = Some(reason);
-                    continue;
+                    broken(name, reason, phase_started, tally, events);
+                    return;
                 }
             }
         }
-        let snapshot = now.as_ref().expect("taken above");
-        let logs = pipeline
-            .workspace
-            .join(&pipeline.state_dir)
-            .join("check")
-            .join(crate::store::run::folder_name(&name));
+        let logs = self.logs(&name);
         // helixflow's own failure (a state folder that is a file), not the gates'.
         if let Err(e) = std::fs::create_dir_all(&logs) {
             let reason = format!("cannot create the log folder {}: {e}", logs.display());
-            for event in broken_phase(name, phase_started.elapsed(), &reason) {
-                emit(event);
-            }
-            any_failed = true;
-            broken = Some(reason);
-            continue;
+            broken(name, reason, phase_started, tally, events);
+            return;
         }
+        let snapshot = tally.now.as_ref().expect("taken above");
         let checked = without_fixes(phase);
-        let env = gate_env(&pipeline, &checked);
-        let scene = Scene {
-            workspace: &pipeline.workspace,
-            exclude: &exclude,
-            env: &env,
-            logs: &logs,
-            cancel: &cancel,
-            grace: options.grace,
-            redactor: Arc::clone(&redactor),
-            phases: &pipeline.phases,
-        };
-        let gates = Inspection::outside_run(&scene, &checked, snapshot)
-            .judge(&mut |report| {
-                emit(Event::GateFinished {
-                    phase: name.clone(),
-                    attempt: 1,
-                    report: report.clone(),
-                });
-            })
-            .await;
+        let gates = self.judge(&name, &checked, snapshot, &logs, events).await;
         if checked
             .gates
             .iter()
             .any(|g| matches!(g.kind, GateKind::Command { .. }))
         {
-            now = None;
+            tally.now = None;
         }
         let failed_gates: Vec<String> = gates
             .iter()
             .filter(|g| g.status == GateStatus::Failed)
             .map(|g| g.name.clone())
             .collect();
-        let interrupted_here = cancel.is_cancelled();
+        self.conclude(name, failed_gates, phase_started, tally, events);
+    }
+
+    /// Reads the workspace, off the async runtime's threads.
+    async fn snapshot(&self) -> std::io::Result<Snapshot> {
+        let workspace = self.pipeline.workspace.clone();
+        let options = SnapshotOptions {
+            exclude: self.exclude.clone(),
+            ..SnapshotOptions::default()
+        };
+        tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, None))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+
+    /// The folder of a phase's gate command logs: in the state folder, not the workspace proper.
+    fn logs(&self, name: &str) -> PathBuf {
+        self.pipeline
+            .workspace
+            .join(&self.pipeline.state_dir)
+            .join("check")
+            .join(crate::store::run::folder_name(name))
+    }
+
+    /// Runs the gates of `checked` on the workspace as `snapshot` saw it, logging their commands
+    /// in `logs` and emitting each report.
+    async fn judge(
+        &self,
+        name: &str,
+        checked: &Phase,
+        snapshot: &Snapshot,
+        logs: &Path,
+        events: &mut Events,
+    ) -> Vec<GateReport> {
+        let pipeline = &self.pipeline;
+        let env = gate_env(pipeline, checked);
+        let scene = Scene {
+            workspace: &pipeline.workspace,
+            exclude: &self.exclude,
+            env: &env,
+            logs,
+            cancel: &self.cancel,
+            grace: self.grace,
+            redactor: Arc::clone(&self.redactor),
+            phases: &pipeline.phases,
+        };
+        Inspection::outside_run(&scene, checked, snapshot)
+            .judge(&mut |report| {
+                events.emit(Event::GateFinished {
+                    phase: name.to_owned(),
+                    attempt: 1,
+                    report: report.clone(),
+                });
+            })
+            .await
+    }
+
+    /// Emits the end of a checked phase: passed, failed or interrupted.
+    fn conclude(
+        &self,
+        name: String,
+        failed_gates: Vec<String>,
+        phase_started: Instant,
+        tally: &mut Tally,
+        events: &mut Events,
+    ) {
+        let interrupted_here = self.cancel.is_cancelled();
         let (outcome, status) = if interrupted_here {
             (AttemptOutcome::Cancelled, PhaseStatus::Cancelled)
         } else if failed_gates.is_empty() {
@@ -182,9 +263,9 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
         } else {
             (AttemptOutcome::Failed, PhaseStatus::Failed)
         };
-        any_failed |= status != PhaseStatus::Passed;
+        tally.any_failed |= status != PhaseStatus::Passed;
         let duration_ms = millis(phase_started.elapsed());
-        emit(Event::AttemptFinished {
+        events.emit(Event::AttemptFinished {
             phase: name.clone(),
             attempt: 1,
             outcome,
@@ -195,7 +276,7 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
             usage: None,
             class: None,
         });
-        emit(Event::PhaseFinished {
+        events.emit(Event::PhaseFinished {
             phase: name,
             status,
             attempts: 1,
@@ -203,47 +284,76 @@ pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, mut sinks: 
             reason: interrupted_here.then(|| "the check was interrupted".to_owned()),
         });
     }
-    interrupted.abort();
-    let (status, exit_code) = if cancel.is_cancelled() {
-        (RunStatus::Cancelled, crate::exit::INTERRUPTED)
-    } else if broken.is_some() {
-        (RunStatus::Failed, crate::exit::INTERNAL)
-    } else if any_failed {
-        (RunStatus::Failed, crate::exit::FAILURE)
-    } else {
-        (RunStatus::Passed, crate::exit::SUCCESS)
-    };
-    emit(Event::RunFinished {
-        status,
-        duration_ms: millis(started.elapsed()),
-        exit_code,
-    });
-    sinks.finish();
-    sinks.exit_code().unwrap_or(exit_code)
+
+    /// Emits the end of the check and returns its exit code.
+    fn finish(&self, tally: &Tally, mut events: Events) -> i32 {
+        let (status, exit_code) = if self.cancel.is_cancelled() {
+            (RunStatus::Cancelled, crate::exit::INTERRUPTED)
+        } else if tally.broken.is_some() {
+            (RunStatus::Failed, crate::exit::INTERNAL)
+        } else if tally.any_failed {
+            (RunStatus::Failed, crate::exit::FAILURE)
+        } else {
+            (RunStatus::Passed, crate::exit::SUCCESS)
+        };
+        events.emit(Event::RunFinished {
+            status,
+            duration_ms: millis(events.started.elapsed()),
+            exit_code,
+        });
+        events.sinks.finish();
+        events.sinks.exit_code().unwrap_or(exit_code)
+    }
 }
 
-/// The events of a phase that helixflow itself could not check, for `reason`.
-fn broken_phase(phase: String, elapsed: std::time::Duration, reason: &str) -> [Event; 2] {
-    [
-        Event::AttemptFinished {
-            phase: phase.clone(),
-            attempt: 1,
-            outcome: AttemptOutcome::Failed,
-            duration_ms: millis(elapsed),
-            failed_gates: Vec::new(),
-            feedback: None,
-            error: Some(reason.to_owned()),
-            usage: None,
-            class: None,
+/// Emits why a phase is not checked: the check was interrupted, or cannot go on.
+fn not_checked(name: String, tally: &Tally, events: &mut Events) {
+    let reason = tally
+        .broken
+        .clone()
+        .unwrap_or_else(|| "the check was interrupted".to_owned());
+    events.emit(Event::PhaseFinished {
+        phase: name,
+        status: if tally.broken.is_some() {
+            PhaseStatus::Skipped
+        } else {
+            PhaseStatus::Cancelled
         },
-        Event::PhaseFinished {
-            phase,
-            status: PhaseStatus::Failed,
-            attempts: 1,
-            duration_ms: millis(elapsed),
-            reason: Some(reason.to_owned()),
-        },
-    ]
+        attempts: 0,
+        duration_ms: 0,
+        reason: Some(reason),
+    });
+}
+
+/// Emits the failure of a phase that helixflow itself could not check, for `reason`; the check
+/// stops there.
+fn broken(
+    name: String,
+    reason: String,
+    phase_started: Instant,
+    tally: &mut Tally,
+    events: &mut Events,
+) {
+    events.emit(Event::AttemptFinished {
+        phase: name.clone(),
+        attempt: 1,
+        outcome: AttemptOutcome::Failed,
+        duration_ms: millis(phase_started.elapsed()),
+        failed_gates: Vec::new(),
+        feedback: None,
+        error: Some(reason.clone()),
+        usage: None,
+        class: None,
+    });
+    events.emit(Event::PhaseFinished {
+        phase: name,
+        status: PhaseStatus::Failed,
+        attempts: 1,
+        duration_ms: millis(phase_started.elapsed()),
+        reason: Some(reason.clone()),
+    });
+    tally.any_failed = true;
+    tally.broken = Some(reason);
 }
 
 /// The phase with no `fix` on its command gates.
@@ -255,26 +365,4 @@ fn without_fixes(phase: &Phase) -> Phase {
         }
     }
     phase
-}
-
-/// First SIGINT or SIGTERM: stop the running gate command (TERM, grace, KILL); second: KILL.
-async fn watch_signals(cancel: Cancel) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        if cancel.soft.is_cancelled() {
-            cancel.hard.cancel();
-        } else {
-            cancel.soft.cancel();
-        }
-    }
 }

@@ -13,6 +13,7 @@ mod observe;
 pub(crate) mod plan;
 pub(crate) mod run;
 mod schedule;
+mod signals;
 mod state;
 
 pub(crate) use attempt::attempt_prompt;

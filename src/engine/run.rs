@@ -297,31 +297,16 @@ async fn sweep(run: &Arc<Run>) {
 
 /// First SIGINT or SIGTERM: cancel (TERM, grace, KILL). Second: KILL at once.
 async fn watch_signals(run: Arc<Run>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    let mut count = 0;
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        count += 1;
-        if count == 1 {
-            run.emit(Event::Warning {
-                message:
-                    "interrupted: stopping every running child (press Ctrl-C again to kill at once)"
-                        .into(),
-            });
-            run.state.cancel.cancel(CancelReason::Interrupted);
-        } else {
-            run.cancel().hard.cancel();
-        }
-    }
+    let cancel = run.cancel().clone();
+    super::signals::watch(cancel, move || {
+        run.emit(Event::Warning {
+            message:
+                "interrupted: stopping every running child (press Ctrl-C again to kill at once)"
+                    .into(),
+        });
+        run.state.cancel.cancel(CancelReason::Interrupted);
+    })
+    .await;
 }
 
 /// Stamps every event and hands it to the sinks: events that queued up meanwhile go together, so
