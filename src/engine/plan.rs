@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::fingerprint::{self, Definition};
 use crate::graph::PhaseGraph;
-use crate::model::{PhaseId, Pipeline};
+use crate::model::{Phase, PhaseId, Pipeline};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, Records};
 use crate::store::run::list_runs;
@@ -296,135 +296,105 @@ pub(crate) fn plan(
         .into_iter()
         .flatten()
         .collect();
-    let order: Vec<usize> = everything
-        .iter()
-        .copied()
+    let mut planner = Planner {
+        pipeline,
+        force,
+        redactor,
+        exclude,
+        previous,
+        from: from_onwards(pipeline, &everything, force),
+        will_run: BTreeSet::new(),
+        records: RecordCache {
+            records,
+            read: HashMap::new(),
+        },
+    };
+    everything
+        .into_iter()
         .filter(|&i| is_selected[i])
-        .collect();
-    let name = |i: usize| pipeline.phases[i].name.value.as_str();
-    // `--from`: that phase and everything downstream.
+        .map(|i| planner.phase_plan(i, ids[i]))
+        .collect()
+}
+
+/// `--from`: that phase and everything downstream of it, by name; `everything` is every phase in
+/// a topological order.
+fn from_onwards<'a>(
+    pipeline: &'a Pipeline,
+    everything: &[usize],
+    force: &'a Force,
+) -> BTreeSet<&'a str> {
     let mut from: BTreeSet<&str> = BTreeSet::new();
     if let Some(start) = &force.from {
         from.insert(start.as_str());
-        for &i in &everything {
+        for &i in everything {
             let phase = &pipeline.phases[i];
             if phase
                 .depends_on
                 .iter()
                 .any(|d| from.contains(d.value.as_str()))
             {
-                from.insert(name(i));
+                from.insert(phase.name.value.as_str());
             }
         }
     }
-    let mut will_run: BTreeSet<&str> = BTreeSet::new();
-    // Fingerprints of records, read once (also of phases outside the selection).
-    let mut cache: HashMap<String, Option<Rc<PhaseRecord>>> = HashMap::new();
-    let mut read = |phase: &str| -> Option<Rc<PhaseRecord>> {
-        if let Some(cached) = cache.get(phase) {
+    from
+}
+
+/// Records of passed phases, each read once (also of phases outside the selection).
+struct RecordCache<'a> {
+    records: &'a Records,
+    read: HashMap<String, Option<Rc<PhaseRecord>>>,
+}
+
+impl RecordCache<'_> {
+    fn read(&mut self, phase: &str) -> Option<Rc<PhaseRecord>> {
+        if let Some(cached) = self.read.get(phase) {
             return cached.clone();
         }
-        let record = records.read(phase).ok().flatten().map(Rc::new);
-        cache.insert(phase.to_owned(), record.clone());
+        let record = self.records.read(phase).ok().flatten().map(Rc::new);
+        self.read.insert(phase.to_owned(), record.clone());
         record
-    };
-    let mut plans = Vec::new();
-    for i in order {
-        let phase = &pipeline.phases[i];
-        let mut reasons = Vec::new();
-        if force.all || force.phases.iter().any(|p| p == name(i)) {
-            reasons.push(Reason::Forced);
-        }
-        if from.contains(name(i)) {
-            reasons.push(Reason::From {
-                phase: force.from.clone().unwrap_or_default(),
-            });
-        }
-        if phase.always_run {
-            reasons.push(Reason::AlwaysRun);
-        }
+    }
+}
+
+/// The plan under way: what it reads, and the phases found to run so far.
+struct Planner<'a> {
+    pipeline: &'a Pipeline,
+    force: &'a Force,
+    redactor: &'a Redactor,
+    exclude: &'a [PathBuf],
+    previous: Option<&'a RunSummary>,
+    /// The phases `--from` selects.
+    from: BTreeSet<&'a str>,
+    /// The phases planned so far that will run.
+    will_run: BTreeSet<&'a str>,
+    records: RecordCache<'a>,
+}
+
+impl Planner<'_> {
+    /// The plan of the phase at `index`; its dependencies are planned already.
+    fn phase_plan(&mut self, index: usize, id: PhaseId) -> PhasePlan {
+        let pipeline = self.pipeline;
+        let phase = &pipeline.phases[index];
+        let name = phase.name.value.as_str();
+        let mut reasons = self.asked_for(phase);
         let upstream_runs: Vec<String> = phase
             .depends_on
             .iter()
-            .filter(|d| will_run.contains(d.value.as_str()))
+            .filter(|d| self.will_run.contains(d.value.as_str()))
             .map(|d| d.value.clone())
             .collect();
-        let record = read(name(i));
-        let upstream =
-            fingerprint::upstream(phase, |name| read(name).map(|r| r.fingerprint.clone()));
-        let definition = fingerprint::definition(pipeline, phase, redactor);
-        let input_paths = fingerprint::input_paths(pipeline, phase, exclude);
-        let inputs = fingerprint::stamps(
-            &pipeline.workspace,
-            &input_paths,
-            record.as_ref().map(|r| &r.inputs),
-        );
-        let stopped = previous.and_then(|run| {
-            let summary = run.phases.iter().find(|p| p.name == name(i))?;
-            // `run.json` may be a second behind the live run: a phase it shows as pending may
-            // have started since.
-            if let Some(pid) = run.running_pid()
-                && matches!(summary.status.as_str(), "pending" | "running")
-            {
-                return Some(Reason::Running {
-                    run_id: run.run_id.clone(),
-                    pid,
-                });
-            }
-            let was = match summary.status.as_str() {
-                "failed" | "cancelled" => summary.status.clone(),
-                "running" => "running".to_owned(),
-                _ => return None,
-            };
-            Some(Reason::Resumed {
-                run_id: run.run_id.clone(),
-                was,
-                attempts: phase.retries.saturating_add(1),
-            })
+        let record = self.records.read(name);
+        let upstream = fingerprint::upstream(phase, |name| {
+            self.records.read(name).map(|r| r.fingerprint.clone())
         });
-        let mut restamped = None;
-        match &record {
-            None => reasons.push(stopped.unwrap_or(Reason::NeverPassed)),
-            Some(record) => {
-                // A dependency without a record now did not pass again: when it runs now, that
-                // is the reason below; else it is one of its own.
-                let (unpassed, passed): (BTreeMap<_, _>, BTreeMap<_, _>) = upstream
-                    .into_iter()
-                    .partition(|(_, fingerprint)| fingerprint == fingerprint::NOT_PASSED);
-                compare(record, &definition, &inputs, &passed, &mut reasons);
-                let not_passed: Vec<String> = unpassed
-                    .into_keys()
-                    .filter(|phase| {
-                        record.upstream.get(phase).map(String::as_str)
-                            != Some(fingerprint::NOT_PASSED)
-                            && !will_run.contains(phase.as_str())
-                    })
-                    .collect();
-                if !not_passed.is_empty() {
-                    reasons.push(Reason::UpstreamNotPassed { phases: not_passed });
-                }
-                // The declared outputs as they resolve now, and every file the record stamped
-                // (the files the phase made or changed): one gone or changed since counts.
-                let mut output_paths = fingerprint::output_paths(pipeline, phase, exclude);
-                output_paths.extend(record.outputs.keys().cloned());
-                output_paths.sort();
-                output_paths.dedup();
-                let outputs =
-                    fingerprint::stamps(&pipeline.workspace, &output_paths, Some(&record.outputs));
-                let files = FileChanges::between(&record.outputs, &outputs);
-                if !files.is_empty() {
-                    reasons.push(Reason::OutputsChanged { files });
-                }
-                // Same content under a new modification time (a `touch`, a checkout): the
-                // record takes the new times, so the next check need not read the file again.
-                if record.inputs != inputs || record.outputs != outputs {
-                    let mut newer = PhaseRecord::clone(record);
-                    newer.inputs = inputs;
-                    newer.outputs = outputs;
-                    restamped = Some(newer);
-                }
+        let mut restamped = match &record {
+            None => {
+                reasons.push(self.stopped(phase).unwrap_or(Reason::NeverPassed));
+                None
             }
-        }
+            Some(record) => self.against_record(phase, record, upstream, &mut reasons),
+        };
         if !upstream_runs.is_empty() {
             reasons.push(Reason::UpstreamRuns {
                 phases: upstream_runs,
@@ -434,18 +404,113 @@ pub(crate) fn plan(
             record.as_ref().map(|r| r.run_id.clone())
         } else {
             restamped = None;
-            will_run.insert(name(i));
+            self.will_run.insert(name);
             None
         };
-        plans.push(PhasePlan {
-            phase: name(i).to_owned(),
-            id: ids[i],
+        PhasePlan {
+            phase: name.to_owned(),
+            id,
             up_to_date,
             reasons,
             restamped,
-        });
+        }
     }
-    plans
+
+    /// The reasons the user gave on the command line or in the pipeline to run `phase`.
+    fn asked_for(&self, phase: &Phase) -> Vec<Reason> {
+        let name = phase.name.value.as_str();
+        let mut reasons = Vec::new();
+        if self.force.all || self.force.phases.iter().any(|p| p == name) {
+            reasons.push(Reason::Forced);
+        }
+        if self.from.contains(name) {
+            reasons.push(Reason::From {
+                phase: self.force.from.clone().unwrap_or_default(),
+            });
+        }
+        if phase.always_run {
+            reasons.push(Reason::AlwaysRun);
+        }
+        reasons
+    }
+
+    /// Why a phase without a record did not pass in the previous run: it is running there, or it
+    /// failed or was cancelled (this run resumes it).
+    fn stopped(&self, phase: &Phase) -> Option<Reason> {
+        let run = self.previous?;
+        let summary = run.phases.iter().find(|p| p.name == phase.name.value)?;
+        // `run.json` may be a second behind the live run: a phase it shows as pending may
+        // have started since.
+        if let Some(pid) = run.running_pid()
+            && matches!(summary.status.as_str(), "pending" | "running")
+        {
+            return Some(Reason::Running {
+                run_id: run.run_id.clone(),
+                pid,
+            });
+        }
+        let was = match summary.status.as_str() {
+            "failed" | "cancelled" => summary.status.clone(),
+            "running" => "running".to_owned(),
+            _ => return None,
+        };
+        Some(Reason::Resumed {
+            run_id: run.run_id.clone(),
+            was,
+            attempts: phase.retries.saturating_add(1),
+        })
+    }
+
+    /// What changed since `phase` passed, as `record` says; returns the record with new
+    /// modification times when only those changed.
+    fn against_record(
+        &self,
+        phase: &Phase,
+        record: &PhaseRecord,
+        upstream: BTreeMap<String, String>,
+        reasons: &mut Vec<Reason>,
+    ) -> Option<PhaseRecord> {
+        let pipeline = self.pipeline;
+        let definition = fingerprint::definition(pipeline, phase, self.redactor);
+        let input_paths = fingerprint::input_paths(pipeline, phase, self.exclude);
+        let inputs = fingerprint::stamps(&pipeline.workspace, &input_paths, Some(&record.inputs));
+        // A dependency without a record now did not pass again: when it runs now, that
+        // is the reason below; else it is one of its own.
+        let (unpassed, passed): (BTreeMap<_, _>, BTreeMap<_, _>) = upstream
+            .into_iter()
+            .partition(|(_, fingerprint)| fingerprint == fingerprint::NOT_PASSED);
+        compare(record, &definition, &inputs, &passed, reasons);
+        let not_passed: Vec<String> = unpassed
+            .into_keys()
+            .filter(|phase| {
+                record.upstream.get(phase).map(String::as_str) != Some(fingerprint::NOT_PASSED)
+                    && !self.will_run.contains(phase.as_str())
+            })
+            .collect();
+        if !not_passed.is_empty() {
+            reasons.push(Reason::UpstreamNotPassed { phases: not_passed });
+        }
+        // The declared outputs as they resolve now, and every file the record stamped
+        // (the files the phase made or changed): one gone or changed since counts.
+        let mut output_paths = fingerprint::output_paths(pipeline, phase, self.exclude);
+        output_paths.extend(record.outputs.keys().cloned());
+        output_paths.sort();
+        output_paths.dedup();
+        let outputs =
+            fingerprint::stamps(&pipeline.workspace, &output_paths, Some(&record.outputs));
+        let files = FileChanges::between(&record.outputs, &outputs);
+        if !files.is_empty() {
+            reasons.push(Reason::OutputsChanged { files });
+        }
+        // Same content under a new modification time (a `touch`, a checkout): the
+        // record takes the new times, so the next check need not read the file again.
+        (record.inputs != inputs || record.outputs != outputs).then(|| {
+            let mut newer = record.clone();
+            newer.inputs = inputs;
+            newer.outputs = outputs;
+            newer
+        })
+    }
 }
 
 /// What differs between a record and the phase now.
