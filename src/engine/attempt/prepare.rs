@@ -138,31 +138,11 @@ fn agent_child(
     session: &mut Session,
 ) -> std::io::Result<Result<Prepared, AttemptResult>> {
     let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
-    let name = &phase.name.value;
     let prompt = match attempt_prompt(phase, attempt, a.max_attempts, feedback_text) {
         Ok(prompt) => prompt,
         Err(e) => return Ok(Err(fatal(format!("the prompt does not render: {e:#}")))),
     };
-    // A retry continues the worker's own session when there is one; otherwise it starts
-    // a new one with the full prompt, which carries the feedback.
-    let resume = match (&agent.resume, session.to_resume(agent)) {
-        // Only with feedback to give: a try after a transient failure of the first attempt
-        // has none, and starts over with the full prompt.
-        (Some(argv), Some(id)) if attempt > 1 && feedback_file.is_some() => {
-            Some((argv, id.to_owned()))
-        }
-        _ => None,
-    };
-    let session_id = if let Some((_, id)) = &resume {
-        id.clone()
-    } else {
-        let id = uuid::Uuid::new_v4().to_string();
-        *session = Session {
-            given: Some(id.clone()),
-            reported: None,
-        };
-        id
-    };
+    let (resume, session_id) = choose_session(agent, attempt, feedback_file, session);
     let argv_template = resume.as_ref().map_or(&agent.command, |(argv, _)| *argv);
     let reads_file = argv_template.iter().any(|arg| arg.contains("prompt_file"));
     let file = PromptFile::write(
@@ -174,7 +154,7 @@ fn agent_child(
     let mut values = BTreeMap::from([
         ("prompt", prompt.clone()),
         ("prompt_file", file.path().display().to_string()),
-        ("phase", name.clone()),
+        ("phase", phase.name.value.clone()),
         ("attempt", attempt.to_string()),
         ("workspace", a.workspace().display().to_string()),
         ("session_id", session_id.clone()),
@@ -186,20 +166,8 @@ fn agent_child(
             feedback_file.map_or(Path::new("feedback.md"), PathBuf::as_path),
         )
     });
-    // `resume` may also name the previous attempt's feedback; in `command` those
-    // placeholders are not replaced (lint reports them).
     if let Some(given) = &given_feedback {
-        std::fs::write(
-            dir.join("feedback-given.md"),
-            run.ctx.redactor.redact(given),
-        )?;
-        values.insert("feedback", given.clone());
-        values.insert(
-            "feedback_file",
-            feedback_file
-                .map(|f| f.display().to_string())
-                .unwrap_or_default(),
-        );
+        give_feedback(a, given, feedback_file, &mut values)?;
     }
     let mut argv = render_argv(argv_template, &values);
     argv.extend(agent.turn_limit_args(phase.max_turns));
@@ -220,37 +188,107 @@ fn agent_child(
     if let Some(text) = &stdin {
         std::fs::write(dir.join("stdin.txt"), run.ctx.redactor.redact(text))?;
     }
-    if let Some((at, arg)) = argv
-        .iter()
-        .enumerate()
-        .find(|(_, arg)| arg.len() >= ARGUMENT_LIMIT)
-    {
-        return Ok(Err(fatal(format!(
-            "argument {at} of the agent's {} is {} bytes, more than the 128 KiB the \
-             operating system allows in one argument: give the agent the prompt on \
-             standard input (`stdin #true`) or as a file (`{{{{ prompt_file }}}}`) instead \
-             of in its argv",
-            if resume.is_some() {
-                "`resume`"
-            } else {
-                "`command`"
-            },
-            arg.len()
-        ))));
+    if let Some(ended) = too_long_argument(&argv, resume.is_some()) {
+        return Ok(Err(ended));
     }
     // Kept until the attempt is over: a private copy is removed when it is dropped, and by
     // the watchdog should helixflow be killed first.
     let cleanup = watchdog::cleanup_on_crash(&file);
-    let prompt_file = Some((file, cleanup));
+    let spec = agent_spec(a, agent, &argv, stdin)?;
+    Ok(Ok(Prepared {
+        spec,
+        task: prompt,
+        prompt_file: Some((file, cleanup)),
+    }))
+}
+
+/// The session this invocation continues with the agent's `resume` argv, if any, and the id of
+/// its session either way (a new one is remembered in `session`).
+fn choose_session<'a>(
+    agent: &'a Agent,
+    attempt: u32,
+    feedback_file: Option<&PathBuf>,
+    session: &mut Session,
+) -> (Option<(&'a Vec<String>, String)>, String) {
+    // A retry continues the worker's own session when there is one; otherwise it starts
+    // a new one with the full prompt, which carries the feedback.
+    let resume = match (&agent.resume, session.to_resume(agent)) {
+        // Only with feedback to give: a try after a transient failure of the first attempt
+        // has none, and starts over with the full prompt.
+        (Some(argv), Some(id)) if attempt > 1 && feedback_file.is_some() => {
+            Some((argv, id.to_owned()))
+        }
+        _ => None,
+    };
+    let session_id = if let Some((_, id)) = &resume {
+        id.clone()
+    } else {
+        let id = uuid::Uuid::new_v4().to_string();
+        *session = Session {
+            given: Some(id.clone()),
+            reported: None,
+        };
+        id
+    };
+    (resume, session_id)
+}
+
+/// Records the feedback a resumed agent is given (`feedback-given.md`) and offers it to the
+/// `resume` argv's placeholders.
+fn give_feedback(
+    a: &Attempt<'_>,
+    given: &str,
+    feedback_file: Option<&PathBuf>,
+    values: &mut BTreeMap<&str, String>,
+) -> std::io::Result<()> {
+    // `resume` may also name the previous attempt's feedback; in `command` those
+    // placeholders are not replaced (lint reports them).
+    std::fs::write(
+        a.dir.join("feedback-given.md"),
+        a.run.ctx.redactor.redact(given),
+    )?;
+    values.insert("feedback", given.to_owned());
+    values.insert(
+        "feedback_file",
+        feedback_file
+            .map(|f| f.display().to_string())
+            .unwrap_or_default(),
+    );
+    Ok(())
+}
+
+/// The end of an attempt whose argv holds an argument the operating system refuses.
+fn too_long_argument(argv: &[String], resume: bool) -> Option<AttemptResult> {
+    let (at, arg) = argv
+        .iter()
+        .enumerate()
+        .find(|(_, arg)| arg.len() >= ARGUMENT_LIMIT)?;
+    Some(fatal(format!(
+        "argument {at} of the agent's {} is {} bytes, more than the 128 KiB the \
+         operating system allows in one argument: give the agent the prompt on \
+         standard input (`stdin #true`) or as a file (`{{{{ prompt_file }}}}`) instead \
+         of in its argv",
+        if resume { "`resume`" } else { "`command`" },
+        arg.len()
+    )))
+}
+
+/// The agent's child process: its argv, standard input, time limits and the agent's `env`.
+fn agent_spec(
+    a: &Attempt<'_>,
+    agent: &Agent,
+    argv: &[String],
+    stdin: Option<String>,
+) -> std::io::Result<ChildSpec> {
     let mut spec = ChildSpec::argv(
-        &argv,
+        argv,
         a.workspace(),
-        dir.join("stdout.log"),
-        dir.join("stderr.log"),
+        a.dir.join("stdout.log"),
+        a.dir.join("stderr.log"),
     )?;
     spec.stdin = stdin.map(String::into_bytes);
-    let task = prompt;
-    spec.timeout = phase
+    spec.timeout = a
+        .phase
         .timeout
         .or(agent.timeout)
         .map(crate::model::Millis::duration);
@@ -261,11 +299,7 @@ fn agent_child(
             .iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v))),
     );
-    Ok(Ok(Prepared {
-        spec,
-        task,
-        prompt_file,
-    }))
+    Ok(spec)
 }
 
 /// The child's environment: the pipeline's `env`, then the agent's (already in `spec`), then the
