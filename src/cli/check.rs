@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use super::input;
-use super::run::{absolute, kill_grace, sinks};
+use super::reporters::ReportArgs;
+use super::run::kill_grace;
 use crate::engine::check::{CheckOptions, check};
 
 /// Arguments of `helixflow check`.
@@ -12,15 +13,8 @@ use crate::engine::check::{CheckOptions, check};
 pub(crate) struct Args {
     /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
     file: Option<PathBuf>,
-    /// Write every event as NDJSON to FILE (`-` for standard output).
-    #[arg(long, value_name = "FILE")]
-    events: Option<PathBuf>,
-    /// Write a `JUnit` XML report to FILE (a file: not `-`).
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Plain lines instead of progress bars (the default when standard error is not a terminal).
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    reports: ReportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
@@ -33,24 +27,13 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(grace) => grace,
         Err(message) => return input::fail(&message),
     };
-    let (reporters, _progress) = match sinks(
-        args.events.as_deref(),
-        args.junit.as_deref(),
-        args.no_progress,
-        &pipeline,
-    ) {
+    let (reporters, _progress) = match args.reports.sinks(&pipeline) {
         Ok(reporters) => reporters,
         Err(message) => return input::fail(&message),
     };
     let options = CheckOptions {
         grace,
-        reports: args
-            .events
-            .iter()
-            .filter(|path| path.as_os_str() != "-")
-            .chain(&args.junit)
-            .map(|path| absolute(path))
-            .collect(),
+        reports: args.reports.files(),
     };
     // Should helixflow itself be killed, the watchdog stops the gate command it leaves behind.
     if let Err(e) = crate::process::watchdog::start(grace, None) {

@@ -13,6 +13,7 @@ mod graph;
 mod input;
 mod lint;
 mod lsp;
+mod reporters;
 mod run;
 mod runs;
 mod schema;

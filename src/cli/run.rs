@@ -2,25 +2,25 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufWriter, IsTerminal};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::input;
+use super::reporters::ReportArgs;
 use crate::agent::prompt::{render_argv, shell_quote};
 use crate::diagnostics::did_you_mean;
 use crate::engine::plan::{Force, PhasePlan};
 use crate::engine::{Bundles, RunOptions, attempt_prompt, execute};
 use crate::event::CheckKind;
-use crate::event::sink::{EventSink, Sinks};
 use crate::graph::PhaseGraph;
 use crate::model::{Phase, Pipeline, VerifyMode, Worker};
-use crate::report::{Junit, Ndjson, Plain, Progress, ProgressPause, Summary};
+use crate::report::ProgressPause;
 use crate::store::lock::RunLock;
 use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow run`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 #[allow(
     clippy::struct_excessive_bools,
     reason = "command-line switches, each its own flag"
@@ -53,15 +53,8 @@ pub(crate) struct Args {
     /// agent's argv with its prompt) and run nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Write every event as NDJSON to FILE (`-` for standard output).
-    #[arg(long, value_name = "FILE")]
-    events: Option<PathBuf>,
-    /// Write a `JUnit` XML report to FILE (a file: not `-`).
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Plain lines instead of progress bars (the default when standard error is not a terminal).
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    reports: ReportArgs,
     /// Write a bundle (`phases/<phase>/bundle.hxb`) for every phase that passes, `run` steps
     /// included (by default only agent and isolated phases leave one: two walks of the workspace
     /// per attempt cost little beside an agent, much beside a short step).
@@ -106,32 +99,8 @@ fn force(args: &Args, pipeline: &Pipeline) -> Result<Force, String> {
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    // `helixflow run --force pipeline.kdl`: a bare `--force`, then the file.
-    let mut fixed;
-    let mut args = args;
-    if args.file.is_none()
-        && let Some(forced) = &args.force
-        && let Some(at) = forced.iter().position(|v| {
-            Path::new(v)
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("kdl"))
-                && Path::new(v).is_file()
-        })
-    {
-        fixed = Args {
-            file: Some(PathBuf::from(&forced[at])),
-            force: args.force.clone(),
-            from: args.from.clone(),
-            only: args.only.clone(),
-            events: args.events.clone(),
-            junit: args.junit.clone(),
-            ..*args
-        };
-        if let Some(values) = &mut fixed.force {
-            values[at] = String::new();
-        }
-        args = &fixed;
-    }
+    let fixed = with_forced_file(args);
+    let args = fixed.as_ref().unwrap_or(args);
     // `--only a b` (one option, two phases) reads `b` as the pipeline file.
     if let (Some(file), Some(last)) = (&args.file, args.only.last())
         && !file.exists()
@@ -154,26 +123,11 @@ pub(crate) fn run(args: &Args) -> i32 {
         Err(message) => return input::fail(&message),
     };
     if args.dry_run {
-        let jobs = RunOptions {
-            jobs: args.jobs,
-            ..RunOptions::default()
-        }
-        .max_parallel(&pipeline);
-        // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
-        let redactor = pipeline.redactor();
-        let (plans, previous) =
-            crate::engine::plan::for_run(&pipeline, &args.only, &force, &report_files(args));
-        return super::emit(&redactor.redact(&plan(
-            &pipeline,
-            &args.only,
-            jobs,
-            &plans,
-            previous.as_ref(),
-        )));
+        return dry_run(args, &pipeline, &force);
     }
     // A report that cannot be written is found out before anything is, the state folder
     // included.
-    if let Err(message) = check_junit(args.junit.as_deref()) {
+    if let Err(message) = args.reports.check() {
         return input::fail(&message);
     }
     // One run at a time per state folder, from before the records are read until the end.
@@ -181,7 +135,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(lock) => lock,
         Err(code) => return code,
     };
-    let (reporters, progress) = match reporters(args, &pipeline) {
+    let (reporters, progress) = match args.reports.sinks(&pipeline) {
         Ok(reporters) => reporters,
         Err(message) => return input::fail(&message),
     };
@@ -195,26 +149,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             "warning: no watchdog for this run ({e}): if helixflow is killed, its agents may go on running"
         );
     }
-    let options = RunOptions {
-        jobs: args.jobs,
-        only: args.only.clone(),
-        grace,
-        reports: report_files(args),
-        force,
-        bundles: if args.bundles {
-            Bundles::All
-        } else if args.no_bundles {
-            Bundles::None
-        } else {
-            Bundles::Agents
-        },
-        // A person at the terminal answers `approval` gates there; otherwise the run waits for
-        // `helixflow approve`.
-        approver: std::io::stdin().is_terminal().then(|| {
-            Arc::new(super::approver::TerminalApprover::new(progress))
-                as Arc<dyn crate::engine::approvals::Approver>
-        }),
-    };
+    let options = options(args, grace, force, progress);
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that
     // made up much of the cost per phase (bench/schedule.sh: 1,000 phases, 1.03 s -> 0.83 s).
@@ -238,6 +173,71 @@ pub(crate) fn run(args: &Args) -> i32 {
             say!("error: the run failed: {e}");
             crate::exit::INTERNAL
         }
+    }
+}
+
+/// `helixflow run --force pipeline.kdl`: a bare `--force`, then the file. The arguments read
+/// that way, when they were written that way.
+fn with_forced_file(args: &Args) -> Option<Args> {
+    if args.file.is_some() {
+        return None;
+    }
+    let forced = args.force.as_ref()?;
+    let at = forced.iter().position(|v| {
+        Path::new(v)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("kdl"))
+            && Path::new(v).is_file()
+    })?;
+    let mut fixed = args.clone();
+    fixed.file = Some(PathBuf::from(&forced[at]));
+    if let Some(values) = &mut fixed.force {
+        values[at] = String::new();
+    }
+    Some(fixed)
+}
+
+/// `run --dry-run`: prints the plan and runs nothing.
+fn dry_run(args: &Args, pipeline: &Pipeline, force: &Force) -> i32 {
+    let jobs = RunOptions {
+        jobs: args.jobs,
+        ..RunOptions::default()
+    }
+    .max_parallel(pipeline);
+    // The plan shows rendered prompts and argv: secrets are redacted there as everywhere.
+    let redactor = pipeline.redactor();
+    let (plans, previous) =
+        crate::engine::plan::for_run(pipeline, &args.only, force, &args.reports.files());
+    super::emit(&redactor.redact(&plan(pipeline, &args.only, jobs, &plans, previous.as_ref())))
+}
+
+/// The run's options from its arguments; `progress` pauses the progress bars while a person
+/// answers an `approval` gate at the terminal.
+fn options(
+    args: &Args,
+    grace: std::time::Duration,
+    force: Force,
+    progress: Option<ProgressPause>,
+) -> RunOptions {
+    RunOptions {
+        jobs: args.jobs,
+        only: args.only.clone(),
+        grace,
+        reports: args.reports.files(),
+        force,
+        bundles: if args.bundles {
+            Bundles::All
+        } else if args.no_bundles {
+            Bundles::None
+        } else {
+            Bundles::Agents
+        },
+        // A person at the terminal answers `approval` gates there; otherwise the run waits for
+        // `helixflow approve`.
+        approver: std::io::stdin().is_terminal().then(|| {
+            Arc::new(super::approver::TerminalApprover::new(progress))
+                as Arc<dyn crate::engine::approvals::Approver>
+        }),
     }
 }
 
@@ -320,35 +320,6 @@ pub(super) fn kill_grace() -> Result<std::time::Duration, String> {
     }
 }
 
-/// The report files asked for, as absolute paths: snapshots of the workspace leave them out.
-fn report_files(args: &Args) -> Vec<PathBuf> {
-    args.events
-        .iter()
-        .filter(|path| path.as_os_str() != "-")
-        .chain(&args.junit)
-        .map(|path| absolute(path))
-        .collect()
-}
-
-/// `path` made absolute, with its folder's symbolic links and `..` resolved when that folder
-/// exists, so that it compares with paths inside the (canonical) workspace.
-pub(super) fn absolute(path: &Path) -> PathBuf {
-    let resolved = match (path.parent(), path.file_name()) {
-        (Some(folder), Some(name)) => {
-            let folder = if folder.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                folder
-            };
-            std::fs::canonicalize(folder).ok().map(|f| f.join(name))
-        }
-        _ => None,
-    };
-    resolved
-        .or_else(|| std::path::absolute(path).ok())
-        .unwrap_or_else(|| path.to_owned())
-}
-
 fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     for name in only {
         if pipeline.phase(name).is_none() {
@@ -358,71 +329,6 @@ fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
                 None => format!("--only: no phase \"{name}\""),
             });
         }
-    }
-    Ok(())
-}
-
-/// The run's sinks, and the handle that pauses its progress bars when they are drawn.
-fn reporters(args: &Args, pipeline: &Pipeline) -> Result<(Sinks, Option<ProgressPause>), String> {
-    sinks(
-        args.events.as_deref(),
-        args.junit.as_deref(),
-        args.no_progress,
-        pipeline,
-    )
-}
-
-/// The reporters `--events`, `--junit` and `--no-progress` ask for, then the summary, and the
-/// handle that pauses the progress bars when they are drawn (`run` and `check` share them).
-pub(super) fn sinks(
-    events: Option<&Path>,
-    junit: Option<&Path>,
-    no_progress: bool,
-    pipeline: &Pipeline,
-) -> Result<(Sinks, Option<ProgressPause>), String> {
-    // Checked before anything is written or run: a report that cannot be written is found out
-    // now, not after the work is done.
-    check_junit(junit)?;
-    let mut list: Vec<Box<dyn EventSink>> = Vec::new();
-    let stderr = std::io::stderr();
-    let mut pause = None;
-    if !no_progress && stderr.is_terminal() {
-        let progress = Progress::new(pipeline.phases.len());
-        pause = Some(progress.pause_handle());
-        list.push(Box::new(progress));
-    } else {
-        // Buffered and flushed after each event: one `write` per event rather than one per piece.
-        list.push(Box::new(Plain::new(BufWriter::new(std::io::stderr()))));
-    }
-    match events {
-        None => {}
-        Some(path) if path.as_os_str() == "-" => {
-            list.push(Box::new(Ndjson::new(std::io::stdout())));
-        }
-        Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("--events: cannot write {}: {e}", path.display()))?;
-            list.push(Box::new(Ndjson::file(BufWriter::new(file))));
-        }
-    }
-    if let Some(path) = junit {
-        list.push(Box::new(Junit::new(path)));
-    }
-    list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
-    Ok((Sinks::new(list), pause))
-}
-
-/// Whether a `JUnit` report can be written at `junit`.
-fn check_junit(junit: Option<&Path>) -> Result<(), String> {
-    if let Some(path) = junit {
-        // `-` means standard output to --events; here it would quietly be a file named `-`.
-        if path.as_os_str() == "-" {
-            return Err(
-                "--junit needs a file name: a JUnit report is not written to standard output (`--events -` is)"
-                    .to_owned(),
-            );
-        }
-        Junit::check(path).map_err(|e| format!("--junit: cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }
@@ -451,19 +357,7 @@ fn plan(
         pipeline.workspace.display()
     );
     if let Some(previous) = previous {
-        let _ = match previous.running_pid() {
-            Some(pid) => writeln!(
-                out,
-                "run {} is running (pid {pid}, since {}): a run now stops at once, or waits for it with --wait and then resumes it unless it passed",
-                previous.run_id, previous.started
-            ),
-            None => writeln!(
-                out,
-                "resumes run {} ({})",
-                previous.run_id,
-                previous.current_status()
-            ),
-        };
+        previous_run(&mut out, previous);
     }
     let graph = PhaseGraph::new(pipeline);
     for (level, phases) in graph.levels().unwrap_or_default().iter().enumerate() {
@@ -477,96 +371,121 @@ fn plan(
         }
     }
     for phase in pipeline.phases.iter().filter(|p| selected(&p.name.value)) {
-        let attempts = phase.retries + 1;
-        let _ = writeln!(
-            out,
-            "\nphase \"{}\" (up to {attempts} attempt{})",
-            phase.name.value,
-            if attempts == 1 { "" } else { "s" }
-        );
-        if !phase.depends_on.is_empty() {
-            let deps: Vec<&str> = phase.depends_on.iter().map(|d| d.value.as_str()).collect();
-            let _ = writeln!(out, "  after: {}", deps.join(", "));
-        }
-        if let Some(planned) = plans.iter().find(|p| p.phase == phase.name.value) {
-            match &planned.up_to_date {
-                Some(run_id) => {
-                    let _ = writeln!(out, "  up to date: passed in run {run_id}; skipped");
-                    continue;
-                }
-                None => {
-                    let _ = writeln!(out, "  will run: {}", crate::text::one_line(&planned.why()));
-                }
-            }
-        }
-        match &phase.worker {
-            Worker::Run(command) => {
-                let _ = writeln!(out, "  run: sh -c {}", shell_quote(command));
-            }
-            Worker::Agent(name) => {
-                let agent = &pipeline.agents[&name.value];
-                let prompt = attempt_prompt(phase, 1, attempts, "")
-                    .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
-                let mut values = BTreeMap::from([
-                    ("prompt", prompt.clone()),
-                    ("prompt_file", "<attempt folder>/prompt.md".to_owned()),
-                    ("phase", phase.name.value.clone()),
-                    ("attempt", "1".to_owned()),
-                    ("workspace", pipeline.workspace.display().to_string()),
-                    ("session_id", "<new session id>".to_owned()),
-                ]);
-                let shown = |argv: &[String], values: &BTreeMap<&str, String>| {
-                    let mut argv = render_argv(argv, values);
-                    argv.extend(agent.turn_limit_args(phase.max_turns));
-                    argv.iter()
-                        .map(|a| shell_quote(a))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                };
-                let _ = writeln!(
-                    out,
-                    "  agent \"{}\": {}",
-                    name.value,
-                    shown(&agent.command, &values)
-                );
-                if let Some(resume) = &agent.resume {
-                    values.insert("attempt", "N".to_owned());
-                    values.insert("prompt_file", "<attempt folder>/prompt.md".to_owned());
-                    values.insert("session_id", "<the session to continue>".to_owned());
-                    values.insert("feedback", "<feedback of the previous attempt>".to_owned());
-                    values.insert(
-                        "feedback_file",
-                        "<previous attempt folder>/feedback.md".to_owned(),
-                    );
-                    let _ = writeln!(out, "  retries: {}", shown(resume, &values));
-                }
-                if agent.stdin {
-                    let _ = writeln!(
-                        out,
-                        "  standard input: the prompt{}",
-                        if agent.resume.is_some() {
-                            "; on a retry that continues the session, the feedback"
-                        } else {
-                            ""
-                        }
-                    );
-                }
-                let _ = writeln!(out, "  prompt:");
-                for line in prompt.lines() {
-                    let _ = writeln!(out, "    | {line}");
-                }
-            }
-        }
-        let gates: Vec<String> = std::iter::once(CheckKind::Outputs.as_str().to_owned())
-            .filter(|_| !phase.outputs.is_empty())
-            .chain(phase.gates.iter().map(|g| g.name.clone()))
-            .collect();
-        if !gates.is_empty() {
-            let _ = writeln!(out, "  gates: {}", gates.join(", "));
-        }
-        verification(&mut out, pipeline, phase);
+        phase_plan(&mut out, pipeline, phase, plans);
     }
     out
+}
+
+/// The run this one resumes, or the live run it would wait for.
+fn previous_run(out: &mut String, previous: &RunSummary) {
+    let _ = match previous.running_pid() {
+        Some(pid) => writeln!(
+            out,
+            "run {} is running (pid {pid}, since {}): a run now stops at once, or waits for it with --wait and then resumes it unless it passed",
+            previous.run_id, previous.started
+        ),
+        None => writeln!(
+            out,
+            "resumes run {} ({})",
+            previous.run_id,
+            previous.current_status()
+        ),
+    };
+}
+
+/// One phase of the dry-run plan: up to date, or what it will run and how it is checked.
+fn phase_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, plans: &[PhasePlan]) {
+    let attempts = phase.retries + 1;
+    let _ = writeln!(
+        out,
+        "\nphase \"{}\" (up to {attempts} attempt{})",
+        phase.name.value,
+        if attempts == 1 { "" } else { "s" }
+    );
+    if !phase.depends_on.is_empty() {
+        let deps: Vec<&str> = phase.depends_on.iter().map(|d| d.value.as_str()).collect();
+        let _ = writeln!(out, "  after: {}", deps.join(", "));
+    }
+    if let Some(planned) = plans.iter().find(|p| p.phase == phase.name.value) {
+        match &planned.up_to_date {
+            Some(run_id) => {
+                let _ = writeln!(out, "  up to date: passed in run {run_id}; skipped");
+                return;
+            }
+            None => {
+                let _ = writeln!(out, "  will run: {}", crate::text::one_line(&planned.why()));
+            }
+        }
+    }
+    match &phase.worker {
+        Worker::Run(command) => {
+            let _ = writeln!(out, "  run: sh -c {}", shell_quote(command));
+        }
+        Worker::Agent(name) => agent_plan(out, pipeline, phase, &name.value, attempts),
+    }
+    let gates: Vec<String> = std::iter::once(CheckKind::Outputs.as_str().to_owned())
+        .filter(|_| !phase.outputs.is_empty())
+        .chain(phase.gates.iter().map(|g| g.name.clone()))
+        .collect();
+    if !gates.is_empty() {
+        let _ = writeln!(out, "  gates: {}", gates.join(", "));
+    }
+    verification(out, pipeline, phase);
+}
+
+/// The agent of a phase in the dry-run plan: its argv, that of its retries, its standard input
+/// and the prompt of the first attempt.
+fn agent_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, name: &str, attempts: u32) {
+    let agent = &pipeline.agents[name];
+    let prompt = attempt_prompt(phase, 1, attempts, "")
+        .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
+    let mut values = BTreeMap::from([
+        ("prompt", prompt.clone()),
+        ("prompt_file", "<attempt folder>/prompt.md".to_owned()),
+        ("phase", phase.name.value.clone()),
+        ("attempt", "1".to_owned()),
+        ("workspace", pipeline.workspace.display().to_string()),
+        ("session_id", "<new session id>".to_owned()),
+    ]);
+    let shown = |argv: &[String], values: &BTreeMap<&str, String>| {
+        let mut argv = render_argv(argv, values);
+        argv.extend(agent.turn_limit_args(phase.max_turns));
+        argv.iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(
+        out,
+        "  agent \"{name}\": {}",
+        shown(&agent.command, &values)
+    );
+    if let Some(resume) = &agent.resume {
+        values.insert("attempt", "N".to_owned());
+        values.insert("prompt_file", "<attempt folder>/prompt.md".to_owned());
+        values.insert("session_id", "<the session to continue>".to_owned());
+        values.insert("feedback", "<feedback of the previous attempt>".to_owned());
+        values.insert(
+            "feedback_file",
+            "<previous attempt folder>/feedback.md".to_owned(),
+        );
+        let _ = writeln!(out, "  retries: {}", shown(resume, &values));
+    }
+    if agent.stdin {
+        let _ = writeln!(
+            out,
+            "  standard input: the prompt{}",
+            if agent.resume.is_some() {
+                "; on a retry that continues the session, the feedback"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(out, "  prompt:");
+    for line in prompt.lines() {
+        let _ = writeln!(out, "    | {line}");
+    }
 }
 
 /// A phase's `scope`, `protect`, verify modes and, for `sub-agent`, the verifier's argv.
