@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::input;
 use crate::event::usage::{FailureClass, Usage};
@@ -289,8 +289,37 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
         .as_ref()
         .is_some_and(|s| s.current_status() == "running");
     let reason = recorded.and_then(|p| p.reason.clone());
-    let dir = run.phase_dir(phase);
-    let mut attempts: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
+    let mut attempts = attempt_folders(run, phase);
+    if attempts.is_empty() {
+        let status = recorded.map_or("", |p| p.status.as_str());
+        return no_attempts(run, phase, status, reason.as_deref(), running);
+    }
+    attempts.sort();
+    let ends = attempt_ends(run, phase);
+    let mut out = String::new();
+    for (n, path) in attempts {
+        let _ = writeln!(out, "── attempt {n} ({})", path.display());
+        let end = ends.get(&n);
+        if let Some(usage) = end.and_then(|end| end.usage.as_ref()) {
+            let turns = usage
+                .turns
+                .map(|t| format!(", {t} turns"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "   used: {}{turns}", usage.short());
+        }
+        if let Some(class) = end.and_then(|end| end.class) {
+            let _ = writeln!(out, "   failure class: {}", class.as_str());
+        }
+        write_gates(&mut out, &path);
+        let feedback = std::fs::read_to_string(path.join("feedback.md")).ok();
+        write_ending(&mut out, end, feedback, reason.as_deref(), running);
+    }
+    super::emit(&out)
+}
+
+/// The phase's attempt folders (`attempt-<n>`) with their numbers, in no order.
+fn attempt_folders(run: &RunDir, phase: &str) -> Vec<(u32, PathBuf)> {
+    std::fs::read_dir(run.phase_dir(phase))
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
@@ -305,91 +334,91 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    if attempts.is_empty() {
-        let status = recorded.map_or("", |p| p.status.as_str());
-        let why = reason
-            .as_deref()
-            .map(|r| format!(": {r}"))
-            .unwrap_or_default();
-        let text = match status {
-            "skipped" => format!("phase \"{phase}\" was skipped{why}"),
-            "pending" if running => format!("phase \"{phase}\" has not started yet"),
-            "pending" => format!("phase \"{phase}\" never started: the run ended before it"),
-            "" => {
-                return input::fail(&format!(
-                    "phase \"{phase}\" has no attempts in run {}",
-                    run.run_id
-                ));
-            }
-            status => format!("phase \"{phase}\" is {status}, with no attempts{why}"),
-        };
-        return super::emit(&format!("{text} (run {})\n", run.run_id));
-    }
-    attempts.sort();
-    let ends = attempt_ends(run, phase);
-    let mut out = String::new();
-    for (n, path) in attempts {
-        let _ = writeln!(out, "── attempt {n} ({})", path.display());
-        let end = ends.get(&n);
-        let outcome = end.map(|end| end.outcome);
-        if let Some(usage) = end.and_then(|end| end.usage.as_ref()) {
-            let turns = usage
-                .turns
-                .map(|t| format!(", {t} turns"))
-                .unwrap_or_default();
-            let _ = writeln!(out, "   used: {}{turns}", usage.short());
+        .unwrap_or_default()
+}
+
+/// What `show` says of a phase without attempts, from its `status` in `run.json` (empty when
+/// unknown).
+fn no_attempts(
+    run: &RunDir,
+    phase: &str,
+    status: &str,
+    reason: Option<&str>,
+    running: bool,
+) -> i32 {
+    let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    let text = match status {
+        "skipped" => format!("phase \"{phase}\" was skipped{why}"),
+        "pending" if running => format!("phase \"{phase}\" has not started yet"),
+        "pending" => format!("phase \"{phase}\" never started: the run ended before it"),
+        "" => {
+            return input::fail(&format!(
+                "phase \"{phase}\" has no attempts in run {}",
+                run.run_id
+            ));
         }
-        if let Some(class) = end.and_then(|end| end.class) {
-            let _ = writeln!(out, "   failure class: {}", class.as_str());
-        }
-        if let Ok(gates) = std::fs::read_to_string(path.join("gates.json"))
-            && let Ok(serde_json::Value::Array(reports)) =
-                serde_json::from_str::<serde_json::Value>(&gates)
-        {
-            for report in reports {
-                let _ = writeln!(
-                    out,
-                    "   {:<8} {} ({})",
-                    report["status"].as_str().unwrap_or("?"),
-                    report["name"].as_str().unwrap_or("?"),
-                    report["kind"].as_str().unwrap_or("?")
-                );
-            }
-        }
-        let feedback = std::fs::read_to_string(path.join("feedback.md")).ok();
-        match (outcome, feedback) {
-            (Some(AttemptOutcome::Failed) | None, Some(feedback)) => {
-                let _ = writeln!(out, "   feedback:");
-                for line in feedback.lines() {
-                    let _ = writeln!(out, "   | {}", crate::text::one_line(line));
-                }
-            }
-            (Some(AttemptOutcome::Failed), None) => {
-                let why = end
-                    .and_then(|end| end.error.as_deref())
-                    .unwrap_or("no feedback was written");
-                let _ = writeln!(out, "   failed: {}", crate::text::one_line(why));
-            }
-            (Some(AttemptOutcome::Passed), _) => {
-                let _ = writeln!(out, "   passed");
-            }
-            (Some(AttemptOutcome::Cancelled), _) => {
-                let _ = writeln!(
-                    out,
-                    "   cancelled: {}",
-                    reason.as_deref().unwrap_or("the run was stopped")
-                );
-            }
-            (None, None) if running => {
-                let _ = writeln!(out, "   running: this attempt has not finished yet");
-            }
-            (None, None) => {
-                let _ = writeln!(out, "   unfinished: the run ended before this attempt did");
-            }
+        status => format!("phase \"{phase}\" is {status}, with no attempts{why}"),
+    };
+    super::emit(&format!("{text} (run {})\n", run.run_id))
+}
+
+/// The gate reports of the attempt in `folder` (its `gates.json`), one line each.
+fn write_gates(out: &mut String, folder: &Path) {
+    if let Ok(gates) = std::fs::read_to_string(folder.join("gates.json"))
+        && let Ok(serde_json::Value::Array(reports)) =
+            serde_json::from_str::<serde_json::Value>(&gates)
+    {
+        for report in reports {
+            let _ = writeln!(
+                out,
+                "   {:<8} {} ({})",
+                report["status"].as_str().unwrap_or("?"),
+                report["name"].as_str().unwrap_or("?"),
+                report["kind"].as_str().unwrap_or("?")
+            );
         }
     }
-    super::emit(&out)
+}
+
+/// How an attempt ended: its feedback when it failed with some, else its outcome in a line.
+/// `reason` is why the phase was cancelled; `running` whether the run is live.
+fn write_ending(
+    out: &mut String,
+    end: Option<&AttemptEnd>,
+    feedback: Option<String>,
+    reason: Option<&str>,
+    running: bool,
+) {
+    match (end.map(|end| end.outcome), feedback) {
+        (Some(AttemptOutcome::Failed) | None, Some(feedback)) => {
+            let _ = writeln!(out, "   feedback:");
+            for line in feedback.lines() {
+                let _ = writeln!(out, "   | {}", crate::text::one_line(line));
+            }
+        }
+        (Some(AttemptOutcome::Failed), None) => {
+            let why = end
+                .and_then(|end| end.error.as_deref())
+                .unwrap_or("no feedback was written");
+            let _ = writeln!(out, "   failed: {}", crate::text::one_line(why));
+        }
+        (Some(AttemptOutcome::Passed), _) => {
+            let _ = writeln!(out, "   passed");
+        }
+        (Some(AttemptOutcome::Cancelled), _) => {
+            let _ = writeln!(
+                out,
+                "   cancelled: {}",
+                reason.unwrap_or("the run was stopped")
+            );
+        }
+        (None, None) if running => {
+            let _ = writeln!(out, "   running: this attempt has not finished yet");
+        }
+        (None, None) => {
+            let _ = writeln!(out, "   unfinished: the run ended before this attempt did");
+        }
+    }
 }
 
 /// How one attempt ended, as its `attempt-finished` event says.
