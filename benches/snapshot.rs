@@ -43,6 +43,10 @@ fn main() -> ExitCode {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 fn bench(dir: &Path, runs: usize) -> std::io::Result<()> {
     let plain = SnapshotOptions {
         exclude: vec![PathBuf::from(".helixflow")],

@@ -20,6 +20,10 @@ struct Share {
     invalid: Vec<(usize, String)>,
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 fn main() -> ExitCode {
     // cargo passes `--bench` to a harness-less bench; flags are not ours.
     let args: Vec<String> = std::env::args()

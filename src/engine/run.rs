@@ -34,6 +34,7 @@ pub(crate) struct RunOutcome {
 
 /// Runs a checked pipeline to the end. The caller has linted it and holds the `lock` of its state
 /// folder; `reporters` receive every event, after the run's journal and `run.json`.
+#[allow(clippy::too_many_lines, reason = "being split into steps separately")]
 pub(crate) async fn execute(
     pipeline: Pipeline,
     options: RunOptions,

@@ -297,6 +297,10 @@ impl Event {
     /// pipeline's author, and every record of the run is keyed by them, so a secret that happens
     /// to equal a phase's name must not split the phase's events from the phase.
     #[must_use]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event: the per-event match reads best whole"
+    )]
     pub(crate) fn redacted(self, redactor: &Redactor) -> Self {
         if redactor.is_empty() {
             return self;

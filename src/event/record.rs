@@ -108,6 +108,10 @@ impl Standing {
 
 impl RunRecord {
     /// Folds one event in.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event: the per-event match reads best whole"
+    )]
     pub(crate) fn apply(&mut self, stamped: &Stamped) {
         let now = stamped.elapsed_ms;
         self.last_elapsed_ms = self.last_elapsed_ms.max(now);

@@ -314,6 +314,10 @@ fn syntax_has_language(globs: &[String], outputs: &[Output]) -> bool {
 /// Warns about two phases that may run at once (neither depends on the other, directly or not)
 /// and have overlapping scopes. Candidate pairs are found through the globs' literal folders, so
 /// unrelated scopes are never compared.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut Diagnostics) {
     let scoped: Vec<usize> = (0..pipeline.phases.len())
         .filter(|&i| !pipeline.phases[i].scope.is_empty())
@@ -431,6 +435,10 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
 /// A phase's `protect` glob that covers another phase's `scope` or `outputs`, where the two may
 /// run at the same time: that phase's changes there are its own, which `protect` does not judge.
 /// One warning per pair of phases, at the first such glob.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 fn protect_overlaps_parallel_work(
     pipeline: &Pipeline,
     graph: &PhaseGraph,

@@ -110,6 +110,10 @@ impl Compiler<'_> {
         }
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "not yet cut into named steps; a known exception to remove"
+    )]
     fn main(&mut self, path: &Path, file: FileId, text: &str) -> Option<Pipeline> {
         let document = self.parse(file, text)?;
         Validator {
@@ -212,6 +216,10 @@ impl Compiler<'_> {
         Some(pipeline)
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "not yet cut into named steps; a known exception to remove"
+    )]
     fn pipeline_settings(
         &mut self,
         node: &KdlNode,
@@ -484,6 +492,10 @@ impl Compiler<'_> {
     }
 
     /// Expands and decodes one `phase` node.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "not yet cut into named steps; a known exception to remove"
+    )]
     fn phase(
         &mut self,
         node: &KdlNode,

@@ -294,6 +294,10 @@ impl Validator<'_> {
 
     /// Checks the KDL type of a value; the content (durations, regexes, globs, paths) is checked
     /// by the decoder after template parameters are substituted.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per value type: a table, read whole"
+    )]
     fn value(&mut self, entry: &KdlEntry, ty: ValueType, node: &str) {
         let span = value_span(self.file, entry);
         let value = entry.value();

@@ -196,6 +196,10 @@ enum Stop {
 /// (the message names the program). When `cancel` is already triggered, nothing is started: the
 /// logs are created empty and the exit says `cancelled`. If the returned future is dropped before
 /// it completes, the child's whole group is killed.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> {
     let started = Instant::now();
     let stdout_log = create_log(&spec.stdout)?;

@@ -240,6 +240,10 @@ fn failure_text(details: &[String], feedback: Option<&str>) -> String {
     text
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 fn write_suite(xml: &mut String, phase: &PhaseRecord, cases: &[Case], run: &RunRecord) {
     let name = attr(&phase.name);
     let _ = writeln!(

@@ -44,6 +44,10 @@ impl<W: Write + Send> Plain<W> {
         }
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event: the reporter's per-event match reads best whole"
+    )]
     fn write_event(&mut self, event: &Event) -> std::io::Result<()> {
         match event {
             Event::RunStarted {

@@ -192,6 +192,10 @@ impl Progress {
         self.multi.println(line)
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event: the reporter's per-event match reads best whole"
+    )]
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         match event {
             Event::RunStarted { phases, .. } => {

@@ -2,6 +2,11 @@
 //! subcommand or theme. `cargo test --test cli run::` runs one module; the library is linked
 //! once for all of them (each test binary that links it is 130–175 MB in a debug build).
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario with its assertions, read top to bottom"
+)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -3,6 +3,11 @@
 //! mutations — and the checks that read the sources (the layers, the layout of these tests).
 //! `cargo test --test engine gates::` runs one module.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario with its assertions, read top to bottom"
+)]
+
 mod gates;
 mod layers;
 mod process;

@@ -74,6 +74,7 @@ struct AttemptResult {
 /// Runs every attempt of one phase. A transient failure is tried again after a wait without
 /// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
 /// the phase at once; before each attempt the `max-cost` budgets are checked.
+#[allow(clippy::too_many_lines, reason = "being split into steps separately")]
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let phase = &run.ctx.pipeline[id];
     let _running = PhaseRunning::start(&run.state.alongside, id);

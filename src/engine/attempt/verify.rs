@@ -30,6 +30,7 @@ pub(super) struct Starts<'s> {
 /// their reports. The gates judge what the phase changed since `starts.phase`; `changes.json`
 /// says what this attempt changed. `task` is what the worker was asked to do, `response` its
 /// agent's final response.
+#[allow(clippy::too_many_lines, reason = "being split into steps separately")]
 pub(super) async fn verify(
     a: &Attempt<'_>,
     starts: Starts<'_>,

@@ -45,6 +45,10 @@ struct ShellRun {
 }
 
 impl CommandGate<'_> {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "not yet cut into named steps; a known exception to remove"
+    )]
     pub(super) async fn check(&self, ctx: &GateContext<'_>, watch: &mut ProtectWatch) -> Finding {
         let cwd = match self.cwd {
             None => ctx.workspace.to_owned(),

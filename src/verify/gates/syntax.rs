@@ -30,6 +30,10 @@ pub(super) fn describe(globs: &[String]) -> String {
 }
 
 /// Parses the outputs (or the files matching `globs`) in a supported language.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 pub(super) async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Finding {
     let (found, missing) = if globs.is_empty() {
         (

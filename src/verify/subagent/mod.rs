@@ -214,6 +214,10 @@ enum Record<'a> {
 /// does not render or cannot be started (the message names the program): helixflow could not
 /// verify at all, and retrying would fail the same way. Everything the verifier does wrong is a
 /// [`SubAgentOutcome::Void`] instead.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 pub async fn check(c: &SubAgentCheck<'_>) -> io::Result<SubAgentOutcome> {
     if c.cancel.is_cancelled() {
         return Ok(SubAgentOutcome::Cancelled);

@@ -274,6 +274,10 @@ fn takes_the_fast_path_on_every_valid_example_and_fixture() {
 /// Random documents built from KDL's pieces: values of every kind, properties, type
 /// annotations, comments, slashdashes, line continuations and children blocks, with a
 /// sprinkling of pieces out of place.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 fn document() -> impl Strategy<Value = String> {
     let value = prop_oneof![
         Just("1".to_owned()),

@@ -46,6 +46,10 @@ enum Context {
 
 /// How `scope` uses `name` in the text before byte `before`, outside the functions, classes,
 /// lambdas and comprehensions nested in it (their names and default values excepted).
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per kind of syntax node: a table, read whole"
+)]
 pub(super) fn name_use(scope: Node, name: &[u8], before: usize, text: &[u8]) -> NameUse {
     fn push_children<'t>(stack: &mut Vec<(Node<'t>, Context)>, node: Node<'t>, context: Context) {
         let mut cursor = node.walk();

@@ -234,6 +234,10 @@ impl<'t> PythonCheck<'t> {
     }
 
     /// The compiler's check of a node that depends on where it is.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per kind of syntax node: a table, read whole"
+    )]
     fn placement(&mut self, node: Node<'t>) -> Option<Finding> {
         let at = |message: &str| Some(Finding::new(node.start_byte(), message));
         let start = node.start_byte();
@@ -611,6 +615,10 @@ fn future_prefix_end(module: Node, text: &[u8]) -> usize {
 }
 
 impl<'t> NodeCheck<'t> for PythonCheck<'t> {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per kind of syntax node: a table, read whole"
+    )]
     fn visit(&mut self, node: Node<'t>, depth: u32) -> Option<Finding> {
         let start = node.start_byte();
         self.leave(start, depth);

@@ -275,6 +275,10 @@ pub(super) fn parameter_name(parameter: Node) -> Option<Node> {
 }
 
 /// Parameter lists: a name given twice, parameters after `**kwargs`, two `*` parameters.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 pub(super) fn parameter_list<'t>(
     node: Node<'t>,
     text: &[u8],

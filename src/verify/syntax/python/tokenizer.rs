@@ -107,6 +107,10 @@ pub(super) struct IndentProblem {
 /// reads a missing block as an empty one, an unexpected indent as a statement, an unindent to no
 /// outer level as a new one, and knows nothing of tab sizes. A line scan in the tokenizer's terms:
 /// brackets, strings, comments, blank lines and `\` continuations as Python reads them.
+#[allow(
+    clippy::too_many_lines,
+    reason = "not yet cut into named steps; a known exception to remove"
+)]
 pub(super) fn python_indentation(text: &[u8]) -> Vec<IndentProblem> {
     let mut out = Vec::new();
     let mut levels = vec![PythonIndent {
