@@ -34,7 +34,6 @@ pub(crate) struct RunOutcome {
 
 /// Runs a checked pipeline to the end. The caller has linted it and holds the `lock` of its state
 /// folder; `reporters` receive every event, after the run's journal and `run.json`.
-#[allow(clippy::too_many_lines, reason = "being split into steps separately")]
 pub(crate) async fn execute(
     pipeline: Pipeline,
     options: RunOptions,
@@ -63,13 +62,9 @@ pub(crate) async fn execute(
         opening.resumes(),
         selected.iter().map(|&id| pipeline[id].name.value.clone()),
     )?;
-    let sinks = reporters.with_first(vec![
-        Box::new(opening.journal) as Box<dyn EventSink>,
-        Box::new(run_json),
-    ]);
-    let (sender, receiver) = mpsc::channel();
-    let opened = opening.opened;
-    let dispatcher = std::thread::spawn(move || dispatch(receiver, sinks, opened));
+    let resumed = opening.resumed();
+    let (sender, dispatcher) =
+        spawn_dispatcher(opening.journal, run_json, reporters, opening.opened);
 
     let max_parallel = options.max_parallel(&pipeline) as usize;
     let timeout = pipeline.timeout.map(super::super::model::Millis::duration);
@@ -81,18 +76,7 @@ pub(crate) async fn execute(
     let listener = tokio::net::UnixListener::bind(&socket_path).ok();
     let ctx = RunContext {
         repository: crate::workspace::RepositoryGuard::new(&pipeline.workspace),
-        resumes: opening.previous.as_ref().map(|p| Resumed {
-            folder: RunDir {
-                run_id: p.run_id.clone(),
-                path: opening.state_dir.join("runs").join(&p.run_id),
-            },
-            passed: p
-                .phases
-                .iter()
-                .filter(|phase| phase.status == "passed")
-                .map(|phase| phase.name.clone())
-                .collect(),
-        }),
+        resumes: resumed,
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
@@ -130,18 +114,35 @@ pub(crate) async fn execute(
     let any_failed =
         super::schedule::schedule(&run, &selected, &up_to_date, max_parallel, timeout).await;
     // Aborted tasks let go of their `Run` (and its event sender) only once they are dropped.
-    signals.abort();
-    let _ = signals.await;
-    if let Some(server) = server {
-        server.abort();
-        let _ = server.await;
-        let _ = std::fs::remove_file(&socket_path);
+    for task in std::iter::once(signals).chain(server) {
+        task.abort();
+        let _ = task.await;
     }
+    let _ = std::fs::remove_file(&socket_path);
     let exit_code = finish(run, any_failed, started, dispatcher).await?;
     Ok(RunOutcome {
         exit_code,
         run: folder,
     })
+}
+
+/// Starts the dispatcher thread: the journal and `run.json` first, then the reporters.
+fn spawn_dispatcher(
+    journal: Journal,
+    run_json: RunJson,
+    reporters: Sinks,
+    opened: Instant,
+) -> (
+    mpsc::Sender<Event>,
+    std::thread::JoinHandle<std::io::Result<Option<i32>>>,
+) {
+    let sinks = reporters.with_first(vec![
+        Box::new(journal) as Box<dyn EventSink>,
+        Box::new(run_json),
+    ]);
+    let (sender, receiver) = mpsc::channel();
+    let dispatcher = std::thread::spawn(move || dispatch(receiver, sinks, opened));
+    (sender, dispatcher)
 }
 
 /// A run's folder, opened: what `execute` needs before it plans.
@@ -159,6 +160,23 @@ struct Opening {
 impl Opening {
     fn resumes(&self) -> Option<String> {
         self.previous.as_ref().map(|p| p.run_id.clone())
+    }
+
+    /// The unfinished run this one continues, with the phases that passed there.
+    fn resumed(&self) -> Option<Resumed> {
+        let previous = self.previous.as_ref()?;
+        Some(Resumed {
+            folder: RunDir {
+                run_id: previous.run_id.clone(),
+                path: self.state_dir.join("runs").join(&previous.run_id),
+            },
+            passed: previous
+                .phases
+                .iter()
+                .filter(|phase| phase.status == "passed")
+                .map(|phase| phase.name.clone())
+                .collect(),
+        })
     }
 }
 

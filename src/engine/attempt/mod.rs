@@ -74,7 +74,6 @@ struct AttemptResult {
 /// Runs every attempt of one phase. A transient failure is tried again after a wait without
 /// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
 /// the phase at once; before each attempt the `max-cost` budgets are checked.
-#[allow(clippy::too_many_lines, reason = "being split into steps separately")]
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let phase = &run.ctx.pipeline[id];
     let _running = PhaseRunning::start(&run.state.alongside, id);
@@ -105,29 +104,13 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             .retries
             .saturating_add(1)
             .saturating_add(tries.transient);
-        run.emit(Event::AttemptStarted {
-            phase: phase.name.value.clone(),
+        let number = Numbered {
             attempt,
             max_attempts,
-        });
-        let attempt_started = Instant::now();
-        let result = match one_attempt(
-            &run,
-            id,
-            attempt,
-            max_attempts,
-            previous_feedback.as_ref(),
-            &mut session,
-            &mut phase_before,
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
         };
-        if let Some(reason) = &result.fatal {
-            conclude::could_not_run(&run, phase, attempt, max_attempts, attempt_started, reason);
-        }
+        let previous = previous_feedback.as_ref();
+        let result =
+            attempt_once(&run, id, number, previous, &mut session, &mut phase_before).await;
         if let Some(usage) = &result.usage {
             add_spend(&run, phase, attempt, usage, &mut spend);
         }
@@ -153,25 +136,70 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
         }
         let backoff = tries.next_wait(phase, &result, transient);
         if !retry_after(&run, phase, attempt, backoff).await {
-            return finished(
-                PhaseStatus::Cancelled,
-                attempt,
-                Some(run.state.cancel.reason()),
-            );
+            let reason = run.state.cancel.reason();
+            return finished(PhaseStatus::Cancelled, attempt, Some(reason));
         }
         // A transient try does the same work again: the feedback of the last failure of the
         // work (if any) still applies.
         if !transient {
-            let feedback_file = run
-                .ctx
-                .folder
-                .attempt_dir(&phase.name.value, attempt)
-                .map(|d| d.join("feedback.md"))
-                .unwrap_or_default();
-            previous_feedback = result.feedback.map(|f| (f, feedback_file));
+            previous_feedback = result.feedback.map(|text| {
+                let file = run.ctx.folder.attempt_dir(&phase.name.value, attempt);
+                (
+                    text,
+                    file.map(|d| d.join("feedback.md")).unwrap_or_default(),
+                )
+            });
         }
         attempt += 1;
     }
+}
+
+/// An attempt's number, and how many the phase has now.
+#[derive(Clone, Copy)]
+struct Numbered {
+    attempt: u32,
+    max_attempts: u32,
+}
+
+/// One attempt, whatever happens: helixflow's own failure to run it ends it as a fatal failure,
+/// told in the journal.
+async fn attempt_once(
+    run: &Run,
+    id: PhaseId,
+    number: Numbered,
+    previous: Option<&(String, PathBuf)>,
+    session: &mut Session,
+    phase_before: &mut Option<Arc<Snapshot>>,
+) -> AttemptResult {
+    let Numbered {
+        attempt,
+        max_attempts,
+    } = number;
+    run.emit(Event::AttemptStarted {
+        phase: run.ctx.pipeline[id].name.value.clone(),
+        attempt,
+        max_attempts,
+    });
+    let started = Instant::now();
+    let result = match one_attempt(
+        run,
+        id,
+        attempt,
+        max_attempts,
+        previous,
+        session,
+        phase_before,
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
+    };
+    if let Some(reason) = &result.fatal {
+        let phase = &run.ctx.pipeline[id];
+        conclude::could_not_run(run, phase, attempt, max_attempts, started, reason);
+    }
+    result
 }
 
 /// Says that attempt `attempt + 1` comes after `backoff`, and waits for it; false when the run

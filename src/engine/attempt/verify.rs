@@ -30,7 +30,6 @@ pub(super) struct Starts<'s> {
 /// their reports. The gates judge what the phase changed since `starts.phase`; `changes.json`
 /// says what this attempt changed. `task` is what the worker was asked to do, `response` its
 /// agent's final response.
-#[allow(clippy::too_many_lines, reason = "being split into steps separately")]
 pub(super) async fn verify(
     a: &Attempt<'_>,
     starts: Starts<'_>,
@@ -40,21 +39,10 @@ pub(super) async fn verify(
 ) -> std::io::Result<Verified> {
     let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
     let name = &phase.name.value;
-    let before = starts.phase;
+    let before = starts.phase.clone();
     let mut reports: Vec<GateReport> = Vec::new();
     let mut verifier_void = None;
-    a.step(Step::Verify);
-    let observed = observe(
-        run,
-        phase,
-        a.workspace(),
-        before.as_ref(),
-        lists_files(phase),
-    )
-    .await?;
-    if let Some(attempt_before) = starts.attempt {
-        write_changes(run, phase, dir, attempt_before, &observed)?;
-    }
+    let observed = observed(a, &starts).await?;
     let alongside = run.phases_alongside(a.id);
     let env = super::super::observe::env(run, phase);
     let earlier_work = work_in_place(run, phase, &observed.after);
@@ -130,6 +118,18 @@ pub(super) async fn verify(
         verifier_void,
         work,
     })
+}
+
+/// The workspace after the attempt, against where the phase started; `changes.json` says what
+/// the attempt itself changed.
+async fn observed(a: &Attempt<'_>, starts: &Starts<'_>) -> std::io::Result<Observed> {
+    a.step(Step::Verify);
+    let before = starts.phase.as_ref();
+    let observed = observe(a.run, a.phase, a.workspace(), before, lists_files(a.phase)).await?;
+    if let Some(attempt_before) = starts.attempt {
+        write_changes(a.run, a.phase, &a.dir, attempt_before, &observed)?;
+    }
+    Ok(observed)
 }
 
 /// What the external mode judges an attempt by.
