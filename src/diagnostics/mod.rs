@@ -248,10 +248,14 @@ fn cap(sorted: Vec<Diagnostic>) -> Vec<Diagnostic> {
             Diagnostic::new(
                 &rules::TOO_MANY_PROBLEMS,
                 Span::new(first.file, first.offset, 0),
-                format!(
-                    "{} more problems in this file are not shown ({counted})",
-                    rest.len()
-                ),
+                if rest.len() == 1 {
+                    format!("1 more problem in this file is not shown ({counted})")
+                } else {
+                    format!(
+                        "{} more problems in this file are not shown ({counted})",
+                        rest.len()
+                    )
+                },
             )
             .label("the first that is not shown"),
         );
@@ -270,8 +274,15 @@ pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    let chars = word.chars().count();
     candidates
         .into_iter()
+        // The distance is at least the difference in length: a word far longer or shorter than
+        // a candidate (a 10 MB node name) costs nothing, instead of a table of its length.
+        .filter(|c| {
+            chars.abs_diff(c.chars().count()) <= (word.len().max(c.len()) / 3).max(1)
+                || c.contains(word)
+        })
         .map(|c| (strsim::damerau_levenshtein(word, c), c))
         .filter(|&(d, c)| {
             d <= (word.len().max(c.len()) / 3).max(1) || (c.contains(word) && word.len() >= 3)

@@ -98,7 +98,10 @@ impl SourceFile {
 
     /// The number of characters before byte `offset` (a character boundary).
     fn chars_before(&self, offset: usize) -> usize {
-        let index = self.char_checkpoints.partition_point(|&(at, _)| at <= offset) - 1;
+        let index = self
+            .char_checkpoints
+            .partition_point(|&(at, _)| at <= offset)
+            - 1;
         let (at, chars) = self.char_checkpoints[index];
         chars + self.text[at..offset].chars().count()
     }

@@ -63,7 +63,10 @@ pub(crate) fn read(input: &mut impl BufRead) -> Result<Option<Incoming>, Framing
     let mut line = Vec::new();
     loop {
         line.clear();
-        let read = input.by_ref().take(MAX_HEADER_LINE).read_until(b'\n', &mut line)?;
+        let read = input
+            .by_ref()
+            .take(MAX_HEADER_LINE)
+            .read_until(b'\n', &mut line)?;
         if read == 0 {
             if lines == 0 {
                 return Ok(None);
@@ -248,7 +251,9 @@ mod tests {
         let body = r#"{"jsonrpc":"2.0","method":"exit"}"#;
         let input = framed(&format!("Content-Length: {}", body.len()), body);
         let read = read(&mut input.as_slice()).unwrap();
-        assert!(matches!(read, Some(Incoming::Message(Message::Notification(n))) if n.method == "exit"));
+        assert!(
+            matches!(read, Some(Incoming::Message(Message::Notification(n))) if n.method == "exit")
+        );
     }
 
     #[test]
@@ -270,7 +275,13 @@ mod tests {
     fn a_short_body_is_truncated_not_awaited() {
         let input = framed("Content-Length: 1000", "{}");
         let error = read(&mut input.as_slice()).unwrap_err();
-        assert!(matches!(error, FramingError::Truncated { got: 2, expected: 1000 }));
+        assert!(matches!(
+            error,
+            FramingError::Truncated {
+                got: 2,
+                expected: 1000
+            }
+        ));
     }
 
     #[test]
@@ -285,8 +296,14 @@ mod tests {
         let mut input = framed("Content-Length: 5", "hello");
         input.extend(framed("Content-Length: 2", "{}"));
         let mut input = input.as_slice();
-        assert!(matches!(read(&mut input), Ok(Some(Incoming::NotAMessage(_)))));
-        assert!(matches!(read(&mut input), Ok(Some(Incoming::NotAMessage(_)))));
+        assert!(matches!(
+            read(&mut input),
+            Ok(Some(Incoming::NotAMessage(_)))
+        ));
+        assert!(matches!(
+            read(&mut input),
+            Ok(Some(Incoming::NotAMessage(_)))
+        ));
         assert!(matches!(read(&mut input), Ok(None)));
     }
 }

@@ -241,8 +241,14 @@ impl<'a> FileSource<'a> {
             .iter()
             .map(|label| {
                 let start = label.offset();
-                let last = (file.line_index(start) + MAX_LABEL_LINES - 1).min(file.line_count() - 1);
-                (start, (start + label.len()).min(file.line_range(last).end).max(start))
+                let last =
+                    (file.line_index(start) + MAX_LABEL_LINES - 1).min(file.line_count() - 1);
+                (
+                    start,
+                    (start + label.len())
+                        .min(file.line_range(last).end)
+                        .max(start),
+                )
             })
             .collect();
         let first_line = ranges
@@ -275,7 +281,9 @@ impl<'a> FileSource<'a> {
             if kept.end < whole.end {
                 excerpt.push('…');
             }
-            if line < last_line {
+            // A line break ends every line that has one in the file (miette counts lines by
+            // them).
+            if line + 1 < file.line_count() {
                 excerpt.push('\n');
             }
         }
@@ -311,7 +319,9 @@ impl<'a> FileSource<'a> {
     /// Where byte `offset` of the file is in the excerpt; an offset that was left out goes to
     /// the end of the piece before it (`end`) or the start of the piece after it.
     fn to_excerpt(&self, offset: usize, end: bool) -> usize {
-        let index = self.pieces.partition_point(|(_, range)| range.start <= offset);
+        let index = self
+            .pieces
+            .partition_point(|(_, range)| range.start <= offset);
         if index > 0 {
             let (at, range) = &self.pieces[index - 1];
             if offset <= range.end {
@@ -336,11 +346,18 @@ impl<'a> FileSource<'a> {
 
 /// The part of the long line `line` (a byte range of `text`) to show: a window around the labels
 /// on it, at most about [`MAX_LINE`] bytes, on character boundaries.
-fn window(text: &str, line: std::ops::Range<usize>, labels: &[(usize, usize)]) -> std::ops::Range<usize> {
+fn window(
+    text: &str,
+    line: std::ops::Range<usize>,
+    labels: &[(usize, usize)],
+) -> std::ops::Range<usize> {
     let on_line = labels
         .iter()
         .filter(|&&(start, end)| start <= line.end && end >= line.start);
-    let from = on_line.clone().map(|&(start, _)| start.max(line.start)).min();
+    let from = on_line
+        .clone()
+        .map(|&(start, _)| start.max(line.start))
+        .min();
     let to = on_line.map(|&(_, end)| end.min(line.end)).max();
     let (from, to) = match (from, to) {
         (Some(from), Some(to)) => (from.saturating_sub(AROUND).max(line.start), to + AROUND),

@@ -351,7 +351,10 @@ async fn off_the_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 's
 }
 
 /// The paths listed under each `(document, key)`, read off the runtime's thread.
-async fn listed_documents(ctx: &GateContext<'_>, wanted: Vec<(String, String)>) -> document::Listed {
+async fn listed_documents(
+    ctx: &GateContext<'_>,
+    wanted: Vec<(String, String)>,
+) -> document::Listed {
     if wanted.is_empty() {
         return document::Listed::new();
     }
