@@ -251,18 +251,21 @@ impl<'a> FileSource<'a> {
                 )
             })
             .collect();
+        // miette shows one line around each label, and decides whether two labels share a
+        // snippet from what it reads around them: two lines more on each side make it read the
+        // same as in the whole file.
         let first_line = ranges
             .iter()
             .map(|&(start, _)| file.line_index(start))
             .min()
             .unwrap_or(0)
-            .saturating_sub(1);
+            .saturating_sub(2);
         let last_line = ranges
             .iter()
             .map(|&(_, end)| file.line_index(end))
             .max()
             .unwrap_or(0)
-            .saturating_add(1)
+            .saturating_add(2)
             .min(file.line_count() - 1);
         let mut excerpt = String::new();
         let mut pieces = Vec::new();
