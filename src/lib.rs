@@ -25,6 +25,7 @@ pub(crate) mod lsp;
 pub mod model;
 pub(crate) mod process;
 pub(crate) mod redact;
+pub(crate) mod regular;
 pub(crate) mod report;
 pub(crate) mod store;
 pub(crate) mod text;

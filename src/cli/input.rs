@@ -24,7 +24,8 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
         let path = stdin_name.map_or_else(|| PathBuf::from("<stdin>"), Path::to_owned);
         return Ok(Input { path, text });
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes =
+        crate::regular::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let text =
         String::from_utf8(bytes).map_err(|_| format!("{} is not valid UTF-8", path.display()))?;
     Ok(Input {

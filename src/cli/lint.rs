@@ -32,6 +32,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     };
     let mut sources = Sources::new();
     let mut found: Vec<Diagnostic> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut unreadable = false;
     for file in &files {
         let read = match input::read(file, args.stdin_filename.as_deref()) {
@@ -47,14 +48,14 @@ pub(crate) fn run(args: &Args) -> i32 {
         for diagnostic in compilation.diagnostics {
             let diagnostic = remap.diagnostic(diagnostic);
             // A library imported by several linted files is reported once.
-            let path = &sources.get(diagnostic.span.file).path;
-            let seen = found.iter().any(|d| {
-                d.rule == diagnostic.rule
-                    && d.message == diagnostic.message
-                    && (d.span.offset, d.span.len) == (diagnostic.span.offset, diagnostic.span.len)
-                    && sources.get(d.span.file).path == *path
-            });
-            if !seen {
+            let key = (
+                diagnostic.rule.code,
+                diagnostic.message.clone(),
+                diagnostic.span.offset,
+                diagnostic.span.len,
+                sources.get(diagnostic.span.file).path.clone(),
+            );
+            if seen.insert(key) {
                 found.push(diagnostic);
             }
         }

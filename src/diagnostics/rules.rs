@@ -104,6 +104,22 @@ rules! {
         help: "Move agents and templates into imported files and build phases from templates, or check that this is the pipeline you meant.";
 
     /// ## What it catches
+    /// More than 100 findings in one file: the first 100 (by place) are shown, then this one
+    /// counts the rest and points at the first that is not shown. Messages and labels that quote
+    /// very long text are shortened, and so are the lines of a snippet.
+    ///
+    /// ## Why
+    /// Every file gets a bounded answer in bounded time: a generated or corrupted file with
+    /// thousands of problems would otherwise print megabytes that no one reads. Fix the first
+    /// problems (often one unclosed brace or a wrong file) and lint again.
+    ///
+    /// ## Example
+    /// A file that is not a pipeline at all, with a few hundred lines that are unknown nodes.
+    TOO_MANY_PROBLEMS = "HF004" "too-many-problems" Warning,
+        summary: "More findings than are shown: the rest are counted.",
+        help: "Fix the problems shown first (often one cause has many findings), then lint again.";
+
+    /// ## What it catches
     /// A node name that the pipeline language does not define at all.
     ///
     /// ## Why

@@ -43,7 +43,13 @@ pub struct SourceFile {
     /// The whole text.
     pub text: Arc<str>,
     line_starts: Vec<usize>,
+    /// The number of characters before every [`CHECKPOINT`]th byte (at a character boundary at or
+    /// before it), so a column on a long line is found without counting the line from its start.
+    char_checkpoints: Vec<(usize, usize)>,
 }
+
+/// Bytes between two entries of [`SourceFile`]'s character checkpoints.
+const CHECKPOINT: usize = 4096;
 
 impl SourceFile {
     /// A file from its path and text.
@@ -52,11 +58,52 @@ impl SourceFile {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
+        let mut char_checkpoints = vec![(0, 0)];
+        let mut at = 0;
+        let mut chars = 0;
+        while at + CHECKPOINT < text.len() {
+            let next = floor_char_boundary(&text, at + CHECKPOINT);
+            chars += text[at..next].chars().count();
+            char_checkpoints.push((next, chars));
+            at = next;
+        }
         Self {
             path: path.into(),
             text,
             line_starts,
+            char_checkpoints,
         }
+    }
+
+    /// The 0-based line that byte `offset` is on (offsets past the end clamp).
+    pub(crate) fn line_index(&self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        self.line_starts.partition_point(|&s| s <= offset) - 1
+    }
+
+    /// The number of lines (a final line break starts an empty last line).
+    pub(crate) fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+
+    /// The byte range of a 0-based line, without its line break.
+    pub(crate) fn line_range(&self, line: usize) -> std::ops::Range<usize> {
+        let start = self.line_starts[line];
+        let end = self
+            .line_starts
+            .get(line + 1)
+            .map_or(self.text.len(), |next| next - 1);
+        start..end.max(start)
+    }
+
+    /// The number of characters before byte `offset` (a character boundary).
+    fn chars_before(&self, offset: usize) -> usize {
+        let index = self
+            .char_checkpoints
+            .partition_point(|&(at, _)| at <= offset)
+            - 1;
+        let (at, chars) = self.char_checkpoints[index];
+        chars + self.text[at..offset].chars().count()
     }
 
     /// 1-based line and column (in characters) of a byte offset; offsets past the end clamp.
@@ -64,9 +111,8 @@ impl SourceFile {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
         let start = self.line_starts[line];
-        let column = floor_char_boundary(&self.text, offset)
-            .checked_sub(start)
-            .map_or(0, |n| self.text[start..start + n].chars().count());
+        let end = floor_char_boundary(&self.text, offset).max(start);
+        let column = self.chars_before(end) - self.chars_before(start);
         (line + 1, column + 1)
     }
 }

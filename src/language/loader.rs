@@ -34,7 +34,7 @@ pub struct FsLoader;
 
 impl Loader for FsLoader {
     fn read(&self, path: &Path) -> io::Result<String> {
-        let bytes = std::fs::read(path)?;
+        let bytes = crate::regular::read(path)?;
         String::from_utf8(bytes)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the file is not valid UTF-8"))
     }

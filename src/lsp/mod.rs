@@ -26,6 +26,7 @@ mod position;
 mod server;
 mod symbols;
 mod uri;
+mod wire;
 mod workspace;
 
 pub(crate) use server::Ending;
@@ -41,9 +42,10 @@ pub(crate) enum Error {
 /// Serves one session over standard input and output.
 ///
 /// # Errors
-/// Fails when the messages on standard input are not the protocol's (bad framing or JSON).
+/// Fails when the messages on standard input are not the protocol's framing (answered first with
+/// a JSON-RPC parse error; see `wire`).
 pub(crate) fn serve_stdio() -> Result<Ending, Error> {
-    let (connection, io_threads) = lsp_server::Connection::stdio();
+    let (connection, io_threads) = wire::stdio();
     // The server, and with it the connection, is dropped before the threads are joined: the
     // writer stops when the last sender is gone, after writing what was sent.
     let result = server::Server::new(connection).run();

@@ -22,6 +22,7 @@ mod examples;
 mod fmt;
 mod github_actions;
 mod graph;
+mod hostile;
 mod isolation;
 mod lint;
 mod lint_fixtures;

@@ -10,7 +10,7 @@ use petgraph::graph::DiGraph;
 
 /// The layers, bottom first: a module may import the modules of lower layers only.
 const LAYERS: &[&[&str]] = &[
-    &["text", "glob", "redact", "exit"],
+    &["text", "glob", "redact", "regular", "exit"],
     &["diagnostics"],
     &["model"],
     &["graph"],
@@ -39,6 +39,7 @@ const NARROWER: &[(&str, &[&str])] = &[(
         "text",
         "glob",
         "redact",
+        "regular",
         "exit",
     ],
 )];

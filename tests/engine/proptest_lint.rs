@@ -412,3 +412,90 @@ fn unclosed_slashdashed_blocks_are_reported_without_parsing() {
         );
     }
 }
+
+/// A hostile change to a pipeline: a slice of it repeated many times, or a long run of one
+/// character (a line or a number past what a terminal lays out).
+#[derive(Debug, Clone)]
+enum BlowUp {
+    Repeat { at: Index, len: usize, times: usize },
+    Run { at: Index, byte: u8, len: usize },
+}
+
+fn blow_up() -> impl Strategy<Value = BlowUp> {
+    prop_oneof![
+        (any::<Index>(), 1..40usize, 100..3_000usize).prop_map(|(at, len, times)| BlowUp::Repeat {
+            at,
+            len,
+            times
+        }),
+        (
+            any::<Index>(),
+            select(b"x9{}\"; \n/-#".to_vec()),
+            60_000..90_000usize
+        )
+            .prop_map(|(at, byte, len)| BlowUp::Run { at, byte, len }),
+    ]
+}
+
+fn apply_blow_up(text: &mut String, change: &BlowUp) {
+    let floor = |text: &str, mut at: usize| {
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    match change {
+        BlowUp::Repeat { at, len, times } => {
+            let start = floor(text, at.index(text.len() + 1));
+            let end = floor(text, (start + len).min(text.len()));
+            let chunk = text[start..end].repeat(*times);
+            text.insert_str(end, &chunk);
+        }
+        BlowUp::Run { at, byte, len } => {
+            let at = floor(text, at.index(text.len() + 1));
+            text.insert_str(at, &char::from(*byte).to_string().repeat(*len));
+        }
+    }
+}
+
+proptest! {
+    // Each case runs the real binary twice; a few dozen cases keep `cargo test` quick.
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        max_shrink_iters: 64,
+        ..ProptestConfig::default()
+    })]
+
+    /// Whatever a pipeline is blown up to, `lint` answers (no panic) with a bounded report: at
+    /// most 100 findings per file and a count of the rest, snippets cut to a window.
+    #[test]
+    fn blown_up_pipelines_get_a_bounded_lint_report(
+        base in any::<Index>(),
+        changes in proptest::collection::vec(blow_up(), 1..4),
+    ) {
+        let (bases, _) = &*CORPUS;
+        let base = &bases[base.index(bases.len())];
+        let mut text = base.text.clone();
+        for change in &changes {
+            apply_blow_up(&mut text, change);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.kdl"), &text).unwrap();
+        for format in ["human", "json"] {
+            let output = std::process::Command::new(env!("CARGO_BIN_EXE_helixflow"))
+                .args(["lint", "--format", format, "pipeline.kdl"])
+                .current_dir(dir.path())
+                .env("NO_COLOR", "1")
+                .env_remove("HELIXFLOW_PATH")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            prop_assert!(
+                !stderr.contains("panicked") && output.status.code() != Some(101),
+                "{format}: {stderr}"
+            );
+            // 101 findings of a few kilobytes each at most.
+            prop_assert!(output.stdout.len() < 1 << 20, "{format}: {} bytes", output.stdout.len());
+        }
+    }
+}

@@ -80,6 +80,8 @@ impl Decoder<'_> {
                 Err(e) => {
                     let what = if e.kind() == std::io::ErrorKind::NotFound {
                         "does not exist".to_owned()
+                    } else if crate::regular::not_regular(&e).is_some() {
+                        format!("is {e}")
                     } else {
                         format!("cannot be read: {e}")
                     };

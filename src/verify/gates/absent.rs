@@ -146,7 +146,7 @@ fn scan_lines(full: &Path, label: &str, regex: &Regex, hits: &mut Hits) -> io::R
         }
         return Ok(());
     }
-    let mut reader = BufReader::new(std::fs::File::open(full)?);
+    let mut reader = BufReader::new(crate::regular::open(full)?);
     if reader
         .fill_buf()?
         .iter()

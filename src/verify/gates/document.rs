@@ -53,6 +53,9 @@ pub(super) fn read_document(workspace: &Path, path: &str) -> Result<String, Stri
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             Err(format!("`{path}` does not exist"))
         }
+        Err(error) if crate::regular::not_regular(&error).is_some() => {
+            Err(format!("`{path}` is {error}"))
+        }
         Err(error) => Err(format!("`{path}` could not be read: {error}")),
     }
 }
@@ -94,6 +97,10 @@ pub(super) fn load_document(workspace: &Path, path: &str) -> Result<Yaml, String
         }
     }
 }
+
+/// The paths listed under each `(document, key)`, or why they cannot be had: read before a gate
+/// looks at them, off the runtime's thread.
+pub(super) type Listed = std::collections::BTreeMap<(String, String), Result<Vec<String>, String>>;
 
 /// The paths listed under `key` in `doc`, cleaned; a detail when they cannot be had.
 pub(super) fn listed_paths(workspace: &Path, doc: &str, key: &str) -> Result<Vec<String>, String> {

@@ -1,7 +1,7 @@
 //! Finding and reading the workspace's files, as every gate does it.
 
 use std::collections::BTreeSet;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use globset::{GlobSet, GlobSetBuilder};
@@ -14,12 +14,10 @@ pub(super) const READ_CAP: u64 = 16 * 1024 * 1024;
 /// Bytes looked at to tell a binary file (one with a NUL byte) from text.
 pub(super) const BINARY_SNIFF: usize = 8192;
 
-/// A file's text (lossy UTF-8, at most `cap` bytes), or None for a binary file.
+/// A file's text (lossy UTF-8, at most `cap` bytes), or None for a binary file. Only a regular
+/// file is read (see `crate::regular`): a FIFO would block for ever.
 pub(super) fn read_text(full: &Path, cap: u64) -> io::Result<Option<String>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(full)?
-        .take(cap)
-        .read_to_end(&mut bytes)?;
+    let bytes = crate::regular::read_capped(full, cap)?;
     if bytes.iter().take(BINARY_SNIFF).any(|b| *b == 0) {
         return Ok(None);
     }

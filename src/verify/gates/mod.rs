@@ -283,7 +283,10 @@ async fn check(
     watch: &mut ProtectWatch,
 ) -> Finding {
     let gate = match gate {
-        Planned::Outputs => return Finding::from_problems(outputs::outputs_gate(ctx)),
+        Planned::Outputs => {
+            let listed = listed_documents(ctx, outputs::from_documents(ctx.phase)).await;
+            return Finding::from_problems(outputs::outputs_gate(ctx, &listed));
+        }
         Planned::Scope => return scope::scope_gate(ctx),
         Planned::Protect => return protect::protect_gate(ctx),
         Planned::Declared(gate) => gate,
@@ -319,17 +322,53 @@ async fn check(
         GateKind::Matches { target, pattern } => matches::matches_gate(ctx, target, pattern).await,
         GateKind::Absent { target, pattern } => absent::absent_gate(ctx, target, pattern).await,
         GateKind::FrontMatter { path, keys } => {
-            front_matter::front_matter_gate(ctx.workspace, path, keys)
+            let (workspace, path, keys) = (ctx.workspace.to_owned(), path.clone(), keys.clone());
+            off_the_runtime(move || front_matter::front_matter_gate(&workspace, &path, &keys)).await
         }
         GateKind::Sections { path, headings } => {
-            sections::sections_gate(ctx.workspace, path, headings)
+            let (workspace, path, headings) =
+                (ctx.workspace.to_owned(), path.clone(), headings.clone());
+            off_the_runtime(move || sections::sections_gate(&workspace, &path, &headings)).await
         }
-        GateKind::PathsExist { doc, key } => paths_exist::paths_exist_gate(ctx, doc, key),
+        GateKind::PathsExist { doc, key } => {
+            let listed = listed_documents(ctx, vec![(doc.clone(), key.clone())]).await;
+            paths_exist::paths_exist_gate(ctx, doc, key, &listed)
+        }
         GateKind::Changes { min } => changes::changes_gate(ctx, *min),
         // A person decides (engine::approvals) once every other gate passed; the gate runner only
         // holds its place in the order.
         GateKind::Approval { .. } => approval::approval_gate(),
     }
+}
+
+/// Runs `work` on the blocking pool: the one thread that drives the run keeps serving signals,
+/// timeouts and cancellation while a gate reads the agent's files.
+async fn off_the_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}
+
+/// The paths listed under each `(document, key)`, read off the runtime's thread.
+async fn listed_documents(
+    ctx: &GateContext<'_>,
+    wanted: Vec<(String, String)>,
+) -> document::Listed {
+    if wanted.is_empty() {
+        return document::Listed::new();
+    }
+    let workspace = ctx.workspace.to_owned();
+    off_the_runtime(move || {
+        wanted
+            .into_iter()
+            .map(|(doc, key)| {
+                let paths = document::listed_paths(&workspace, &doc, &key);
+                ((doc, key), paths)
+            })
+            .collect()
+    })
+    .await
 }
 
 /// Whether the phase's gate reported as `name` checks the agent's response, which exists only once

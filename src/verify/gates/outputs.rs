@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::document::listed_paths;
+use super::document::{Listed, listed_paths};
 use super::files::{all_files, clean, glob_files, leads_outside, outside_detail};
 use super::{GateContext, GateInfo, count, name_list};
 use crate::glob::compile_glob;
@@ -56,8 +56,21 @@ pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> 
 /// Why an output that leads outside the workspace does not count.
 const OUTPUTS_INSIDE: &str = "an output must be a file in the workspace";
 
-/// A detail for each expected output that is missing, with its near misses.
-pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
+/// The `(document, key)` of each `from` output, which the gate reads first (see [`Listed`]).
+pub(super) fn from_documents(phase: &Phase) -> Vec<(String, String)> {
+    phase
+        .outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::From { doc, key } => Some((doc.clone(), key.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A detail for each expected output that is missing, with its near misses; `listed` holds what
+/// the `from` documents list ([`from_documents`]).
+pub(super) fn outputs_gate(ctx: &GateContext<'_>, listed: &Listed) -> Vec<String> {
     let mut problems = Vec::new();
     // Every file on disk, ignored or not, listed once and only when an output is missing: the
     // near misses come from it (agents write into ignored folders like `build/` or `output/`).
@@ -94,7 +107,7 @@ pub(super) fn outputs_gate(ctx: &GateContext<'_>) -> Vec<String> {
                 }
             }
             Output::From { doc, key } => {
-                problems.extend(missing_listed(ctx, doc, key, OUTPUTS_INSIDE, all));
+                problems.extend(missing_listed(ctx, doc, key, listed, OUTPUTS_INSIDE, all));
             }
         }
     }
@@ -121,10 +134,16 @@ pub(super) fn missing_listed<'f>(
     ctx: &GateContext<'_>,
     doc: &str,
     key: &str,
+    listed: &Listed,
     why: &str,
     all: impl Fn() -> &'f [String],
 ) -> Vec<String> {
-    match listed_paths(ctx.workspace, doc, key) {
+    let wanted = (doc.to_owned(), key.to_owned());
+    let paths = match listed.get(&wanted) {
+        Some(paths) => paths.clone(),
+        None => listed_paths(ctx.workspace, doc, key),
+    };
+    match paths {
         Ok(paths) if paths.is_empty() => vec![format!(
             "`{doc}` lists no paths under `{key}`: an empty list of expected files never passes"
         )],

@@ -36,10 +36,16 @@ pub(super) fn describe(globs: &[String]) -> String {
 )]
 pub(super) async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Finding {
     let (found, missing) = if globs.is_empty() {
-        (
-            resolve_outputs(ctx.workspace, ctx.phase, ctx.exclude),
-            missing_outputs(ctx.workspace, ctx.phase),
-        )
+        // `from` documents are read: off the runtime's thread.
+        let workspace = ctx.workspace.to_owned();
+        let (phase, exclude) = (ctx.phase.clone(), ctx.exclude.to_vec());
+        super::off_the_runtime(move || {
+            (
+                resolve_outputs(&workspace, &phase, &exclude),
+                missing_outputs(&workspace, &phase),
+            )
+        })
+        .await
     } else {
         match glob_files(ctx.workspace, ctx.exclude, globs) {
             Ok(found) => (found, Vec::new()),

@@ -267,7 +267,7 @@ fn encoding_problem(
 /// file or invalid UTF-8 (for languages that require UTF-8) is reported as an error at 1:1.
 pub fn check_file(path: &Path) -> Option<Vec<SyntaxError>> {
     let language = Language::for_path(path)?;
-    Some(match std::fs::read(path) {
+    Some(match crate::regular::read(path) {
         Ok(text) => check(language, &text),
         Err(error) => vec![SyntaxError {
             line: 1,
