@@ -106,6 +106,11 @@ pub struct ChildSpec {
     /// thread that drives every phase (but the hand-off costs more than it saves when they
     /// do not).
     pub spawn_in_pool: bool,
+    /// Make the child a subreaper too, so that what it detaches stays below it while it runs
+    /// (agents and verifiers). Without it (the pipeline's own commands: `run` steps, gate
+    /// commands), the child starts the fast way (`posix_spawn`) and what it detaches is adopted
+    /// by helixflow, which stops it all the same when a child ends.
+    pub keeps_what_it_detaches: bool,
     /// The command, when this is `sh -c COMMAND`: started without the shell when it is a plain
     /// list of words (see [`shell`]).
     shell_command: Option<String>,
@@ -129,6 +134,7 @@ impl ChildSpec {
             stderr.into(),
         );
         spec.shell_command = Some(command.to_owned());
+        spec.keeps_what_it_detaches = false;
         spec
     }
 
@@ -177,6 +183,7 @@ impl ChildSpec {
             grace: DEFAULT_GRACE,
             redactor: Arc::new(Redactor::default()),
             spawn_in_pool: false,
+            keeps_what_it_detaches: true,
             shell_command: None,
         }
     }
@@ -409,9 +416,11 @@ fn command_for<'a>(
         // ours. Until then (a run dropped while the spawn is in flight), dropping the child kills
         // it.
         .kill_on_drop(true);
-    // SAFETY: only prctl runs between fork and exec.
-    unsafe {
-        command.pre_exec(tree::subreaper_in_child);
+    if spec.keeps_what_it_detaches {
+        // SAFETY: only prctl runs between fork and exec.
+        unsafe {
+            command.pre_exec(tree::subreaper_in_child);
+        }
     }
     command
 }

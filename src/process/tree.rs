@@ -87,6 +87,16 @@ fn adopted() -> (Vec<libc::pid_t>, BTreeSet<libc::pid_t>) {
     let _starting = STARTING
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Most of the time helixflow adopted nothing: its own children, a few files in `/proc/self`,
+    // say so without reading every process of the machine.
+    if let Some(children) = direct_children() {
+        let candidate = |pid: &libc::pid_t| {
+            !is_own(*pid) && stat(*pid).is_some_and(|stat| stat.pgid != my_group)
+        };
+        if !children.iter().any(candidate) {
+            return (Vec::new(), BTreeSet::new());
+        }
+    }
     let table = processes();
     let roots: Vec<libc::pid_t> = table
         .iter()
@@ -95,6 +105,20 @@ fn adopted() -> (Vec<libc::pid_t>, BTreeSet<libc::pid_t>) {
         .collect();
     let all = with_descendants(&table, roots.iter().copied());
     (roots, all)
+}
+
+/// helixflow's children, from `/proc/self/task/*/children`; `None` where the kernel does not
+/// list them (then every process is read).
+fn direct_children() -> Option<Vec<libc::pid_t>> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|pid| pid.parse::<libc::pid_t>().ok()),
+        );
+    }
+    Some(children)
 }
 
 /// Reaps the adopted processes that have ended (they are helixflow's children now).

@@ -112,6 +112,24 @@ pub(super) fn glob_set(patterns: &[String]) -> Result<GlobSet, String> {
 /// `/etc/passwd` is not the agent's work, and reading through it shows the agent what it points
 /// to.
 pub(crate) fn leads_outside(workspace: &Path, rel: &str) -> Option<PathBuf> {
+    // Only a symlink on the way can lead out: without one (the common case, one `lstat` per
+    // folder of the path), nothing is resolved.
+    let mut at = workspace.to_path_buf();
+    let mut linked = false;
+    for part in Path::new(rel).components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                linked = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    if !linked {
+        return None;
+    }
     let real = std::fs::canonicalize(workspace.join(rel)).ok()?;
     let root = std::fs::canonicalize(workspace).ok()?;
     (!real.starts_with(&root)).then_some(real)
