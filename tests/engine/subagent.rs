@@ -941,8 +941,8 @@ fn a_rejection_becomes_feedback() {
         void.feedback().expect("feedback"),
         "## The review of the work was void\n\nThe independent review of this attempt could not \
          be trusted, so the attempt counts as failed: the verifier exited with code 3 (see \
-         verifier.stderr.log). Make sure the work is complete and correct; it will be reviewed \
-         again.\n"
+         verifier.stderr.log). That is the verifier's failure, not the work's: the verifier is \
+         asked again, and the work is not run again for it.\n"
     );
 
     let passed = SubAgentOutcome::Verdict(Verdict {

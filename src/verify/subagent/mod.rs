@@ -175,8 +175,8 @@ impl SubAgentOutcome {
                 let _ = writeln!(
                     out,
                     "The independent review of this attempt could not be trusted, so the attempt \
-                     counts as failed: {reason}. Make sure the work is complete and correct; it \
-                     will be reviewed again.\n"
+                     counts as failed: {reason}. That is the verifier's failure, not the work's: \
+                     the verifier is asked again, and the work is not run again for it.\n"
                 );
             }
         }
