@@ -276,6 +276,9 @@ fn restamp_others(
     if work.is_empty() {
         return Ok(());
     }
+    // The files as this phase left them, whether or not its own record stamps them (a phase
+    // with declared outputs stamps only those).
+    let now = fingerprint::stamps(&run.ctx.pipeline.workspace, work, Some(&record.outputs));
     for other in &run.ctx.pipeline.phases {
         if other.name.value == record.phase {
             continue;
@@ -285,8 +288,7 @@ fn restamp_others(
         };
         let mut changed = false;
         for path in work {
-            if let (Some(stamp), Some(now)) =
-                (theirs.outputs.get_mut(path), record.outputs.get(path))
+            if let (Some(stamp), Some(now)) = (theirs.outputs.get_mut(path), now.get(path))
                 && stamp != now
             {
                 *stamp = now.clone();

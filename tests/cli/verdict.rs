@@ -643,3 +643,29 @@ phase "edit" {
         again.stderr
     );
 }
+
+#[test]
+fn a_later_phase_with_outputs_that_edits_an_earlier_ones_work_leaves_both_up_to_date() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "make" {
+    run "echo made > notes.txt"
+    scope "notes.txt"
+}
+phase "edit" {
+    depends-on "make"
+    run "echo edited >> notes.txt && echo done > edit.txt"
+    outputs { file "edit.txt" }
+    scope "notes.txt" "edit.txt"
+}
+"#,
+    );
+    git_repo(test.path());
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let again = test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(
+        again.stderr.contains("[make] up to date") && again.stderr.contains("[edit] up to date"),
+        "{}",
+        again.stderr
+    );
+}
