@@ -155,10 +155,16 @@ impl<'a> Inspection<'a> {
             skip_unjudged(situation, phase, report);
         }
         if nothing_changed {
+            // With `fail-fast`, gates after a failed `changes` were skipped, not passed: they
+            // prove nothing, and the re-run fails as a first run would.
             let others_pass = reports
                 .iter()
                 .filter(|r| !r.is(CheckKind::Changes))
-                .all(|r| r.status != GateStatus::Failed);
+                .all(|r| match r.status {
+                    GateStatus::Passed => true,
+                    GateStatus::Skipped => !phase.fail_fast,
+                    GateStatus::Failed => false,
+                });
             for report in reports.iter_mut().filter(|r| held(r)) {
                 if others_pass && report.status == GateStatus::Failed {
                     report.status = GateStatus::Passed;

@@ -669,3 +669,29 @@ phase "edit" {
         again.stderr
     );
 }
+
+#[test]
+fn a_rerun_that_changes_nothing_under_fail_fast_does_not_pass_on_skipped_gates() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "work" {
+    run "echo done > out.txt"
+    outputs { file "out.txt" }
+    fail-fast #true
+    gates {
+        changes min=1
+        command "test -f out.txt && ! test -e broken" name="check"
+    }
+    retries 0
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    std::fs::write(test.path().join("broken"), "").unwrap();
+    test.with_args(&["run", "--no-progress", "--force"])
+        .run()
+        .code(1);
+    let reports = gates(test.path(), "work", 1);
+    assert_eq!(gate(&reports, "changes")["status"], "failed");
+    assert_eq!(gate(&reports, "check")["status"], "skipped");
+}
