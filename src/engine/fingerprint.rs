@@ -14,7 +14,7 @@ use super::attempt::fingerprint_prompt;
 use crate::model::{Input, Phase, Pipeline, Prompt, Worker};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, RECORD_VERSION};
-use crate::verify::gates::{clean, glob_files, resolve_outputs};
+use crate::verify::gates::{clean, glob_files};
 use crate::workspace::{FileStat, file_clock_now};
 
 /// What a phase is now, before its inputs are read.
@@ -147,7 +147,9 @@ pub(crate) fn input_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf
     } else {
         for dependency in &phase.depends_on {
             if let Some(upstream) = pipeline.phase(&dependency.value) {
-                paths.extend(resolve_outputs(workspace, upstream, exclude));
+                paths.extend(crate::verify::gates::existing_outputs(
+                    workspace, upstream, exclude,
+                ));
             }
         }
         if let Some(Prompt::File { path, .. }) = &phase.prompt {
@@ -161,7 +163,7 @@ pub(crate) fn input_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf
 
 /// The paths of a phase's own outputs that exist now.
 pub(crate) fn output_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
-    resolve_outputs(&pipeline.workspace, phase, exclude)
+    crate::verify::gates::existing_outputs(&pipeline.workspace, phase, exclude)
 }
 
 /// Stamps of the files at `paths` that exist (an absent file has none). A file whose metadata

@@ -50,6 +50,7 @@ mod sections;
 mod syntax;
 
 pub(crate) use files::{clean, glob_files};
+pub(crate) use outputs::existing_outputs;
 pub use outputs::resolve_outputs;
 pub(crate) use protect::judged_where_ignored;
 pub(crate) use scope::claimed_by_others;

@@ -26,6 +26,20 @@ const MAX_NEAR_MISSES: usize = 3;
 /// cannot be resolved (a missing `from` document, a bad glob) contribute nothing, and neither do
 /// files that lead outside the workspace (the `outputs` gate fails for them).
 pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
+    existing_outputs(workspace, phase, exclude)
+        .into_iter()
+        .filter(|path| leads_outside(workspace, path).is_none())
+        .collect()
+}
+
+/// The phase's outputs that exist now, symlinks leading out of the workspace included: what the
+/// up-to-date check stamps (a stamp is a hash, nothing of the file is shown to anyone, and a
+/// link that changes changes the stamp), without looking along each path for a link.
+pub(crate) fn existing_outputs(
+    workspace: &Path,
+    phase: &Phase,
+    exclude: &[PathBuf],
+) -> Vec<String> {
     let mut paths = BTreeSet::new();
     for output in &phase.outputs {
         match output {
@@ -47,10 +61,7 @@ pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> 
             }
         }
     }
-    paths
-        .into_iter()
-        .filter(|path| leads_outside(workspace, path).is_none())
-        .collect()
+    paths.into_iter().collect()
 }
 
 /// Why an output that leads outside the workspace does not count.
