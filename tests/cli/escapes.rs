@@ -71,3 +71,34 @@ phase "b" {
     assert_clean("show", &show.stdout);
     assert_clean("show", &show.stderr);
 }
+
+#[test]
+fn agent_made_file_names_reach_the_verifiers_prompt_clean() {
+    let test = Test::new()
+        .file("name.txt", NASTY)
+        .file(
+            "verifier.sh",
+            "cat > /dev/null\necho '{\"success\": true}'\n",
+        )
+        .pipeline(
+            r#"pipeline "p"
+agent "reviewer" {
+    command "sh" "verifier.sh"
+    stdin #true
+}
+phase "a" {
+    run "printf x > \"$(cat name.txt)\""
+    verify "sub-agent"
+    verifier "reviewer"
+    retries 0
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress"]).run();
+    let prompt = std::fs::read_to_string(
+        crate::common::latest_run(test.path()).join("phases/a/attempt-1/verifier-prompt.md"),
+    )
+    .expect("the verifier's prompt");
+    assert!(prompt.contains("created"), "{prompt}");
+    assert_clean("the verifier's prompt", &prompt);
+}

@@ -153,11 +153,11 @@ fn file_part(path: &str, kind: ChangeKind, old: &Side, new: &Side) -> String {
             .diff_lines(&old_text, &new_text);
         let old_name = match old {
             Side::Absent => "/dev/null".to_owned(),
-            _ => format!("a/{path}"),
+            _ => format!("a/{}", crate::text::one_line(path)),
         };
         let new_name = match new {
             Side::Absent => "/dev/null".to_owned(),
-            _ => format!("b/{path}"),
+            _ => format!("b/{}", crate::text::one_line(path)),
         };
         let unified = diff.unified_diff().header(&old_name, &new_name).to_string();
         if !unified.is_empty() {
@@ -165,16 +165,31 @@ fn file_part(path: &str, kind: ChangeKind, old: &Side, new: &Side) -> String {
         }
         // Same text on both sides: an empty file created or deleted, or a change of mode only.
         return match kind {
-            ChangeKind::Created => format!("`{path}`: created, empty\n"),
-            ChangeKind::Deleted => format!("`{path}`: deleted, was empty\n"),
+            ChangeKind::Created => format!(
+                "{shown}: created, empty\n",
+                shown = crate::text::code_name(path)
+            ),
+            ChangeKind::Deleted => format!(
+                "{shown}: deleted, was empty\n",
+                shown = crate::text::code_name(path)
+            ),
             ChangeKind::Modified => String::new(),
         };
     }
     match kind {
-        ChangeKind::Created => format!("`{path}`: created, {}\n", new.describe()),
-        ChangeKind::Deleted => format!("`{path}`: deleted, was {}\n", old.describe()),
+        ChangeKind::Created => format!(
+            "{shown}: created, {}\n",
+            new.describe(),
+            shown = crate::text::code_name(path)
+        ),
+        ChangeKind::Deleted => format!(
+            "{shown}: deleted, was {}\n",
+            old.describe(),
+            shown = crate::text::code_name(path)
+        ),
         ChangeKind::Modified => format!(
-            "`{path}`: changed from {} to {}\n",
+            "{}: changed from {} to {}\n",
+            crate::text::code_name(path),
             old.describe(),
             new.describe()
         ),
@@ -194,9 +209,18 @@ fn mode_note(workspace: &Path, before: &Snapshot, path: &str) -> Option<String> 
         return None;
     }
     Some(match (was & 0o111 != 0, is & 0o111 != 0) {
-        (false, true) if was | 0o111 == is | 0o111 => format!("`{path}`: made executable\n"),
-        (true, false) if was | 0o111 == is | 0o111 => format!("`{path}`: no longer executable\n"),
-        _ => format!("`{path}`: permissions changed from {was:04o} to {is:04o}\n"),
+        (false, true) if was | 0o111 == is | 0o111 => format!(
+            "{shown}: made executable\n",
+            shown = crate::text::code_name(path)
+        ),
+        (true, false) if was | 0o111 == is | 0o111 => format!(
+            "{shown}: no longer executable\n",
+            shown = crate::text::code_name(path)
+        ),
+        _ => format!(
+            "{shown}: permissions changed from {was:04o} to {is:04o}\n",
+            shown = crate::text::code_name(path)
+        ),
     })
 }
 
@@ -402,7 +426,7 @@ fn closing_note(left_out: &[&str]) -> String {
     );
     let mut named = 0;
     for path in left_out {
-        let item = format!(" `{path}`,");
+        let item = format!(" {shown},", shown = crate::text::code_name(path));
         // Room for the longest ending: " and 18446744073709551615 more files]\n".
         if note.len() + item.len() + 48 > CLOSING_NOTE_RESERVE {
             break;

@@ -145,7 +145,7 @@ fn changes_section(out: &mut String, changes: &Changes, diff: &str) {
         .chain(changes.modified.iter().map(|p| ("modified", p)))
         .chain(changes.deleted.iter().map(|p| ("deleted", p)));
     for (verb, path) in listed.take(MAX_LISTED_PATHS) {
-        let _ = writeln!(out, "- {verb} `{path}`");
+        let _ = writeln!(out, "- {verb} {}", crate::text::code_name(path));
     }
     if changes.len() > MAX_LISTED_PATHS {
         let _ = writeln!(out, "- … and {} more", changes.len() - MAX_LISTED_PATHS);
