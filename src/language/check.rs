@@ -325,17 +325,8 @@ fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut
     if scoped.len() < 2 {
         return;
     }
-    let Some(ancestors) = graph.ancestors_within(&scoped) else {
+    let Some(depends) = depends_within(graph, &scoped) else {
         return;
-    };
-    let bit_of: HashMap<usize, usize> = scoped
-        .iter()
-        .enumerate()
-        .map(|(bit, &p)| (p, bit))
-        .collect();
-    let depends = |a: usize, b: usize| {
-        let bit = bit_of[&b];
-        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
     };
 
     #[allow(
@@ -450,36 +441,31 @@ fn protect_overlaps_parallel_work(
     if protecting.is_empty() || pipeline.phases.len() < 2 {
         return;
     }
-    let claims_of = |i: usize| -> Vec<String> {
-        let phase = &pipeline.phases[i];
-        phase
-            .scope
-            .iter()
-            .cloned()
-            .chain(phase.outputs.iter().filter_map(|output| match output {
-                Output::File { path } => Some(path.clone()),
-                Output::Glob { pattern, .. } => Some(pattern.clone()),
-                Output::From { .. } => None,
-            }))
-            .collect()
-    };
+    // Each phase's scope globs and file and glob outputs, found once.
+    let claims: Vec<Vec<String>> = pipeline
+        .phases
+        .iter()
+        .map(|phase| {
+            phase
+                .scope
+                .iter()
+                .cloned()
+                .chain(phase.outputs.iter().filter_map(|output| match output {
+                    Output::File { path } => Some(path.clone()),
+                    Output::Glob { pattern, .. } => Some(pattern.clone()),
+                    Output::From { .. } => None,
+                }))
+                .collect()
+        })
+        .collect();
     let claiming: Vec<usize> = (0..pipeline.phases.len())
-        .filter(|&i| !claims_of(i).is_empty())
+        .filter(|&i| !claims[i].is_empty())
         .collect();
     let mut involved: Vec<usize> = protecting.iter().chain(&claiming).copied().collect();
     involved.sort_unstable();
     involved.dedup();
-    let Some(ancestors) = graph.ancestors_within(&involved) else {
+    let Some(depends) = depends_within(graph, &involved) else {
         return;
-    };
-    let bit_of: HashMap<usize, usize> = involved
-        .iter()
-        .enumerate()
-        .map(|(bit, &p)| (p, bit))
-        .collect();
-    let depends = |a: usize, b: usize| {
-        let bit = bit_of[&b];
-        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
     };
     for &p in &protecting {
         let phase = &pipeline.phases[p];
@@ -492,7 +478,7 @@ fn protect_overlaps_parallel_work(
             if other == p || depends(p, other) || depends(other, p) {
                 continue;
             }
-            let claims = claims_of(other);
+            let claims = &claims[other];
             let hit = phase
                 .protect
                 .iter()
@@ -572,6 +558,21 @@ fn protect_covers_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
             .label("covers the phase's own work"),
         );
     }
+}
+
+/// Whether phase `a` depends on phase `b`, directly or not, for phases in `subset` (indices into
+/// the pipeline's phases); `None` when the graph has a cycle.
+fn depends_within(graph: &PhaseGraph, subset: &[usize]) -> Option<impl Fn(usize, usize) -> bool> {
+    let ancestors = graph.ancestors_within(subset)?;
+    let bit_of: HashMap<usize, usize> = subset
+        .iter()
+        .enumerate()
+        .map(|(bit, &p)| (p, bit))
+        .collect();
+    Some(move |a: usize, b: usize| {
+        let bit = bit_of[&b];
+        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
+    })
 }
 
 /// The folders of a glob before its first wildcard: `src/lib/**/*.rs` → `src/lib`.
