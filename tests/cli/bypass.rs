@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{Test, latest_run, run_phase};
+use common::{Test, git_repo, latest_run, run_phase};
 use serde_json::Value;
 
 /// Runs git in the test's folder.
@@ -20,25 +20,6 @@ fn git(test: &Test, args: &[&str]) {
         .status()
         .expect("git runs");
     assert!(status.success(), "git {args:?}");
-}
-
-/// Makes the test's folder a git repository with one commit of everything in it.
-fn git_repo(test: &Test) {
-    git(test, &["init", "--quiet"]);
-    git(test, &["add", "-A"]);
-    git(
-        test,
-        &[
-            "-c",
-            "user.name=helixflow",
-            "-c",
-            "user.email=helixflow@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "start",
-        ],
-    );
 }
 
 /// An executable shell script at `path` that notes `name` in the folder `markers` and passes
@@ -108,7 +89,7 @@ phase "isolated" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     // Planted as an agent of an earlier run could have: a file-system monitor, hooks, and a
     // filter driver that the committed attributes and `info/attributes` name.
     let scripts = tempfile::tempdir().unwrap();
@@ -168,7 +149,7 @@ phase "a" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     let config = std::fs::read_to_string(test.path().join(".git/config")).unwrap();
 
     test.with_args(&["run", "--no-progress"]).run().code(1);
@@ -205,7 +186,7 @@ phase "a" {
 }
 "#,
     );
-    git_repo(&test);
+    git_repo(test.path());
     test.with_args(&["run", "--no-progress"]).run().code(0);
 }
 
@@ -230,7 +211,7 @@ phase "a" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     test.with_args(&["run", "--no-progress"]).run().code(1);
     let (status, details) = report(&test, "a", "sub-agent");
     assert_eq!(status, "failed");

@@ -8,37 +8,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Test, latest_run, run_phase};
+use common::{Test, git_repo, latest_run, run_phase};
 use serde_json::Value;
 
 /// The file both phases edit.
 const SHARED: &str = "first line\nsecond line\nthird line\nfourth line\nfifth line\n";
-
-/// Makes the test's folder a git repository with one commit of everything in it.
-fn git_repo(test: &Test) {
-    for args in [
-        &["init", "--quiet"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=helixflow",
-            "-c",
-            "user.email=helixflow@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "start",
-        ],
-    ] {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(test.path())
-            .stdout(Stdio::null())
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?}");
-    }
-}
 
 /// The worktrees git knows of the test's repository.
 fn git_worktrees(test: &Test) -> usize {
@@ -147,7 +121,7 @@ phase "c" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     std::fs::write(test.path().join("untracked.txt"), "not committed\n").unwrap();
     std::fs::write(test.path().join("notes.txt"), SHARED).unwrap();
     std::fs::write(test.path().join("build.log"), "ignored\n").unwrap();
@@ -241,7 +215,7 @@ phase "b" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     test.with_args(&["run", "--no-progress"]).run().code(0);
 
     let mut counts = [attempts(&test, "a"), attempts(&test, "b")];
@@ -301,7 +275,7 @@ phase "a" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     test.with_args(&["run", "--no-progress"]).run().code(1);
 
     assert_eq!(attempts(&test, "a"), 2);
@@ -346,7 +320,7 @@ phase "a" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     test
 }
 
@@ -505,7 +479,7 @@ phase "a" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
         .args(["run", "--no-progress"])
         .current_dir(test.path())
@@ -566,7 +540,7 @@ phase "a" {
 "#,
         )
         .env("HFBIN", env!("CARGO_BIN_EXE_helixflow"));
-    git_repo(&test);
+    git_repo(test.path());
     test.with_args(&["run", "--no-progress"]).run().code(0);
     assert_eq!(test.read("out.py"), "x = 1\n");
     let receipt: Value = serde_json::from_str(
@@ -617,7 +591,7 @@ phase "a" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     let workspace = test.path().canonicalize().unwrap();
     test.with_args(&["run", "--no-progress"])
         .env("WORKSPACE", workspace.to_str().unwrap())
@@ -672,7 +646,7 @@ phase "isolated" {
 }
 "#,
         );
-    git_repo(&test);
+    git_repo(test.path());
     test.with_args(&["run", "--no-progress"]).run().code(1);
     assert_eq!(run_phase(test.path(), "shared")["status"], "passed");
     assert_eq!(run_phase(test.path(), "isolated")["status"], "failed");
@@ -731,6 +705,6 @@ phase "c" {
         [("HF404".to_owned(), 3), ("HF107".to_owned(), 10)]
     );
     let inside = Test::new().pipeline(pipeline);
-    git_repo(&inside);
+    git_repo(inside.path());
     assert_eq!(lint(&inside), [("HF107".to_owned(), 10)]);
 }

@@ -4,36 +4,9 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{Test, latest_run, run_phase};
+use common::{Test, git_repo, latest_run, run_phase};
 use serde_json::Value;
-
-/// Makes the test's folder a git repository with one commit of everything in it.
-fn git_repo(dir: &Path) {
-    for args in [
-        &["init", "--quiet"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=helixflow",
-            "-c",
-            "user.email=helixflow@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "start",
-        ],
-    ] {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?}");
-    }
-}
 
 fn status(workspace: &Path, phase: &str) -> String {
     run_phase(workspace, phase)["status"]

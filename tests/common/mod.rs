@@ -274,3 +274,29 @@ pub(crate) fn run_phase(workspace: &Path, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no phase {name} in run.json"))
         .clone()
 }
+
+/// Makes `dir` a git repository with one commit of everything in it.
+pub(crate) fn git_repo(dir: &Path) {
+    for args in [
+        &["init", "--quiet"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=helixflow",
+            "-c",
+            "user.email=helixflow@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "start",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+}
