@@ -38,7 +38,7 @@ fn gate(workspace: &Path, phase: &str, gate: &str) -> (String, Vec<String>) {
 
 /// Writes `$1/file`, once the phase `$2` has started too, and exits once `$2/file` exists as
 /// well: both attempts see both files. The markers go to the run's folder, which no snapshot sees.
-const ALONGSIDE: &str = r#"sync="$HELIXFLOW_RUN_DIR/started"
+pub(crate) const ALONGSIDE: &str = r#"sync="$HELIXFLOW_RUN_DIR/started"
 mkdir -p "$sync" && touch "$sync/$1"
 i=0; while [ ! -e "$sync/$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
 mkdir -p "$1" && echo "$1" > "$1/file"

@@ -5,6 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
+use crate::scope_protect::ALONGSIDE;
 use common::{Test, git_repo, latest_run, run_phase};
 use serde_json::Value;
 
@@ -190,15 +191,6 @@ phase "work" {
     assert_eq!(status(test.path(), "work"), "passed");
     assert_eq!(test.read("src/core.py"), "X = 1\n");
 }
-
-/// Writes `$1/file`, once the phase `$2` has started too, and exits once `$2/file` exists as
-/// well: both phases see both files.
-const ALONGSIDE: &str = r#"sync="$HELIXFLOW_RUN_DIR/started"
-mkdir -p "$sync" && touch "$sync/$1"
-i=0; while [ ! -e "$sync/$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
-mkdir -p "$1" && echo "$1" > "$1/file"
-i=0; while [ ! -e "$2/file" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
-"#;
 
 #[test]
 fn protect_leaves_a_phase_running_alongside_its_own_files() {
