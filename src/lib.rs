@@ -18,6 +18,7 @@ pub(crate) mod cli;
 pub(crate) mod diagnostics;
 pub(crate) mod engine;
 pub(crate) mod event;
+pub mod exit;
 pub(crate) mod glob;
 pub(crate) mod graph;
 pub(crate) mod language;
@@ -99,20 +100,4 @@ pub mod schema {
 /// The fast KDL reader the compiler uses.
 pub mod kdl {
     pub use crate::language::kdl::parse;
-}
-
-/// Exit codes shared by every command (see the README).
-pub mod exit {
-    /// Success (lint: no errors).
-    pub const SUCCESS: i32 = 0;
-    /// A phase failed (lint: findings of error severity).
-    pub const FAILURE: i32 = 1;
-    /// The pipeline file is invalid, or bad usage.
-    pub const INVALID: i32 = 2;
-    /// helixflow itself failed.
-    pub const INTERNAL: i32 = 3;
-    /// Another run of the same state folder is live (`run` without `--wait`).
-    pub const BUSY: i32 = 4;
-    /// Interrupted.
-    pub const INTERRUPTED: i32 = 130;
 }

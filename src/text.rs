@@ -1,7 +1,62 @@
-//! Wording helpers shared by every layer: durations as people read them, and the one cleaning of
-//! text that came from agents, commands or bundles before it is shown.
+//! Wording helpers shared by every layer: counts, name lists, fenced blocks and durations as
+//! people read them, and the one cleaning of text that came from agents, commands or bundles
+//! before it is shown.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// `1 phase`, `3 phases`.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The `s` of a plural noun: `""` for one, `"s"` for any other count.
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// "`a`, `b` and 3 more": at most `max` names, each as a one-line code span.
+pub(crate) fn name_list<S: AsRef<str>>(names: &[S], max: usize) -> String {
+    let shown: Vec<String> = names
+        .iter()
+        .take(max)
+        .map(|n| code_name(n.as_ref()))
+        .collect();
+    let mut list = shown.join(", ");
+    if names.len() > max {
+        let _ = write!(list, " and {} more", names.len() - max);
+    }
+    list
+}
+
+/// `text` as a Markdown fenced block with the info string `info`, every line indented by
+/// `indent`; the fence is longer than any run of backticks in the text, so nothing inside can
+/// close it.
+pub(crate) fn fenced(out: &mut String, indent: &str, info: &str, text: &str) {
+    let mut longest = 0;
+    let mut run = 0;
+    for ch in text.chars() {
+        if ch == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest.max(2) + 1);
+    let _ = writeln!(out, "{indent}{fence}{info}");
+    // Each line as it is (a `\r` stays), indented unless empty.
+    for line in text.split_inclusive('\n') {
+        if line != "\n" {
+            out.push_str(indent);
+        }
+        out.push_str(line);
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "{indent}{fence}");
+}
 
 /// A duration for people: `850ms`, `12.3s`, `4m 05s`, `1h 02m`.
 pub(crate) fn human_duration(ms: u64) -> String {
@@ -135,6 +190,25 @@ fn skip_escape_sequence(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fence_outgrows_every_backtick_run_inside_and_indents_each_line() {
+        let mut out = String::new();
+        fenced(&mut out, "", "text", "a\n```\nb");
+        assert_eq!(out, "````text\na\n```\nb\n````\n");
+        let mut out = String::new();
+        fenced(&mut out, "  ", "diff", "x ````` y\n\nz\n");
+        assert_eq!(out, "  ``````diff\n  x ````` y\n\n  z\n  ``````\n");
+    }
+
+    #[test]
+    fn counts_and_name_lists_read_as_sentences() {
+        assert_eq!(count(1, "file", "files"), "1 file");
+        assert_eq!(count(0, "file", "files"), "0 files");
+        assert_eq!(plural(2), "s");
+        assert_eq!(name_list(&["a", "b", "c"], 2), "`a`, `b` and 1 more");
+        assert_eq!(name_list::<&str>(&[], 2), "");
+    }
 
     #[test]
     fn durations_switch_units_at_their_boundaries() {

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use crate::engine::approvals::ApprovalDecision;
 use crate::engine::control::{self, ControlRequest, DecideRequest, DecideResponse};
@@ -37,7 +38,7 @@ pub(crate) struct RejectArgs {
     file: Option<PathBuf>,
 }
 
-pub(crate) fn approve(args: &ApproveArgs) -> i32 {
+pub(crate) fn approve(args: &ApproveArgs) -> Outcome {
     answer(
         args.file.clone(),
         &args.run,
@@ -47,7 +48,7 @@ pub(crate) fn approve(args: &ApproveArgs) -> i32 {
     )
 }
 
-pub(crate) fn reject(args: &RejectArgs) -> i32 {
+pub(crate) fn reject(args: &RejectArgs) -> Outcome {
     answer(
         args.file.clone(),
         &args.run,
@@ -57,11 +58,14 @@ pub(crate) fn reject(args: &RejectArgs) -> i32 {
     )
 }
 
-fn answer(file: Option<PathBuf>, run_id: &str, phase: &str, approved: bool, reason: String) -> i32 {
-    let runs_dir = match input::runs_dir(file) {
-        Ok(dir) => dir,
-        Err(code) => return code,
-    };
+fn answer(
+    file: Option<PathBuf>,
+    run_id: &str,
+    phase: &str,
+    approved: bool,
+    reason: String,
+) -> Outcome {
+    let runs_dir = input::runs_dir(file)?;
     let runs = list_runs(&runs_dir).unwrap_or_default();
     let run = if run_id == "latest" {
         runs.last()
@@ -69,20 +73,20 @@ fn answer(file: Option<PathBuf>, run_id: &str, phase: &str, approved: bool, reas
         runs.iter().find(|r| r.run_id == run_id)
     };
     let Some(run) = run else {
-        return input::fail(&format!(
+        return Err(Failure::usage(format!(
             "no run \"{run_id}\" in {}; `helixflow runs` lists them",
             runs_dir.display()
-        ));
+        )));
     };
     let live = runs_dir
         .parent()
         .and_then(crate::store::lock::live_run)
         .filter(|live| !live.killed && live.run_id.as_deref() == Some(run.run_id.as_str()));
     let Some(live) = live else {
-        return input::fail(&format!(
+        return Err(Failure::usage(format!(
             "phase \"{phase}\" of run {} is not waiting for approval: the run is not running",
             run.run_id
-        ));
+        )));
     };
     let request = ControlRequest::Decide(DecideRequest {
         phase: phase.to_owned(),
@@ -95,14 +99,14 @@ fn answer(file: Option<PathBuf>, run_id: &str, phase: &str, approved: bool, reas
     let response = match ask_run(&run.path, &run.run_id, live.pid, &request) {
         Ok(response) => response,
         Err(e) => {
-            return input::fail(&format!(
+            return Err(Failure::usage(format!(
                 "cannot reach run {} to decide phase \"{phase}\": {e}",
                 run.run_id
-            ));
+            )));
         }
     };
     match (response.error, response.attempt) {
-        (Some(error), _) => input::fail(&error),
+        (Some(error), _) => Err(Failure::usage(error)),
         (None, attempt) => {
             let verb = if approved { "approved" } else { "rejected" };
             let attempt = attempt.map_or_else(String::new, |n| format!(" (attempt {n})"));

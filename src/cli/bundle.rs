@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::input;
+use super::failure::{Failure, Outcome};
 use crate::store::bundle::{Bundle, ChangeKind, FileKind};
-use crate::text::one_line;
+use crate::text::{count, one_line};
 
 /// Arguments of `helixflow bundle`.
 #[derive(Debug, clap::Args)]
@@ -51,23 +51,20 @@ struct ShowArgs {
     json: bool,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     match &args.command {
         Command::Apply(args) => apply(args),
         Command::Show(args) => show(args),
     }
 }
 
-fn apply(args: &ApplyArgs) -> i32 {
-    let bundle = match Bundle::read(&args.file) {
-        Ok(bundle) => bundle,
-        Err(e) => return input::fail(&one_line(&e.to_string())),
-    };
+fn apply(args: &ApplyArgs) -> Outcome {
+    let bundle = read(&args.file)?;
     if !args.workspace.is_dir() {
-        return input::fail(&format!(
+        return Err(Failure::usage(format!(
             "no folder {}",
             one_line(&args.workspace.display().to_string())
-        ));
+        )));
     }
     let phase = one_line(&bundle.manifest.phase);
     let workspace = one_line(&args.workspace.display().to_string());
@@ -83,24 +80,19 @@ fn apply(args: &ApplyArgs) -> i32 {
         bundle.apply(&args.workspace).map(|r| r.map(Some))
     };
     match result {
-        Err(e) => {
-            say!(
-                "error: cannot apply the bundle of phase \"{phase}\" to {workspace}: {}; nothing \
-                 was changed",
-                one_line(&e.to_string())
-            );
-            crate::exit::INTERNAL
-        }
+        Err(e) => Err(Failure::internal(format!(
+            "cannot apply the bundle of phase \"{phase}\" to {workspace}: {}; nothing was changed",
+            one_line(&e.to_string())
+        ))),
         Ok(Err(conflicts)) => {
             let mut text = format!(
-                "error: the bundle of phase \"{phase}\" does not apply cleanly to {workspace}: {}\n",
+                "the bundle of phase \"{phase}\" does not apply cleanly to {workspace}: {}",
                 count(conflicts.len(), "conflict", "conflicts"),
             );
             for conflict in &conflicts {
-                let _ = writeln!(text, "  {}", one_line(&conflict.to_string()));
+                let _ = write!(text, "\n  {}", one_line(&conflict.to_string()));
             }
-            eprint!("{text}");
-            crate::exit::FAILURE
+            Err(Failure::failed(text))
         }
         Ok(Ok(None)) => super::emit(&format!(
             "the bundle of phase \"{phase}\" applies cleanly to {workspace} ({})\n",
@@ -119,17 +111,13 @@ fn apply(args: &ApplyArgs) -> i32 {
     }
 }
 
-fn show(args: &ShowArgs) -> i32 {
-    let bundle = match Bundle::read(&args.file) {
-        Ok(bundle) => bundle,
-        Err(e) => return input::fail(&one_line(&e.to_string())),
-    };
+fn show(args: &ShowArgs) -> Outcome {
+    let bundle = read(&args.file)?;
     let m = &bundle.manifest;
     if args.json {
-        return match serde_json::to_string_pretty(m) {
-            Ok(json) => super::emit(&(json + "\n")),
-            Err(e) => input::fail(&e.to_string()),
-        };
+        let json = serde_json::to_string_pretty(m)
+            .map_err(|e| Failure::internal(format!("cannot serialize the manifest: {e}")))?;
+        return super::emit(&(json + "\n"));
     }
     let mut out = format!(
         "bundle of phase \"{}\" (pipeline {}, run {}, attempt {}), format {} version {}\n",
@@ -175,7 +163,7 @@ fn show(args: &ShowArgs) -> i32 {
     super::emit(&out)
 }
 
-/// `1 file`, `2 files`.
-fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+/// The bundle at `path`, or why it cannot be used.
+fn read(path: &std::path::Path) -> Result<Bundle, Failure> {
+    Bundle::read(path).map_err(|e| Failure::usage(one_line(&e.to_string())))
 }

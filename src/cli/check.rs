@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use super::reporters::ReportArgs;
 use super::run::kill_grace;
@@ -17,20 +18,11 @@ pub(crate) struct Args {
     reports: ReportArgs,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
-    let pipeline = match input::runnable_pipeline(args.file.clone()) {
-        Ok(pipeline) => pipeline,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &Args) -> Outcome {
+    let pipeline = input::runnable_pipeline(args.file.clone())?;
     input::warn_if_a_run_is_live(&pipeline);
-    let grace = match kill_grace() {
-        Ok(grace) => grace,
-        Err(message) => return input::fail(&message),
-    };
-    let (reporters, _progress) = match args.reports.sinks(&pipeline) {
-        Ok(reporters) => reporters,
-        Err(message) => return input::fail(&message),
-    };
+    let grace = kill_grace()?;
+    let (reporters, _progress) = args.reports.sinks(&pipeline)?;
     let options = CheckOptions {
         grace,
         reports: args.reports.files(),
@@ -44,11 +36,8 @@ pub(crate) fn run(args: &Args) -> i32 {
     // Gate command logs go to the state folder: one made now ignores itself, as for a run.
     // Should it fail, the check's logs fail too, and say so.
     let _ = crate::store::state_dir::create(&pipeline.workspace.join(&pipeline.state_dir));
-    let runtime = match super::runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return code,
-    };
-    let code = runtime.block_on(check(pipeline, options, reporters));
+    let runtime = super::runtime()?;
+    let result = runtime.block_on(check(pipeline, options, reporters));
     crate::process::watchdog::finish();
-    code
+    result.map_err(|e| Failure::internal(format!("the check failed: {e}")))
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::failure::{Failure, Outcome};
 use super::input;
 
 /// Arguments of `helixflow compile`.
@@ -11,18 +12,13 @@ pub(crate) struct Args {
     file: Option<PathBuf>,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
-        Ok(checked) => checked,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &Args) -> Outcome {
+    let (_, pipeline) = input::checked_pipeline(args.file.clone())?;
     // `secret` values set in the pipeline's or a phase's `env` are redacted, as in the run's
     // `pipeline.json`.
-    match pipeline.redactor().to_json_pretty(&pipeline) {
-        Ok(json) => super::emit(&format!("{json}\n")),
-        Err(e) => {
-            say!("error: cannot serialize the pipeline: {e}");
-            crate::exit::INTERNAL
-        }
-    }
+    let json = pipeline
+        .redactor()
+        .to_json_pretty(&pipeline)
+        .map_err(|e| Failure::internal(format!("cannot serialize the pipeline: {e}")))?;
+    super::emit(&format!("{json}\n"))
 }

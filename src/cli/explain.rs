@@ -1,5 +1,6 @@
 //! `helixflow explain`: the documentation of a diagnostic code.
 
+use super::failure::{Failure, Outcome};
 use crate::diagnostics::{ALL_RULES, Rule, did_you_mean, find_rule};
 
 /// Arguments of `helixflow explain`.
@@ -13,7 +14,7 @@ pub(crate) struct Args {
     list: bool,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     if args.list {
         let list: String = ALL_RULES
             .iter()
@@ -33,13 +34,10 @@ pub(crate) fn run(args: &Args) -> i32 {
     } else {
         let by_code = did_you_mean(&code.to_uppercase(), ALL_RULES.iter().map(|r| r.code));
         let by_name = did_you_mean(&code.to_lowercase(), ALL_RULES.iter().map(|r| r.name));
-        match by_name.or(by_code) {
-            Some(s) => say!("error: unknown code `{code}`; did you mean `{s}`?"),
-            None => {
-                say!("error: unknown code `{code}`; `helixflow explain --list` lists them all");
-            }
-        }
-        crate::exit::INVALID
+        Err(Failure::usage(match by_name.or(by_code) {
+            Some(s) => format!("unknown code `{code}`; did you mean `{s}`?"),
+            None => format!("unknown code `{code}`; `helixflow explain --list` lists them all"),
+        }))
     }
 }
 

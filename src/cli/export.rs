@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use crate::graph::PhaseGraph;
 use crate::model::Pipeline;
@@ -80,20 +81,11 @@ struct GithubArgs {
 /// Where helixflow is installed from when `--git` is not given.
 const DEFAULT_GIT: &str = "https://github.com/helixflow/helixflow";
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     let Command::GithubActions(args) = &args.command;
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
-        Ok(checked) => checked,
-        Err(code) => return code,
-    };
-    let secrets = match secrets(&pipeline, &args.secret) {
-        Ok(secrets) => secrets,
-        Err(e) => return input::fail(&e),
-    };
-    let paths = match RepoPaths::of(&pipeline) {
-        Ok(paths) => paths,
-        Err(e) => return input::fail(&e),
-    };
+    let (_, pipeline) = input::checked_pipeline(args.file.clone())?;
+    let secrets = secrets(&pipeline, &args.secret)?;
+    let paths = RepoPaths::of(&pipeline)?;
     let install = Install {
         git: &args.git,
         rev: args.rev.as_deref(),
@@ -102,9 +94,9 @@ pub(crate) fn run(args: &Args) -> i32 {
     };
     let Some(workflow) = github_actions(&pipeline, &paths, &secrets, &install, &args.runs_on)
     else {
-        return input::fail(
+        return Err(Failure::usage(
             "the phases depend on each other in a cycle (`helixflow lint` shows it)",
-        );
+        ));
     };
     match &args.output {
         None => super::emit(&workflow),
@@ -114,13 +106,9 @@ pub(crate) fn run(args: &Args) -> i32 {
                 .filter(|p| !p.as_os_str().is_empty())
                 .map_or(Ok(()), std::fs::create_dir_all)
                 .and_then(|()| std::fs::write(path, &workflow));
-            match written {
-                Ok(()) => crate::exit::SUCCESS,
-                Err(e) => {
-                    say!("error: cannot write {}: {e}", path.display());
-                    crate::exit::INTERNAL
-                }
-            }
+            written
+                .map(|()| crate::exit::SUCCESS)
+                .map_err(|e| Failure::internal(format!("cannot write {}: {e}", path.display())))
         }
     }
 }

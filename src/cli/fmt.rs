@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use crate::diagnostics::{FileId, Sources};
 use crate::language::format::format_source;
@@ -19,42 +20,36 @@ pub(crate) struct Args {
     check: bool,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     let files = if args.files.is_empty() {
-        match super::pipeline_path(None) {
-            Ok(path) => vec![path],
-            Err(e) => return input::fail(&e),
-        }
+        vec![super::pipeline_path(None)?]
     } else {
         args.files.clone()
     };
-    let mut code = crate::exit::SUCCESS;
-    for file in &files {
-        code = code.max(format_one(file, args.check));
-    }
-    code
+    // Every file is formatted, or said why not, whatever happened to the ones before it.
+    Ok(files
+        .iter()
+        .map(|file| format_one(file, args.check).unwrap_or_else(Failure::report))
+        .max()
+        .unwrap_or(crate::exit::SUCCESS))
 }
 
-fn format_one(file: &PathBuf, check: bool) -> i32 {
-    let read = match input::read(file, None) {
-        Ok(read) => read,
-        Err(e) => return input::fail(&e),
-    };
+fn format_one(file: &PathBuf, check: bool) -> Outcome {
+    let read = input::read(file, None)?;
     if let Err(diagnostics) = parse::parse(&read.text, FileId(0), parse::PARSE_BUDGET) {
         let mut sources = Sources::new();
         sources.add(&read.path, read.text.as_str());
         input::report(&diagnostics, &sources);
-        say!(
-            "error: {} is not valid KDL; not formatted",
+        return Err(Failure::usage(format!(
+            "{} is not valid KDL; not formatted",
             read.path.display()
-        );
-        return crate::exit::INVALID;
+        )));
     }
     let formatted = format_source(&read.text);
     let stdin = file.as_os_str() == "-";
     if check {
         if formatted == read.text {
-            return crate::exit::SUCCESS;
+            return Ok(crate::exit::SUCCESS);
         }
         let name = read.path.display().to_string();
         let diff = similar::TextDiff::from_lines(&read.text, &formatted);
@@ -63,14 +58,17 @@ fn format_one(file: &PathBuf, check: bool) -> i32 {
             .context_radius(3)
             .header(&name, &format!("{name} (formatted)"))
             .to_string();
-        return super::emit(&diff).max(crate::exit::FAILURE);
+        return super::emit(&diff).map(|code| code.max(crate::exit::FAILURE));
     }
     if stdin {
         return super::emit(&formatted);
     } else if formatted != read.text
         && let Err(e) = std::fs::write(file, &formatted)
     {
-        return input::fail(&format!("cannot write {}: {e}", file.display()));
+        return Err(Failure::usage(format!(
+            "cannot write {}: {e}",
+            file.display()
+        )));
     }
-    crate::exit::SUCCESS
+    Ok(crate::exit::SUCCESS)
 }

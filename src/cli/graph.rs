@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::failure::Outcome;
 use super::input;
 use crate::graph::{GraphFormat, PhaseGraph, render};
 
@@ -15,11 +16,8 @@ pub(crate) struct Args {
     format: GraphFormat,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
-        Ok(checked) => checked,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &Args) -> Outcome {
+    let (_, pipeline) = input::checked_pipeline(args.file.clone())?;
     let graph = PhaseGraph::new(&pipeline);
     super::emit(&render(&pipeline, &graph, args.format))
 }

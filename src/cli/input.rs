@@ -3,6 +3,7 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
+use super::failure::Failure;
 use crate::diagnostics::{self, Diagnostic, Format, Sources};
 use crate::language::{self, Compilation, FsLoader, Options};
 
@@ -66,42 +67,37 @@ pub(crate) fn report(diagnostics: &[Diagnostic], sources: &Sources) {
     );
 }
 
-/// Prints a usage or I/O problem and returns exit code 2.
-pub(crate) fn fail(message: &str) -> i32 {
-    say!("error: {message}");
-    crate::exit::INVALID
-}
-
-/// Compiles the pipeline a command works on; prints its problems and returns the exit code when
-/// it cannot be used.
+/// Compiles the pipeline a command works on; its diagnostics are the failure when it cannot be
+/// used.
 pub(crate) fn checked_pipeline(
     file: Option<PathBuf>,
-) -> Result<(Compilation, crate::model::Pipeline), i32> {
-    let path = super::pipeline_path(file).map_err(|e| fail(&e))?;
-    let input = read(&path, None).map_err(|e| fail(&e))?;
+) -> Result<(Compilation, crate::model::Pipeline), Failure> {
+    let path = super::pipeline_path(file)?;
+    let input = read(&path, None)?;
     let mut compilation = compile(&input);
-    if compilation.has_errors() {
-        report(&compilation.diagnostics, &compilation.sources);
-        return Err(crate::exit::INVALID);
+    match compilation.pipeline.take() {
+        Some(pipeline) if !compilation.has_errors() => Ok((compilation, pipeline)),
+        _ => Err(Failure::Diagnostics {
+            diagnostics: compilation.diagnostics,
+            sources: compilation.sources,
+        }),
     }
-    let pipeline = compilation.pipeline.take().ok_or(crate::exit::INVALID)?;
-    Ok((compilation, pipeline))
 }
 
 /// A checked pipeline to run or check: its workspace made absolute (children run in it and get
 /// paths into the state folder), and its warnings reported.
-pub(crate) fn runnable_pipeline(file: Option<PathBuf>) -> Result<crate::model::Pipeline, i32> {
+pub(crate) fn runnable_pipeline(file: Option<PathBuf>) -> Result<crate::model::Pipeline, Failure> {
     let (compilation, mut pipeline) = checked_pipeline(file)?;
     match std::fs::canonicalize(&pipeline.workspace) {
         Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
         Ok(workspace) => {
-            return Err(fail(&format!(
+            return Err(Failure::usage(format!(
                 "the workspace {} is not a folder",
                 workspace.display()
             )));
         }
         Err(e) => {
-            return Err(fail(&format!(
+            return Err(Failure::usage(format!(
                 "the workspace {} cannot be used: {e}",
                 pipeline.workspace.display()
             )));
@@ -117,8 +113,8 @@ pub(crate) fn runnable_pipeline(file: Option<PathBuf>) -> Result<crate::model::P
 /// inspectable while the file is being edited, so a file with errors does not stop this: the
 /// settings are taken from what can be read of it, else the defaults (the file's folder and
 /// `.helixflow`), with a warning.
-pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, i32> {
-    let path = super::pipeline_path(file).map_err(|e| fail(&e))?;
+pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    let path = super::pipeline_path(file)?;
     let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),

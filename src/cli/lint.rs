@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use crate::diagnostics::{self, Diagnostic, Format, Sources};
 
@@ -21,12 +22,9 @@ pub(crate) struct Args {
     stdin_filename: Option<PathBuf>,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     let files = if args.files.is_empty() {
-        match super::pipeline_path(None) {
-            Ok(path) => vec![path],
-            Err(e) => return input::fail(&e),
-        }
+        vec![super::pipeline_path(None)?]
     } else {
         args.files.clone()
     };
@@ -38,7 +36,8 @@ pub(crate) fn run(args: &Args) -> i32 {
         let read = match input::read(file, args.stdin_filename.as_deref()) {
             Ok(read) => read,
             Err(e) => {
-                say!("error: {e}");
+                // The other files are linted all the same.
+                Failure::usage(e).report();
                 unreadable = true;
                 continue;
             }
@@ -66,8 +65,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     if let Err(e) = diagnostics::render(args.format, &found, &sources, color, &mut out)
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        say!("error: cannot write the report: {e}");
-        return crate::exit::INTERNAL;
+        return Err(Failure::internal(format!("cannot write the report: {e}")));
     }
     if args.format == Format::Human && found.is_empty() && !unreadable {
         let plural = if files.len() == 1 { "" } else { "s" };
@@ -78,11 +76,11 @@ pub(crate) fn run(args: &Args) -> i32 {
         );
     }
     let _ = out.flush();
-    if unreadable {
+    Ok(if unreadable {
         crate::exit::INVALID
     } else if found.iter().any(Diagnostic::is_error) {
         crate::exit::FAILURE
     } else {
         crate::exit::SUCCESS
-    }
+    })
 }

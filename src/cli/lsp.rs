@@ -1,5 +1,6 @@
 //! `helixflow lsp`: the language server, over standard input and output.
 
+use super::failure::{Failure, Outcome};
 use crate::lsp::{self, Ending};
 
 /// Arguments of `helixflow lsp`.
@@ -11,16 +12,13 @@ pub(crate) struct Args {
     stdio: bool,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     // Standard input and output are the transport whether or not `--stdio` was given.
     let _ = args.stdio;
     match lsp::serve_stdio() {
-        Ok(Ending::Clean) => crate::exit::SUCCESS,
+        Ok(Ending::Clean) => Ok(crate::exit::SUCCESS),
         // The protocol asks for exit code 1 when `exit` comes without `shutdown`.
-        Ok(Ending::Abrupt) => crate::exit::FAILURE,
-        Err(e) => {
-            say!("error: {e}");
-            crate::exit::INTERNAL
-        }
+        Ok(Ending::Abrupt) => Ok(crate::exit::FAILURE),
+        Err(e) => Err(Failure::internal(e.to_string())),
     }
 }

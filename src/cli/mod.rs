@@ -8,6 +8,7 @@ mod check;
 mod compile;
 mod explain;
 mod export;
+mod failure;
 mod fmt;
 mod graph;
 mod input;
@@ -23,6 +24,7 @@ mod verify;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use failure::{Failure, Outcome};
 
 /// Verifiable multi-phase pipelines for AI coding agents.
 ///
@@ -160,7 +162,12 @@ pub fn main() -> i32 {
             };
         }
     };
-    match cli.command {
+    command(cli.command).unwrap_or_else(failure::Failure::report)
+}
+
+/// Runs a subcommand.
+fn command(command: Command) -> Outcome {
+    match command {
         Command::Run(args) => run::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Check(args) => check::run(&args),
@@ -188,31 +195,27 @@ pub fn main() -> i32 {
 }
 
 /// The runtime of `run`, `check` and `verify`: one thread drives every phase (see `run`).
-fn runtime() -> Result<tokio::runtime::Runtime, i32> {
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            say!("error: cannot start the runtime: {e}");
-            crate::exit::INTERNAL
-        })
+        .map_err(|e| Failure::internal(format!("cannot start the runtime: {e}")))
 }
 
 /// Writes command output to standard output. A reader that went away (`| head`) is not an
 /// error worth a message; other write failures are.
-fn emit(text: &str) -> i32 {
+fn emit(text: &str) -> Outcome {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
     {
-        Ok(()) => crate::exit::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit::SUCCESS,
-        Err(e) => {
-            say!("error: cannot write to standard output: {e}");
-            crate::exit::INTERNAL
-        }
+        Ok(()) => Ok(crate::exit::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(crate::exit::SUCCESS),
+        Err(e) => Err(Failure::internal(format!(
+            "cannot write to standard output: {e}"
+        ))),
     }
 }
 

@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use super::reporters::ReportArgs;
 use crate::agent::prompt::{render_argv, shell_quote};
@@ -98,51 +99,32 @@ fn force(args: &Args, pipeline: &Pipeline) -> Result<Force, String> {
     Ok(force)
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     let fixed = with_forced_file(args);
     let args = fixed.as_ref().unwrap_or(args);
     // `--only a b` (one option, two phases) reads `b` as the pipeline file.
     if let (Some(file), Some(last)) = (&args.file, args.only.last())
         && !file.exists()
     {
-        return input::fail(&format!(
+        return Err(Failure::usage(format!(
             "no pipeline file {}; --only takes one phase, so for more phases repeat it: --only {last} --only {}",
             file.display(),
             file.display()
-        ));
+        )));
     }
-    let pipeline = match input::runnable_pipeline(args.file.clone()) {
-        Ok(pipeline) => pipeline,
-        Err(code) => return code,
-    };
-    if let Err(message) = check_selection(&pipeline, &args.only) {
-        return input::fail(&message);
-    }
-    let force = match force(args, &pipeline) {
-        Ok(force) => force,
-        Err(message) => return input::fail(&message),
-    };
+    let pipeline = input::runnable_pipeline(args.file.clone())?;
+    check_selection(&pipeline, &args.only)?;
+    let force = force(args, &pipeline)?;
     if args.dry_run {
         return dry_run(args, &pipeline, &force);
     }
     // A report that cannot be written is found out before anything is, the state folder
     // included.
-    if let Err(message) = args.reports.check() {
-        return input::fail(&message);
-    }
+    args.reports.check()?;
     // One run at a time per state folder, from before the records are read until the end.
-    let lock = match lock(&pipeline, args.wait) {
-        Ok(lock) => lock,
-        Err(code) => return code,
-    };
-    let (reporters, progress) = match args.reports.sinks(&pipeline) {
-        Ok(reporters) => reporters,
-        Err(message) => return input::fail(&message),
-    };
-    let grace = match kill_grace() {
-        Ok(grace) => grace,
-        Err(message) => return input::fail(&message),
-    };
+    let lock = lock(&pipeline, args.wait)?;
+    let (reporters, progress) = args.reports.sinks(&pipeline)?;
+    let grace = kill_grace()?;
     // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
     if let Err(e) = crate::process::watchdog::start(grace, Some(lock.descriptor())) {
         say!(
@@ -153,27 +135,17 @@ pub(crate) fn run(args: &Args) -> i32 {
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that
     // made up much of the cost per phase (bench/schedule.sh: 1,000 phases, 1.03 s -> 0.83 s).
-    let runtime = match super::runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return code,
-    };
+    let runtime = super::runtime()?;
     let result = runtime.block_on(execute(pipeline, options, reporters, &lock));
     crate::process::watchdog::finish();
     drop(lock);
-    match result {
-        Ok(outcome) => {
-            say!(
-                "run {} — journal in {}",
-                outcome.run.run_id,
-                from_here(&outcome.run.path).display()
-            );
-            outcome.exit_code
-        }
-        Err(e) => {
-            say!("error: the run failed: {e}");
-            crate::exit::INTERNAL
-        }
-    }
+    let outcome = result.map_err(|e| Failure::internal(format!("the run failed: {e}")))?;
+    say!(
+        "run {} — journal in {}",
+        outcome.run.run_id,
+        from_here(&outcome.run.path).display()
+    );
+    Ok(outcome.exit_code)
 }
 
 /// `helixflow run --force pipeline.kdl`: a bare `--force`, then the file. The arguments read
@@ -198,7 +170,7 @@ fn with_forced_file(args: &Args) -> Option<Args> {
 }
 
 /// `run --dry-run`: prints the plan and runs nothing.
-fn dry_run(args: &Args, pipeline: &Pipeline, force: &Force) -> i32 {
+fn dry_run(args: &Args, pipeline: &Pipeline, force: &Force) -> Outcome {
     let jobs = RunOptions {
         jobs: args.jobs,
         ..RunOptions::default()
@@ -243,14 +215,13 @@ fn options(
 
 /// The lock of the pipeline's state folder: taken at once, or once the live run ends with
 /// `wait`. Another run that is live without `wait` is an error naming it.
-fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, i32> {
+fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, Failure> {
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let cannot = |e: std::io::Error| {
-        say!(
-            "error: cannot lock the state folder {}: {e}",
+        Failure::internal(format!(
+            "cannot lock the state folder {}: {e}",
             state_dir.display()
-        );
-        crate::exit::INTERNAL
+        ))
     };
     let unguarded = |lock: RunLock| {
         if let Some(e) = lock.refused() {
@@ -289,8 +260,7 @@ fn lock(pipeline: &Pipeline, wait: bool) -> Result<RunLock, i32> {
             state_dir.display()
         )
     };
-    say!("error: {message}");
-    Err(crate::exit::BUSY)
+    Err(Failure::busy(message))
 }
 
 /// `path` relative to the current folder when it is inside it (as the user typed the pipeline's

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use crate::event::usage::{FailureClass, Usage};
 use crate::event::{AttemptOutcome, Event};
@@ -103,25 +104,22 @@ fn names_a_file(word: &str) -> bool {
     path.extension().is_some_and(|e| e == "kdl") || (word.contains('/') && path.is_file())
 }
 
-pub(crate) fn runs(args: &RunsArgs) -> i32 {
+pub(crate) fn runs(args: &RunsArgs) -> Outcome {
     // `--file` is also `merge`'s, which a conflict declared here would break.
     let file = match (&args.pipeline, &args.file) {
         (Some(_), Some(_)) => {
-            return input::fail("the pipeline file is given twice, as FILE and `--file`; give one");
+            return Err(Failure::usage(
+                "the pipeline file is given twice, as FILE and `--file`; give one",
+            ));
         }
         (pipeline, file) => pipeline.clone().or_else(|| file.clone()),
     };
-    let dir = match input::runs_dir(file) {
-        Ok(dir) => dir,
-        Err(code) => return code,
-    };
+    let dir = input::runs_dir(file)?;
     if let Some(RunsCommand::Merge(merge)) = &args.command {
         return merge_runs(&dir, merge);
     }
-    let runs = match list_runs(&dir) {
-        Ok(runs) => runs,
-        Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
-    };
+    let runs = list_runs(&dir)
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", dir.display())))?;
     if runs.is_empty() {
         return super::emit(&format!("no runs yet in {}\n", dir.display()));
     }
@@ -180,19 +178,11 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
     super::emit(&out)
 }
 
-pub(crate) fn show(args: &ShowArgs) -> i32 {
-    let args = match args.target() {
-        Ok(target) => target,
-        Err(e) => return input::fail(&e),
-    };
-    let dir = match input::runs_dir(args.file.clone()) {
-        Ok(dir) => dir,
-        Err(code) => return code,
-    };
-    let runs = match list_runs(&dir) {
-        Ok(runs) => runs,
-        Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
-    };
+pub(crate) fn show(args: &ShowArgs) -> Outcome {
+    let args = args.target()?;
+    let dir = input::runs_dir(args.file.clone())?;
+    let runs = list_runs(&dir)
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", dir.display())))?;
     // `latest` names the latest run, as for `approve`.
     let wanted = args.run.as_deref().filter(|id| *id != "latest");
     let run = match wanted {
@@ -200,7 +190,7 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
         Some(id) => runs.iter().find(|r| r.run_id == id),
     };
     let Some(run) = run else {
-        return input::fail(&match wanted {
+        return Err(Failure::usage(match wanted {
             Some(id) => {
                 let mut message = format!(
                     "no run \"{id}\" in {}; `helixflow runs` lists them",
@@ -220,7 +210,7 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
                 message
             }
             None => format!("no runs yet in {}", dir.display()),
-        });
+        }));
     };
     match &args.phase {
         None => show_run(run),
@@ -228,11 +218,9 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
     }
 }
 
-fn show_run(run: &RunDir) -> i32 {
-    let summary = match RunSummary::read(run) {
-        Ok(summary) => summary,
-        Err(e) => return input::fail(&format!("cannot read the run's summary: {e}")),
-    };
+fn show_run(run: &RunDir) -> Outcome {
+    let summary = RunSummary::read(run)
+        .map_err(|e| Failure::usage(format!("cannot read the run's summary: {e}")))?;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -260,7 +248,11 @@ fn show_run(run: &RunDir) -> i32 {
     // as running or pending, one that was killed as unfinished or not started.
     match replay::summary_table(run, status == "running") {
         Ok(table) => out.push_str(&table),
-        Err(e) => return input::fail(&format!("cannot read the run's journal: {e}")),
+        Err(e) => {
+            return Err(Failure::usage(format!(
+                "cannot read the run's journal: {e}"
+            )));
+        }
     }
     let _ = writeln!(
         out,
@@ -270,7 +262,7 @@ fn show_run(run: &RunDir) -> i32 {
     super::emit(&out)
 }
 
-fn show_phase(run: &RunDir, phase: &str) -> i32 {
+fn show_phase(run: &RunDir, phase: &str) -> Outcome {
     let summary = RunSummary::read(run).ok();
     let recorded = summary
         .as_ref()
@@ -279,11 +271,11 @@ fn show_phase(run: &RunDir, phase: &str) -> i32 {
         && recorded.is_none()
     {
         let names: Vec<&str> = summary.phases.iter().map(|p| p.name.as_str()).collect();
-        return input::fail(&format!(
+        return Err(Failure::usage(format!(
             "no phase named \"{phase}\" in run {}; its phases: {}",
             run.run_id,
             names.join(", ")
-        ));
+        )));
     }
     let running = summary
         .as_ref()
@@ -345,17 +337,17 @@ fn no_attempts(
     status: &str,
     reason: Option<&str>,
     running: bool,
-) -> i32 {
+) -> Outcome {
     let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
     let text = match status {
         "skipped" => format!("phase \"{phase}\" was skipped{why}"),
         "pending" if running => format!("phase \"{phase}\" has not started yet"),
         "pending" => format!("phase \"{phase}\" never started: the run ended before it"),
         "" => {
-            return input::fail(&format!(
+            return Err(Failure::usage(format!(
                 "phase \"{phase}\" has no attempts in run {}",
                 run.run_id
-            ));
+            )));
         }
         status => format!("phase \"{phase}\" is {status}, with no attempts{why}"),
     };
@@ -462,31 +454,26 @@ fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, AttemptEnd> {
 }
 
 /// `helixflow runs merge`.
-fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> i32 {
+fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> Outcome {
     // A folder without a journal of its own holds run folders (artifacts downloaded whole).
     let mut dirs = Vec::new();
     for dir in &args.dirs {
         let before = dirs.len();
         find_runs(dir, 3, &mut dirs);
         if dirs.len() == before {
-            return input::fail(&format!(
+            return Err(Failure::usage(format!(
                 "{} is not a run folder ({} missing) and holds none",
                 dir.display(),
                 journal::FILE_NAME
-            ));
+            )));
         }
     }
-    let (run, events) = match crate::store::merge::merge(runs_dir, &dirs) {
-        Ok(joined) => joined,
-        Err(e) => return input::fail(&e.0),
-    };
+    let (run, events) =
+        crate::store::merge::merge(runs_dir, &dirs).map_err(|e| Failure::usage(e.0))?;
     if let Some(path) = &args.junit {
         let mut junit = crate::report::Junit::new(path.clone());
         let written = replay::replay(&events, &mut junit);
-        if let Err(e) = written {
-            say!("error: cannot write {}: {e}", path.display());
-            return crate::exit::INTERNAL;
-        }
+        written.map_err(|e| Failure::internal(format!("cannot write {}: {e}", path.display())))?;
     }
     super::emit(&format!(
         "joined {} into run {} ({})\n",

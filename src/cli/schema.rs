@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::json;
 
+use super::failure::{Failure, Outcome};
 use crate::diagnostics::ALL_RULES;
 use crate::language::schema::{self, Context, NODES, NodeSchema};
 
@@ -101,7 +102,7 @@ fn contexts() -> Vec<Context> {
     out
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     let mut stale = false;
     for (name, content) in generated() {
         let path = args.dir.join(name);
@@ -128,15 +129,17 @@ pub(crate) fn run(args: &Args) -> i32 {
         } else if let Err(e) =
             std::fs::create_dir_all(&args.dir).and_then(|()| std::fs::write(&path, content))
         {
-            say!("error: cannot write {}: {e}", path.display());
-            return crate::exit::INTERNAL;
+            return Err(Failure::internal(format!(
+                "cannot write {}: {e}",
+                path.display()
+            )));
         } else {
             say!("wrote {}", path.display());
         }
     }
-    if stale {
+    Ok(if stale {
         crate::exit::FAILURE
     } else {
         crate::exit::SUCCESS
-    }
+    })
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::failure::Outcome;
 use super::input;
 use crate::engine::plan::{Force, PhasePlan, Reason, for_run};
 use crate::store::run_json::RunSummary;
@@ -22,11 +23,8 @@ pub(crate) struct Args {
     json: bool,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
-    let pipeline = match input::runnable_pipeline(args.file.clone()) {
-        Ok(pipeline) => pipeline,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &Args) -> Outcome {
+    let pipeline = input::runnable_pipeline(args.file.clone())?;
     let (plans, previous) = for_run(&pipeline, &[], &Force::default(), &[]);
     let redactor = pipeline.redactor();
     let text = if args.json {

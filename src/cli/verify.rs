@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
+use super::failure::{Failure, Outcome};
 use super::input;
 use crate::engine::control::{ControlRequest, SOCKET_ENV, VerifyRequest, VerifyResponse};
 use crate::event::{CheckKind, GateReport, GateStatus};
@@ -30,38 +31,35 @@ pub(crate) struct Args {
     json: bool,
 }
 
-pub(crate) fn run(args: &Args) -> i32 {
+pub(crate) fn run(args: &Args) -> Outcome {
     let result = match std::env::var_os(SOCKET_ENV) {
         Some(socket) => in_run(args, PathBuf::from(socket)),
         None => outside_run(args),
     };
-    let (phase, response) = match result {
-        Ok(done) => done,
-        Err(code) => return code,
-    };
+    let (phase, response) = result?;
     let output = if args.json {
         json(&phase, &response)
     } else {
         human(&phase, &response)
     };
-    let code = super::emit(&output);
+    let code = super::emit(&output)?;
     if code != crate::exit::SUCCESS {
-        return code;
+        return Ok(code);
     }
-    if response.success {
+    Ok(if response.success {
         crate::exit::SUCCESS
     } else {
         crate::exit::FAILURE
-    }
+    })
 }
 
 /// Asks the run this agent belongs to.
-fn in_run(args: &Args, socket: PathBuf) -> Result<(Phase, VerifyResponse), i32> {
+fn in_run(args: &Args, socket: PathBuf) -> Result<(Phase, VerifyResponse), Failure> {
     let phase = args
         .phase
         .clone()
         .or_else(|| std::env::var("HELIXFLOW_PHASE").ok())
-        .ok_or_else(|| input::fail("--phase is needed: HELIXFLOW_PHASE is not set"))?;
+        .ok_or_else(|| Failure::usage("--phase is needed: HELIXFLOW_PHASE is not set"))?;
     let attempt: u32 = std::env::var("HELIXFLOW_ATTEMPT")
         .ok()
         .and_then(|a| a.parse().ok())
@@ -75,7 +73,7 @@ fn in_run(args: &Args, socket: PathBuf) -> Result<(Phase, VerifyResponse), i32> 
         phase: phase.clone(),
         attempt,
     }))
-    .map_err(|e| input::fail(&e.to_string()))?;
+    .map_err(|e| Failure::usage(e.to_string()))?;
     let exchange = || -> std::io::Result<VerifyResponse> {
         let mut stream = std::os::unix::net::UnixStream::connect(&socket)?;
         stream.write_all(request.as_bytes())?;
@@ -85,13 +83,13 @@ fn in_run(args: &Args, socket: PathBuf) -> Result<(Phase, VerifyResponse), i32> 
         serde_json::from_str(&line).map_err(std::io::Error::other)
     };
     let response = exchange().map_err(|e| {
-        input::fail(&format!(
+        Failure::usage(format!(
             "cannot reach the run through {} ({e}); is the run still going?",
             socket.display()
         ))
     })?;
     if let Some(error) = &response.error {
-        return Err(input::fail(error));
+        return Err(Failure::usage(error.clone()));
     }
     let phase = phase_from_run(pipeline.as_ref(), &phase);
     Ok((phase, response))
@@ -142,30 +140,30 @@ impl OutputRecord {
 
 /// Runs the gates here, against the workspace as it is. Without an attempt's starting point,
 /// `scope`, `protect` and `changes` cannot be judged and are reported as skipped.
-fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
+fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), Failure> {
     let (_, mut pipeline) = input::checked_pipeline(args.file.clone())?;
     pipeline.workspace = std::fs::canonicalize(&pipeline.workspace).map_err(|e| {
-        input::fail(&format!(
+        Failure::usage(format!(
             "the workspace {} cannot be used: {e}",
             pipeline.workspace.display()
         ))
     })?;
     let phase = pick_phase(&pipeline, args.phase.as_deref())?.clone();
     input::warn_if_a_run_is_live(&pipeline);
-    let grace = super::run::kill_grace().map_err(|e| input::fail(&e))?;
+    let grace = super::run::kill_grace()?;
     let runtime = super::runtime()?;
     let options = SnapshotOptions {
         exclude: vec![pipeline.state_dir.clone()],
         ..SnapshotOptions::default()
     };
     let now = Snapshot::take(&pipeline.workspace, &options, None)
-        .map_err(|e| input::fail(&format!("cannot read the workspace: {e}")))?;
+        .map_err(|e| Failure::usage(format!("cannot read the workspace: {e}")))?;
     // Gate command logs go to the state folder, as in a run (never into the workspace proper).
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let logs = state_dir.join("verify");
     crate::store::state_dir::create(&state_dir)
         .and_then(|()| std::fs::create_dir_all(&logs))
-        .map_err(|e| input::fail(&format!("cannot create {}: {e}", logs.display())))?;
+        .map_err(|e| Failure::usage(format!("cannot create {}: {e}", logs.display())))?;
     let env: Vec<(OsString, OsString)> = crate::engine::gate_env(&pipeline, &phase);
     let cancel = Cancel::default();
     let scene = Scene {
@@ -190,7 +188,7 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), i32> {
     ))
 }
 
-fn pick_phase<'p>(pipeline: &'p Pipeline, wanted: Option<&str>) -> Result<&'p Phase, i32> {
+fn pick_phase<'p>(pipeline: &'p Pipeline, wanted: Option<&str>) -> Result<&'p Phase, Failure> {
     match wanted {
         Some(name) => pipeline.phase(name).ok_or_else(|| {
             let names: Vec<&str> = pipeline
@@ -198,7 +196,7 @@ fn pick_phase<'p>(pipeline: &'p Pipeline, wanted: Option<&str>) -> Result<&'p Ph
                 .iter()
                 .map(|p| p.name.value.as_str())
                 .collect();
-            input::fail(&format!(
+            Failure::usage(format!(
                 "no phase \"{name}\"; the phases are: {}",
                 names.join(", ")
             ))
@@ -210,7 +208,7 @@ fn pick_phase<'p>(pipeline: &'p Pipeline, wanted: Option<&str>) -> Result<&'p Ph
                 .iter()
                 .map(|p| p.name.value.as_str())
                 .collect();
-            Err(input::fail(&format!(
+            Err(Failure::usage(format!(
                 "which phase? use --phase with one of: {}",
                 names.join(", ")
             )))

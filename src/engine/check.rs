@@ -12,13 +12,17 @@
 //! - A `command` gate's `fix` is not run: a check proves what is there, it does not repair it.
 //! - Gate command logs go to `<state-dir>/check/<phase>/`, never into the workspace proper, and
 //!   no run folder is made: a check is not a run, and `helixflow runs` does not list it.
+//! - A mode of the run driver (`run.rs`): its events go through the same [`Dispatcher`], and the
+//!   same signal watcher stops it; the workspace is read off the async runtime's threads.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::{gate_env, millis};
-use super::run::stamp;
+use super::error::RunError;
+use super::run::Dispatcher;
+use super::state::Events;
 use crate::event::sink::Sinks;
 use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, RunStatus};
 use crate::graph::PhaseGraph;
@@ -43,38 +47,25 @@ pub(crate) struct CheckOptions {
 /// Checks every phase of a checked pipeline (its workspace absolute) and returns the exit code:
 /// 0 when no gate failed, 1 when one did, 130 when interrupted, 3 when a report the user asked
 /// for could not be written or the workspace could not be read.
-pub(crate) async fn check(pipeline: Pipeline, options: CheckOptions, sinks: Sinks) -> i32 {
+pub(crate) async fn check(
+    pipeline: Pipeline,
+    options: CheckOptions,
+    sinks: Sinks,
+) -> Result<i32, RunError> {
     let started = Instant::now();
     let redactor = Arc::new(pipeline.redactor());
     let cancel = Cancel::default();
     let interrupted = tokio::spawn(super::signals::watch(cancel.clone(), || {}));
-    let mut events = Events {
-        sinks,
-        redactor: Arc::clone(&redactor),
-        started,
-    };
+    let (events, dispatcher) = Dispatcher::start(sinks, Arc::clone(&redactor), started);
     let checker = Checker::new(pipeline, &options, redactor, cancel);
-    let order = checker.announce(&mut events);
+    let order = checker.announce(&events);
     let mut tally = Tally::default();
     for &i in &order {
-        checker.check_phase(i, &mut tally, &mut events).await;
+        checker.check_phase(i, &mut tally, &events).await;
     }
     interrupted.abort();
-    checker.finish(&tally, events)
-}
-
-/// The check's events on their way to the sinks: redacted and stamped.
-struct Events {
-    sinks: Sinks,
-    redactor: Arc<Redactor>,
-    started: Instant,
-}
-
-impl Events {
-    fn emit(&mut self, event: Event) {
-        self.sinks
-            .event(&stamp(event.redacted(&self.redactor), self.started));
-    }
+    let exit_code = checker.finish(&tally, events, started);
+    Ok(dispatcher.join().await?.unwrap_or(exit_code))
 }
 
 /// What the check has learnt so far, phase after phase.
@@ -118,7 +109,7 @@ impl Checker {
     }
 
     /// Emits the start of the check and returns the phases in dependency order.
-    fn announce(&self, events: &mut Events) -> Vec<usize> {
+    fn announce(&self, events: &Events) -> Vec<usize> {
         let order: Vec<usize> = PhaseGraph::new(&self.pipeline)
             .levels()
             .unwrap_or_default()
@@ -139,7 +130,7 @@ impl Checker {
     }
 
     /// Checks the phase at `index`, or says why it is not checked.
-    async fn check_phase(&self, index: usize, tally: &mut Tally, events: &mut Events) {
+    async fn check_phase(&self, index: usize, tally: &mut Tally, events: &Events) {
         let phase = &self.pipeline.phases[index];
         let name = phase.name.value.clone();
         if self.cancel.is_cancelled() || tally.broken.is_some() {
@@ -221,7 +212,7 @@ impl Checker {
         checked: &Phase,
         snapshot: &Snapshot,
         logs: &Path,
-        events: &mut Events,
+        events: &Events,
     ) -> Vec<GateReport> {
         let pipeline = &self.pipeline;
         let env = gate_env(pipeline, checked);
@@ -253,7 +244,7 @@ impl Checker {
         failed_gates: Vec<String>,
         phase_started: Instant,
         tally: &mut Tally,
-        events: &mut Events,
+        events: &Events,
     ) {
         let interrupted_here = self.cancel.is_cancelled();
         let (outcome, status) = if interrupted_here {
@@ -285,8 +276,8 @@ impl Checker {
         });
     }
 
-    /// Emits the end of the check and returns its exit code.
-    fn finish(&self, tally: &Tally, mut events: Events) -> i32 {
+    /// Emits the end of the check (the dispatcher stops there) and returns its exit code.
+    fn finish(&self, tally: &Tally, events: Events, started: Instant) -> i32 {
         let (status, exit_code) = if self.cancel.is_cancelled() {
             (RunStatus::Cancelled, crate::exit::INTERRUPTED)
         } else if tally.broken.is_some() {
@@ -298,16 +289,15 @@ impl Checker {
         };
         events.emit(Event::RunFinished {
             status,
-            duration_ms: millis(events.started.elapsed()),
+            duration_ms: millis(started.elapsed()),
             exit_code,
         });
-        events.sinks.finish();
-        events.sinks.exit_code().unwrap_or(exit_code)
+        exit_code
     }
 }
 
 /// Emits why a phase is not checked: the check was interrupted, or cannot go on.
-fn not_checked(name: String, tally: &Tally, events: &mut Events) {
+fn not_checked(name: String, tally: &Tally, events: &Events) {
     let reason = tally
         .broken
         .clone()
@@ -332,7 +322,7 @@ fn broken(
     reason: String,
     phase_started: Instant,
     tally: &mut Tally,
-    events: &mut Events,
+    events: &Events,
 ) {
     events.emit(Event::AttemptFinished {
         phase: name.clone(),

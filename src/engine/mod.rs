@@ -7,6 +7,7 @@ mod attempt;
 pub(crate) mod check;
 mod context;
 pub(crate) mod control;
+pub(crate) mod error;
 pub(crate) mod fingerprint;
 mod isolation;
 mod observe;

@@ -1,6 +1,8 @@
 //! A whole run: opening its folder, planning, the context and state every phase task holds, the
 //! signal watcher, and the dispatcher that stamps every event and hands it to the run's sinks:
-//! the journal, `run.json`, then the reporters. The scheduler is `schedule.rs`.
+//! the journal, `run.json`, then the reporters. The scheduler is `schedule.rs`. `check` (in
+//! `check.rs`) is a mode of this driver: the same dispatcher and signal watcher, with no run
+//! folder and a phase loop that judges instead of scheduling attempts.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +11,7 @@ use std::time::{Instant, SystemTime};
 
 use super::context::{Resumed, Run, RunContext, RunOptions, millis};
 use super::control;
+use super::error::RunError;
 use super::plan;
 use super::state::{Events, RunState};
 use crate::event::sink::{EventSink, Sinks};
@@ -39,8 +42,8 @@ pub(crate) async fn execute(
     options: RunOptions,
     reporters: Sinks,
     lock: &RunLock,
-) -> std::io::Result<RunOutcome> {
-    let opening = open(&pipeline, lock)?;
+) -> Result<RunOutcome, RunError> {
+    let (opening, journal) = open(&pipeline, lock)?;
     let selected = pipeline.select(&options.only);
     let excluded: Vec<PathBuf> = std::iter::once(pipeline.state_dir.clone())
         .chain(options.reports.iter().cloned())
@@ -55,16 +58,8 @@ pub(crate) async fn execute(
         &excluded,
         opening.previous.as_ref(),
     );
-    let run_json = RunJson::start(
-        &opening.folder,
-        &pipeline.name,
-        &pipeline.file,
-        opening.resumes(),
-        selected.iter().map(|&id| pipeline[id].name.value.clone()),
-    )?;
     let resumed = opening.resumed();
-    let (sender, dispatcher) =
-        spawn_dispatcher(opening.journal, run_json, reporters, opening.opened);
+    let (events, dispatcher) = opening.dispatch(journal, &pipeline, &selected, reporters)?;
 
     let max_parallel = options.max_parallel(&pipeline) as usize;
     let timeout = pipeline.timeout.map(super::super::model::Millis::duration);
@@ -89,10 +84,7 @@ pub(crate) async fn execute(
         pipeline,
     };
     let run = Arc::new(Run {
-        state: RunState::new(
-            Events::new(sender, opening.redactor),
-            ctx.pipeline.retry_budget,
-        ),
+        state: RunState::new(events, ctx.pipeline.retry_budget),
         ctx,
     });
     let server = listener.map(|listener| tokio::spawn(control::serve(listener, run.clone())));
@@ -126,23 +118,33 @@ pub(crate) async fn execute(
     })
 }
 
-/// Starts the dispatcher thread: the journal and `run.json` first, then the reporters.
-fn spawn_dispatcher(
-    journal: Journal,
-    run_json: RunJson,
-    reporters: Sinks,
-    opened: Instant,
-) -> (
-    mpsc::Sender<Event>,
-    std::thread::JoinHandle<std::io::Result<Option<i32>>>,
-) {
-    let sinks = reporters.with_first(vec![
-        Box::new(journal) as Box<dyn EventSink>,
-        Box::new(run_json),
-    ]);
-    let (sender, receiver) = mpsc::channel();
-    let dispatcher = std::thread::spawn(move || dispatch(receiver, sinks, opened));
-    (sender, dispatcher)
+/// The thread that stamps every event of a run (or a check) and hands it to the sinks, in order:
+/// the one emit path. Events reach it redacted, through the [`Events`] it was started with.
+pub(crate) struct Dispatcher(std::thread::JoinHandle<std::io::Result<Option<i32>>>);
+
+impl Dispatcher {
+    /// Starts the thread; events are stamped with the time since `opened`.
+    pub(crate) fn start(
+        sinks: Sinks,
+        redactor: Arc<crate::redact::Redactor>,
+        opened: Instant,
+    ) -> (Events, Dispatcher) {
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::spawn(move || dispatch(receiver, sinks, opened));
+        (Events::new(sender, redactor), Dispatcher(thread))
+    }
+
+    /// Waits for the thread to end, which it does after `RunFinished`, off the runtime's
+    /// threads. Returns the exit code a sink imposed (a report the user asked for that could not
+    /// be written), or the first error of a sink that records the run.
+    pub(crate) async fn join(self) -> Result<Option<i32>, RunError> {
+        let thread = self.0;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|_| RunError::Dispatcher("could not be joined"))?
+            .map_err(|_| RunError::Dispatcher("panicked"))?
+            .map_err(RunError::Records)
+    }
 }
 
 /// A run's folder, opened: what `execute` needs before it plans.
@@ -152,7 +154,6 @@ struct Opening {
     previous: Option<crate::store::run_json::RunSummary>,
     folder: RunDir,
     redactor: Arc<crate::redact::Redactor>,
-    journal: Journal,
     /// When the journal was opened: events are stamped with the time since.
     opened: Instant,
 }
@@ -160,6 +161,30 @@ struct Opening {
 impl Opening {
     fn resumes(&self) -> Option<String> {
         self.previous.as_ref().map(|p| p.run_id.clone())
+    }
+
+    /// Starts `run.json` with the `selected` phases, and the dispatcher: the journal and
+    /// `run.json` first, then the `reporters`.
+    fn dispatch(
+        &self,
+        journal: Journal,
+        pipeline: &Pipeline,
+        selected: &[PhaseId],
+        reporters: Sinks,
+    ) -> Result<(Events, Dispatcher), RunError> {
+        let run_json = RunJson::start(
+            &self.folder,
+            &pipeline.name,
+            &pipeline.file,
+            self.resumes(),
+            selected.iter().map(|&id| pipeline[id].name.value.clone()),
+        )
+        .map_err(RunError::Journal)?;
+        let sinks = reporters.with_first(vec![
+            Box::new(journal) as Box<dyn EventSink>,
+            Box::new(run_json),
+        ]);
+        Ok(Dispatcher::start(sinks, self.redactor.clone(), self.opened))
     }
 
     /// The unfinished run this one continues, with the phases that passed there.
@@ -182,33 +207,32 @@ impl Opening {
 
 /// Makes the run's folder (named in the `lock` from now on), removes the worktrees a killed run
 /// left, opens the journal and writes `pipeline.json`.
-fn open(pipeline: &Pipeline, lock: &RunLock) -> std::io::Result<Opening> {
+fn open(pipeline: &Pipeline, lock: &RunLock) -> Result<(Opening, Journal), RunError> {
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let runs_dir = state_dir.join("runs");
     let previous = plan::unfinished_run(&state_dir);
-    let folder = RunDir::create(&runs_dir).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot create a run folder in {}: {e}", runs_dir.display()),
-        )
+    let folder = RunDir::create(&runs_dir).map_err(|source| RunError::RunFolder {
+        runs: runs_dir.clone(),
+        source,
     })?;
-    lock.set_run(&folder.run_id)?;
+    lock.set_run(&folder.run_id).map_err(RunError::Lock)?;
     super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());
-    let journal = Journal::open(&folder)?;
+    let journal = Journal::open(&folder).map_err(RunError::Journal)?;
     let opened = Instant::now();
-    std::fs::write(
-        folder.path.join("pipeline.json"),
-        redactor.to_json_pretty(pipeline)?,
-    )?;
-    Ok(Opening {
+    redactor
+        .to_json_pretty(pipeline)
+        .map_err(std::io::Error::from)
+        .and_then(|json| std::fs::write(folder.path.join("pipeline.json"), json))
+        .map_err(RunError::Journal)?;
+    let opening = Opening {
         state_dir,
         previous,
         folder,
         redactor,
-        journal,
         opened,
-    })
+    };
+    Ok((opening, journal))
 }
 
 /// The run's start in the journal: the phases it selected, then each one's plan (up to date, or
@@ -262,8 +286,8 @@ async fn finish(
     run: Arc<Run>,
     any_failed: bool,
     started: Instant,
-    dispatcher: std::thread::JoinHandle<std::io::Result<Option<i32>>>,
-) -> std::io::Result<i32> {
+    dispatcher: Dispatcher,
+) -> Result<i32, RunError> {
     sweep(&run).await;
     let status = run.state.cancel.status().unwrap_or(if any_failed {
         RunStatus::Failed
@@ -281,12 +305,7 @@ async fn finish(
         exit_code,
     });
     drop(run);
-    // The dispatcher stops after `RunFinished`; joined off the runtime's threads all the same.
-    let recorded = tokio::task::spawn_blocking(move || dispatcher.join())
-        .await
-        .map_err(|_| std::io::Error::other("the event dispatcher could not be joined"))?
-        .map_err(|_| std::io::Error::other("the event dispatcher panicked"))??;
-    Ok(recorded.unwrap_or(exit_code))
+    Ok(dispatcher.join().await?.unwrap_or(exit_code))
 }
 
 /// Puts back the guarded parts of the repository and removes the records of passed phases that

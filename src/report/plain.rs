@@ -8,8 +8,7 @@ use crate::event::{AttemptOutcome, Event, GateStatus, PhaseStatus, RunStatus, St
 
 use crate::event::record::{AttemptRecord, RunRecord, first_line};
 use crate::event::sink::EventSink;
-use crate::text::human_duration;
-use crate::text::{one_line, sanitize};
+use crate::text::{count, human_duration, one_line, sanitize};
 
 /// Indentation of a gate's details and of a message's continuation lines.
 const INDENT: &str = "    ";
@@ -290,15 +289,6 @@ pub(crate) fn run_status(status: RunStatus) -> &'static str {
         RunStatus::Failed => "failed",
         RunStatus::Cancelled => "cancelled",
         RunStatus::TimedOut => "timed out",
-    }
-}
-
-/// `1 phase`, `3 phases`.
-pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {many}")
     }
 }
 

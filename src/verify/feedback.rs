@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::event::{GateReport, GateStatus, TimeoutKind, how_it_ended};
 use crate::model::{Phase, Worker};
+use crate::text::fenced;
 use crate::verify::gates;
 
 /// Most lines of the agent's standard error quoted.
@@ -241,7 +242,7 @@ fn agent_section(out: &mut String, noun: &str, failure: &AgentFailure) {
                 } else {
                     " The start and the end of its standard error:\n\n"
                 });
-                fenced(out, "", &shown);
+                fenced(out, "", "text", &shown);
                 out.push('\n');
             }
         }
@@ -354,42 +355,13 @@ fn list_item(out: &mut String, detail: &str) {
     let _ = writeln!(out, "- {first}");
     if !rest.is_empty() {
         out.push('\n');
-        fenced(out, "  ", rest);
+        fenced(out, "  ", "text", rest);
     }
-}
-
-/// A fenced block, indented by `indent`, with a fence longer than any backtick run inside.
-fn fenced(out: &mut String, indent: &str, text: &str) {
-    let longest = text
-        .lines()
-        .map(|line| {
-            let trimmed = line.trim_start();
-            trimmed.len() - trimmed.trim_start_matches('`').len()
-        })
-        .max()
-        .unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    let _ = writeln!(out, "{indent}{fence}text");
-    for line in text.lines() {
-        if line.is_empty() {
-            out.push('\n');
-        } else {
-            let _ = writeln!(out, "{indent}{line}");
-        }
-    }
-    let _ = writeln!(out, "{indent}{fence}");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fence_outgrows_backticks_inside() {
-        let mut out = String::new();
-        fenced(&mut out, "", "a\n```\nb");
-        assert_eq!(out, "````text\na\n```\nb\n````\n");
-    }
 
     #[test]
     fn list_item_keeps_alignment_of_later_lines() {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::context::{Run, millis};
+use super::error::{AtStage, AttemptError, AttemptStage};
 use super::isolation::{Applied, Worktree};
 use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use crate::event::usage::{FailureClass, Spend, Usage};
@@ -193,7 +194,7 @@ async fn attempt_once(
     .await
     {
         Ok(result) => result,
-        Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
+        Err(e) => conclude::fatal(e.to_string()),
     };
     if let Some(reason) = &result.fatal {
         let phase = &run.ctx.pipeline[id];
@@ -367,9 +368,13 @@ async fn one_attempt(
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
     phase_before: &mut Option<Arc<Snapshot>>,
-) -> std::io::Result<AttemptResult> {
-    let current = Attempt::begin(run, id, attempt, max_attempts).await?;
-    let before = prepare::snapshot_before(&current).await?;
+) -> Result<AttemptResult, AttemptError> {
+    let current = Attempt::begin(run, id, attempt, max_attempts)
+        .await
+        .at(AttemptStage::Begin)?;
+    let before = prepare::snapshot_before(&current)
+        .await
+        .at(AttemptStage::ReadBefore)?;
     // The phase's result is what its attempts changed together: a failed attempt's files are
     // still there when the next one starts, so its bundle starts from before the first.
     if phase_before.is_none() {
@@ -384,7 +389,10 @@ async fn one_attempt(
     } else {
         first_before.clone()
     };
-    let worked = match run_worker(&current, previous, session, judged_from.clone()).await? {
+    let worked = match run_worker(&current, previous, session, judged_from.clone())
+        .await
+        .at(AttemptStage::Worker)?
+    {
         Ok(worked) => worked,
         Err(ended) => return Ok(ended),
     };
@@ -405,7 +413,8 @@ async fn one_attempt(
             &task,
             response.as_deref(),
         )
-        .await?
+        .await
+        .at(AttemptStage::Verify)?
     } else {
         verify::Verified {
             reports: Vec::new(),
@@ -442,7 +451,7 @@ async fn one_attempt(
         verifier_void,
         work,
     };
-    finish(&current, ended, bundle_before)
+    finish(&current, ended, bundle_before).at(AttemptStage::Record)
 }
 
 /// What an attempt's worker left.
@@ -562,10 +571,10 @@ fn finish(
 
 /// Applies a passing attempt's changes from its worktree to the workspace; a conflict fails the
 /// attempt, and the next one starts from the workspace as it is then.
-async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> std::io::Result<GateReport> {
+async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> Result<GateReport, AttemptError> {
     a.step(Step::Apply);
     let started = Instant::now();
-    let (status, details) = match worktree.apply(a.run).await? {
+    let (status, details) = match worktree.apply(a.run).await.at(AttemptStage::ApplyBack)? {
         Applied::Done => (GateStatus::Passed, Vec::new()),
         Applied::Conflicts(files) => {
             let mut details = vec![format!(

@@ -71,7 +71,7 @@ pub(super) async fn absent_gate(
             0,
             format!(
                 "`{pattern}` must not appear, but it matches {}",
-                count(hits.total, "line")
+                count(hits.total, "line", "lines")
             ),
         );
         details.extend(hits.listed);

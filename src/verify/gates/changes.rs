@@ -30,7 +30,7 @@ pub(super) fn changes_gate(ctx: &GateContext<'_>, min: u32) -> Finding {
     } else {
         let mut detail = format!(
             "the attempt changed {}; at least {min} expected",
-            count(total, "file")
+            count(total, "file", "files")
         );
         if total == 0 {
             detail.push_str(" — was the work done?");

@@ -112,7 +112,7 @@ pub(super) async fn matches_gate(
                 let names: Vec<&str> = files.iter().map(String::as_str).collect();
                 format!(
                     "`{pattern}` matches nowhere in the {} matching `{target_text}` ({})",
-                    count(files.len(), "file"),
+                    count(files.len(), "file", "files"),
                     name_list(&names, 10)
                 )
             };

@@ -23,7 +23,6 @@
 //! - A `command` gate that passes only after its `fix` ran passes, with a detail saying so.
 //! - Every detail is redacted before it is reported.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +31,7 @@ use crate::event::{CheckKind, GateReport, GateStatus};
 use crate::model::{Gate, GateKind, Phase};
 use crate::process::Cancel;
 use crate::redact::Redactor;
+use crate::text::{count, name_list};
 use crate::workspace::{Changes, Snapshot};
 
 mod absent;
@@ -397,32 +397,9 @@ fn last_lines(text: &str, max: usize) -> String {
     lines[start..].join("\n")
 }
 
-/// "`a`, `b` and 3 more".
-fn name_list(names: &[&str], max: usize) -> String {
-    let shown: Vec<String> = names
-        .iter()
-        .take(max)
-        .map(|n| crate::text::code_name(n))
-        .collect();
-    let mut list = shown.join(", ");
-    if names.len() > max {
-        let _ = write!(list, " and {} more", names.len() - max);
-    }
-    list
-}
-
 /// "… and 5 more matching lines".
 fn more(n: usize, noun: &str) -> String {
-    format!("… and {n} more {noun}{}", if n == 1 { "" } else { "s" })
-}
-
-/// "1 file", "3 files".
-fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
+    format!("… and {n} more {noun}{}", crate::text::plural(n))
 }
 
 #[cfg(test)]
@@ -449,6 +426,5 @@ mod tests {
     fn paths_are_cleaned_like_snapshot_paths() {
         assert_eq!(clean("./src//a.py"), "src/a.py");
         assert_eq!(file_safe("unit tests/py"), "unit-tests-py");
-        assert_eq!(name_list(&["a", "b", "c"], 2), "`a`, `b` and 1 more");
     }
 }

@@ -213,7 +213,7 @@ fn too_few_matches(all: &[String], pattern: &str, found: &[&str], min: usize) ->
     } else {
         format!(
             "`{pattern}` matches {} ({}); at least {min} expected",
-            count(found.len(), "file"),
+            count(found.len(), "file", "files"),
             name_list(found, 5)
         )
     };

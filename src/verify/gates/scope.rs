@@ -133,7 +133,7 @@ impl<'c> LeftToOthers<'c> {
             .map(|(phase, paths)| {
                 format!(
                     "{} left to phase \"{phase}\", which ran at the same time: {}",
-                    count(paths.len(), "change"),
+                    count(paths.len(), "change", "changes"),
                     name_list(&paths, 10)
                 )
             })

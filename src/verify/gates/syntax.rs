@@ -121,7 +121,7 @@ pub(super) async fn syntax_gate(ctx: &GateContext<'_>, globs: &[String]) -> Find
         details.push(format!(
             "{} ({total} in all, in {})",
             more(total - details.len(), "syntax error"),
-            count(files, "file")
+            count(files, "file", "files")
         ));
     }
     // A failure's details are its syntax errors only (`verify --json` lists them as such); a pass

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use similar::TextDiff;
 
-use super::{bytes, plural, with_path};
+use super::{bytes, with_path};
+use crate::text::plural;
 use crate::workspace::{Changes, Snapshot};
 
 /// The most bytes [`diff_of_changes`] returns, notes included.

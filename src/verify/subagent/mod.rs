@@ -56,7 +56,6 @@ pub use diff::{DIFF_LIMIT, FILE_DIFF_LIMIT, diff_of_changes};
 pub use prompt::verification_prompt;
 pub use verdict::{Verdict, VerdictError, parse_verdict};
 
-use prompt::fenced;
 use undo::undo_changes;
 use verdict::{bounded, judge_response, redacted};
 
@@ -159,7 +158,7 @@ impl SubAgentOutcome {
                 out.push('\n');
                 if !verdict.feedback.trim().is_empty() {
                     out.push_str("The reviewer's advice:\n\n");
-                    fenced(&mut out, "text", verdict.feedback.trim());
+                    crate::text::fenced(&mut out, "", "text", verdict.feedback.trim());
                     out.push('\n');
                 }
                 if !verdict.checks_passed.is_empty() {
@@ -460,10 +459,6 @@ fn list_item(out: &mut String, text: &str) {
 /// "1 byte", "12 bytes".
 fn bytes(size: u64) -> String {
     format!("{size} byte{}", if size == 1 { "" } else { "s" })
-}
-
-fn plural(count: usize) -> &'static str {
-    if count == 1 { "" } else { "s" }
 }
 
 fn with_path(error: &io::Error, path: &Path) -> io::Error {

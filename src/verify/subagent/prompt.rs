@@ -3,9 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::{SubAgentCheck, plural};
+use super::SubAgentCheck;
 use crate::agent::prompt::describe_output;
 use crate::event::{GateReport, GateStatus};
+use crate::text::{fenced, plural};
 use crate::workspace::Changes;
 
 /// The most changed paths listed in the prompt, and in a void verdict's reason.
@@ -47,7 +48,7 @@ pub fn verification_prompt(c: &SubAgentCheck<'_>, diff: &str) -> String {
         out.push_str("The agent was given no instructions beyond the expected outputs.\n\n");
     } else {
         out.push_str("The agent was given these instructions:\n\n");
-        fenced(&mut out, "text", c.task);
+        fenced(&mut out, "", "text", c.task);
         out.push('\n');
     }
 
@@ -158,30 +159,9 @@ fn changes_section(out: &mut String, changes: &Changes, diff: &str) {
             "The diff of these changes (binary files, very large files and symlinks are only \
              named; long diffs are cut):\n\n",
         );
-        fenced(out, "diff", diff);
+        fenced(out, "", "diff", diff);
         out.push('\n');
     }
-}
-
-/// A fenced block with a fence longer than any backtick run inside.
-pub(super) fn fenced(out: &mut String, info: &str, text: &str) {
-    let mut longest = 0;
-    let mut run = 0;
-    for ch in text.chars() {
-        if ch == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    let fence = "`".repeat(longest.max(2) + 1);
-    let _ = writeln!(out, "{fence}{info}");
-    out.push_str(text);
-    if !text.ends_with('\n') {
-        out.push('\n');
-    }
-    let _ = writeln!(out, "{fence}");
 }
 
 #[cfg(test)]
@@ -191,7 +171,7 @@ mod tests {
     #[test]
     fn fences_outgrow_backticks_inside() {
         let mut out = String::new();
-        fenced(&mut out, "diff", "+```rust\n");
+        fenced(&mut out, "", "diff", "+```rust\n");
         assert_eq!(out, "````diff\n+```rust\n````\n");
     }
 }

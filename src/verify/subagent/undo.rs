@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
+use crate::text::name_list;
 use crate::workspace::{Changes, Snapshot, SnapshotOptions};
 
 /// The most paths named in a void verdict's reason.
@@ -86,14 +87,4 @@ pub(super) fn undo_changes(
         not_restored,
         error,
     })
-}
-
-/// "`a`, `b` and 3 more".
-fn name_list(paths: &[String], max: usize) -> String {
-    let named: Vec<String> = paths.iter().take(max).map(|p| format!("`{p}`")).collect();
-    let mut list = named.join(", ");
-    if paths.len() > max {
-        let _ = write!(list, " and {} more", paths.len() - max);
-    }
-    list
 }

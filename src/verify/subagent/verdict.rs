@@ -4,9 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{STDERR_LOG, STDOUT_LOG, SubAgentCheck, plural};
+use super::{STDERR_LOG, STDOUT_LOG, SubAgentCheck};
 use crate::agent::response;
 use crate::redact::Redactor;
+use crate::text::plural;
 
 /// How much of the end of a response is searched for the verdict.
 pub(crate) const VERDICT_WINDOW: usize = 1024 * 1024;
