@@ -3,7 +3,9 @@
 //! failed a phase is a result, exit 1, not a failure of the command), or `Err` with what to tell
 //! the user and the exit code for it.
 
-use crate::diagnostics::{Diagnostic, Sources};
+use std::io::IsTerminal;
+
+use crate::diagnostics::{self, Diagnostic, Format, Sources};
 
 /// A subcommand's result: its exit code, or why it could not do its work.
 pub(crate) type Outcome = Result<i32, Failure>;
@@ -69,10 +71,28 @@ impl Failure {
             Self::Diagnostics {
                 diagnostics,
                 sources,
-            } => super::input::report(&diagnostics, &sources),
+            } => report(&diagnostics, &sources),
         }
         code
     }
+}
+
+/// Whether human output may use colour and Unicode graphics.
+pub(crate) fn color(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Prints diagnostics for people on standard error (used by commands other than `lint`).
+pub(crate) fn report(diagnostics: &[Diagnostic], sources: &Sources) {
+    let stderr = std::io::stderr();
+    let color = color(&stderr);
+    let _ = diagnostics::render(
+        Format::Human,
+        diagnostics,
+        sources,
+        color,
+        &mut stderr.lock(),
+    );
 }
 
 /// The messages of `Result<_, String>` helpers are about the user's input (exit 2).

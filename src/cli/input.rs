@@ -1,10 +1,10 @@
 //! Reading pipeline files for the subcommands, and reporting what cannot be read.
 
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::failure::Failure;
-use crate::diagnostics::{self, Diagnostic, Format, Sources};
+pub(crate) use super::failure::{Failure, color, report};
+
 use crate::language::{self, Compilation, FsLoader, Options};
 
 /// A file's path as shown in reports, and its text.
@@ -47,24 +47,6 @@ pub(crate) fn compile_for_lint(input: &Input) -> Compilation {
         ..Options::default()
     };
     language::compile(&input.path, &input.text, &FsLoader, options)
-}
-
-/// Whether human output may use colour and Unicode graphics.
-pub(crate) fn color(stream: &impl IsTerminal) -> bool {
-    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
-/// Prints diagnostics for people on standard error (used by commands other than `lint`).
-pub(crate) fn report(diagnostics: &[Diagnostic], sources: &Sources) {
-    let stderr = std::io::stderr();
-    let color = color(&stderr);
-    let _ = diagnostics::render(
-        Format::Human,
-        diagnostics,
-        sources,
-        color,
-        &mut stderr.lock(),
-    );
 }
 
 /// Compiles the pipeline a command works on; its diagnostics are the failure when it cannot be

@@ -774,3 +774,58 @@ fn a_mistake_inside_a_template_is_reported_once_in_the_library() {
     assert_eq!([&found["line"], &found["column"]], [4, 13]);
     assert_eq!(found["length"], "\"5 parsecs\"".len());
 }
+
+// ---------------------------------------------------------------------------------------------
+// failures
+
+/// A command that cannot do its work says so once, on one `error:` line (or with the pipeline's
+/// diagnostics), and exits with the code the README gives for its kind.
+#[test]
+fn a_failing_command_says_why_once_with_its_documented_exit_code() {
+    let cases: [(&[&str], i32, &str); 4] = [
+        (&["explain", "HF9999"], 2, "error: unknown code `HF9999`"),
+        (
+            &["show", "no-such-run"],
+            2,
+            "error: cannot read ./.helixflow/runs",
+        ),
+        (&["bundle", "show", "missing.bundle"], 2, "error: "),
+        (
+            &["run", "--no-progress"],
+            3,
+            "error: cannot lock the state folder",
+        ),
+    ];
+    for (args, code, start) in cases {
+        let test = Test::new()
+            .pipeline("pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n}\n")
+            .file(".helixflow", "");
+        let outcome = test.with_args(args).run().code(code);
+        let errors: Vec<&str> = outcome
+            .stderr
+            .lines()
+            .filter(|line| line.starts_with("error"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{args:?}:\n{}", outcome.stderr);
+        assert!(
+            errors[0].starts_with(start),
+            "{args:?}:\n{}",
+            outcome.stderr
+        );
+        assert_eq!(outcome.stdout, "", "{args:?}");
+    }
+    // An invalid pipeline: its diagnostics, and exit 2, for every command that reads it.
+    for command in ["run", "check", "compile", "status", "graph"] {
+        let outcome = Test::new()
+            .pipeline("pipeline \"p\"\nphase \"a\" {\n    runn \"true\"\n}\n")
+            .with_args(&[command])
+            .run()
+            .code(2);
+        assert!(
+            outcome.stderr.contains("HF101"),
+            "{command}:\n{}",
+            outcome.stderr
+        );
+        assert_eq!(outcome.stdout, "", "{command}");
+    }
+}
