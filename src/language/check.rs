@@ -228,6 +228,19 @@ fn references(pipeline: &Pipeline, defaults: &Body, diagnostics: &mut Diagnostic
             ),
             _ => {}
         }
+        // A block of `defaults` is in every phase: its finding is one, as lint drops repeats.
+        for block in &phase.attempts {
+            for (name, role) in block
+                .agent
+                .iter()
+                .map(|a| (a, ""))
+                .chain(block.verifier.iter().map(|v| (v, "verifier ")))
+            {
+                if !pipeline.agents.contains_key(&name.value) {
+                    diagnostics.push(unknown_agent(name, role));
+                }
+            }
+        }
         for dependency in &phase.depends_on {
             if !phase_names.contains(dependency.value.as_str()) {
                 let mut d = Diagnostic::new(
@@ -657,6 +670,9 @@ fn unused(
         }
         if let Some(verifier) = &phase.verifier {
             used.insert(&verifier.value);
+        }
+        for block in &phase.attempts {
+            used.extend(block.agent.iter().chain(&block.verifier).map(|a| a.value.as_str()));
         }
     }
     used.extend(
