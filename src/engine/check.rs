@@ -151,6 +151,7 @@ impl Checker {
             phase: name.clone(),
             attempt: 1,
             max_attempts: 1,
+            tier: None,
         });
         events.emit(Event::Step {
             phase: name.clone(),
@@ -275,6 +276,7 @@ impl Checker {
             error: None,
             usage: None,
             class: None,
+            nothing_to_change: false,
         });
         events.emit(Event::PhaseFinished {
             phase: name,
@@ -344,6 +346,7 @@ fn broken(
         error: Some(reason.clone()),
         usage: None,
         class: None,
+        nothing_to_change: false,
     });
     events.emit(Event::PhaseFinished {
         phase: name,

@@ -154,6 +154,32 @@ pub(crate) struct PhaseSummary {
     /// How its last attempt failed: `transient`, `fatal` or `work`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_class: Option<FailureClass>,
+    /// Each attempt's tier, and how it ended, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<AttemptTier>,
+    /// It passed with an attempt that changed nothing, as its agent declared: "passed, nothing
+    /// to change".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nothing_to_change: bool,
+}
+
+/// One attempt's tier in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) struct AttemptTier {
+    /// The attempt, counting every try.
+    pub attempt: u32,
+    /// The attempt of the work it is: a try after a transient failure repeats it.
+    pub work_attempt: u32,
+    /// The agent that did the work; none for a `run` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The `attempt` blocks that set it; empty: the phase's own settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<String>,
+    /// `passed`, `failed` or `cancelled`, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AttemptOutcome>,
 }
 
 /// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
@@ -204,6 +230,8 @@ impl RunJson {
                     reasons: Vec::new(),
                     cost: Spend::default(),
                     failure_class: None,
+                    tiers: Vec::new(),
+                    nothing_to_change: false,
                 })
                 .collect(),
             cost: Spend::default(),
@@ -254,18 +282,34 @@ impl RunJson {
         let phases = &mut summary.phases;
         let at = |phase: &str| index.get(phase).copied();
         match &stamped.event {
-            Event::AttemptStarted { phase, attempt, .. } => {
+            Event::AttemptStarted {
+                phase,
+                attempt,
+                tier,
+                ..
+            } => {
                 if let Some(i) = at(phase) {
                     let p = &mut phases[i];
                     p.status = "running".into();
                     p.attempts = *attempt;
+                    if let Some(tier) = tier {
+                        p.tiers.push(AttemptTier {
+                            attempt: *attempt,
+                            work_attempt: tier.work_attempt,
+                            agent: tier.agent.clone(),
+                            blocks: tier.blocks.clone(),
+                            outcome: None,
+                        });
+                    }
                 }
                 true
             }
             Event::AttemptFinished {
                 phase,
+                attempt: number,
                 outcome,
                 class,
+                nothing_to_change,
                 ..
             } => {
                 summary.cost = record.spend();
@@ -277,6 +321,10 @@ impl RunJson {
                     let p = &mut phases[i];
                     p.cost = spend.unwrap_or_default();
                     p.failure_class = *class;
+                    p.nothing_to_change = *nothing_to_change;
+                    if let Some(tier) = p.tiers.iter_mut().rfind(|t| t.attempt == *number) {
+                        tier.outcome = Some(*outcome);
+                    }
                     if *outcome == AttemptOutcome::Cancelled {
                         // Stopped, not failed: the phase's reason says why.
                         p.failed_gates.clear();
@@ -397,6 +445,7 @@ mod tests {
                 phase: "a".to_owned(),
                 attempt: 1,
                 max_attempts: 1,
+                tier: None,
             }))
             .unwrap();
         // Just written at the start: the change waits for its tick, at most a second away.

@@ -20,7 +20,9 @@ use super::context::{Run, millis};
 use super::isolation::{Applied, Worktree};
 use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use crate::event::usage::{FailureClass, Spend, Usage};
-use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind, Step};
+use crate::event::{
+    AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind, Step, Tier,
+};
 use crate::model::UnknownCost;
 use crate::model::{GateKind, Isolation, Millis, Phase, PhaseId, VerifyMode};
 use crate::verify::feedback::AgentFailure;
@@ -72,8 +74,10 @@ struct AttemptResult {
 }
 
 /// Runs every attempt of one phase. A transient failure is tried again after a wait without
-/// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
-/// the phase at once; before each attempt the `max-cost` budgets are checked.
+/// spending `retries` or the run's `retry-budget` (up to `transient-retries`), in the same tier;
+/// a fatal one ends the phase at once; before each attempt the `max-cost` budgets are checked.
+/// Each attempt of the work runs as its tier says: the phase with the `attempt` blocks that
+/// cover it.
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let phase = &run.ctx.pipeline[id];
     let _running = PhaseRunning::start(&run.state.alongside, id);
@@ -89,6 +93,8 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let mut attempt = 1;
     let mut tries = Tries::default();
     let mut spend = Spend::default();
+    // Whether the attempt about to start repeats the one before, after its transient failure.
+    let mut repeat = false;
     loop {
         let finished = |status, attempts, reason: Option<String>| PhaseResult {
             status,
@@ -108,9 +114,24 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             attempt,
             max_attempts,
         };
+        // Attempts of the work: a transient try repeats the one before, in its tier.
+        let work = tries.retries + 1;
+        let tiered = Tiered {
+            phase: phase.for_attempt(work),
+            tier: tier_of(phase, work),
+            repeat,
+        };
         let previous = previous_feedback.as_ref();
-        let result =
-            attempt_once(&run, id, number, previous, &mut session, &mut phase_before).await;
+        let result = attempt_once(
+            &run,
+            id,
+            &tiered,
+            number,
+            previous,
+            &mut session,
+            &mut phase_before,
+        )
+        .await;
         if let Some(usage) = &result.usage {
             add_spend(&run, phase, attempt, usage, &mut spend);
         }
@@ -134,7 +155,9 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
-        let backoff = tries.next_wait(phase, &result, transient);
+        // The wait before the next attempt is its tier's.
+        let next = phase.for_attempt(if transient { work } else { work + 1 });
+        let backoff = tries.next_wait(&next, &result, transient);
         if !retry_after(&run, phase, attempt, backoff).await {
             let reason = run.state.cancel.reason();
             return finished(PhaseStatus::Cancelled, attempt, Some(reason));
@@ -150,6 +173,7 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
                 )
             });
         }
+        repeat = transient;
         attempt += 1;
     }
 }
@@ -161,11 +185,34 @@ struct Numbered {
     max_attempts: u32,
 }
 
+/// The phase as an attempt runs it, and its tier.
+struct Tiered<'p> {
+    /// The phase with the `attempt` blocks of this attempt of the work applied.
+    phase: std::borrow::Cow<'p, Phase>,
+    tier: Tier,
+    /// Whether this is a try after a transient failure, repeating the attempt of the work.
+    repeat: bool,
+}
+
+/// The tier of attempt `work` of the work of `phase`.
+fn tier_of(phase: &Phase, work: u32) -> Tier {
+    Tier {
+        work_attempt: work,
+        agent: phase.for_attempt(work).agent_name().map(str::to_owned),
+        blocks: phase
+            .blocks_for(work)
+            .iter()
+            .map(|b| b.label())
+            .collect(),
+    }
+}
+
 /// One attempt, whatever happens: helixflow's own failure to run it ends it as a fatal failure,
 /// told in the journal.
 async fn attempt_once(
     run: &Run,
     id: PhaseId,
+    tiered: &Tiered<'_>,
     number: Numbered,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
@@ -179,25 +226,16 @@ async fn attempt_once(
         phase: run.ctx.pipeline[id].name.value.clone(),
         attempt,
         max_attempts,
+        tier: Some(tiered.tier.clone()),
     });
     let started = Instant::now();
-    let result = match one_attempt(
-        run,
-        id,
-        attempt,
-        max_attempts,
-        previous,
-        session,
-        phase_before,
-    )
-    .await
+    let result = match one_attempt(run, id, tiered, number, previous, session, phase_before).await
     {
         Ok(result) => result,
         Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
     };
     if let Some(reason) = &result.fatal {
-        let phase = &run.ctx.pipeline[id];
-        conclude::could_not_run(run, phase, attempt, max_attempts, started, reason);
+        conclude::could_not_run(run, &tiered.phase, attempt, max_attempts, started, reason);
     }
     result
 }
@@ -298,7 +336,11 @@ fn add_spend(run: &Run, phase: &Phase, attempt: u32, usage: &Usage, spend: &mut 
 struct Attempt<'s> {
     run: &'s Run,
     id: PhaseId,
+    /// The phase as this attempt runs it: with the `attempt` blocks of its tier applied.
     phase: &'s Phase,
+    /// Its tier, and whether it repeats the attempt of the work after a transient failure.
+    tier: &'s Tier,
+    repeat: bool,
     /// The attempt's number, from 1.
     number: u32,
     max_attempts: u32,
@@ -312,15 +354,19 @@ struct Attempt<'s> {
 }
 
 impl<'s> Attempt<'s> {
-    /// Attempt `number` of phase `id` begins: its folder, and its worktree with `isolation
-    /// "worktree"`.
+    /// Attempt `number` of phase `id` begins, as its tier says: its folder, and its worktree
+    /// with `isolation "worktree"`.
     async fn begin(
         run: &'s Run,
         id: PhaseId,
-        number: u32,
-        max_attempts: u32,
+        tiered: &'s Tiered<'_>,
+        number: Numbered,
     ) -> std::io::Result<Attempt<'s>> {
-        let phase = &run.ctx.pipeline[id];
+        let phase: &Phase = &tiered.phase;
+        let Numbered {
+            attempt: number,
+            max_attempts,
+        } = number;
         let worktree = if phase.isolation == Isolation::Worktree {
             Some(Worktree::create(run, phase, number).await?)
         } else {
@@ -330,6 +376,8 @@ impl<'s> Attempt<'s> {
             run,
             id,
             phase,
+            tier: &tiered.tier,
+            repeat: tiered.repeat,
             number,
             max_attempts,
             dir: run.ctx.folder.attempt_dir(&phase.name.value, number)?,
@@ -362,13 +410,13 @@ impl<'s> Attempt<'s> {
 async fn one_attempt(
     run: &Run,
     id: PhaseId,
-    attempt: u32,
-    max_attempts: u32,
+    tiered: &Tiered<'_>,
+    number: Numbered,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
     phase_before: &mut Option<Arc<Snapshot>>,
 ) -> std::io::Result<AttemptResult> {
-    let current = Attempt::begin(run, id, attempt, max_attempts).await?;
+    let current = Attempt::begin(run, id, tiered, number).await?;
     let before = prepare::snapshot_before(&current).await?;
     // The phase's result is what its attempts changed together: a failed attempt's files are
     // still there when the next one starts, so its bundle starts from before the first.
@@ -412,6 +460,7 @@ async fn one_attempt(
             after: None,
             verifier_void: None,
             work: verify::Work::new(),
+            nothing_to_change: false,
         }
     };
     let verify::Verified {
@@ -419,6 +468,7 @@ async fn one_attempt(
         after,
         verifier_void,
         work,
+        nothing_to_change,
     } = verified;
     reports.extend(verify::guarded(&current).await);
     if agent_failure.is_none()
@@ -441,6 +491,7 @@ async fn one_attempt(
         after,
         verifier_void,
         work,
+        nothing_to_change,
     };
     finish(&current, ended, bundle_before)
 }
@@ -504,6 +555,7 @@ struct Ended {
     after: Option<Snapshot>,
     verifier_void: Option<String>,
     work: verify::Work,
+    nothing_to_change: bool,
 }
 
 /// Concludes an attempt: its result in the journal; for a pass, its work and bundle (from
@@ -520,8 +572,10 @@ fn finish(
         after,
         verifier_void,
         work,
+        nothing_to_change,
     } = ended;
-    let mut result = conclude::conclude(current, agent_failure.as_ref(), &reports)?;
+    let mut result =
+        conclude::conclude(current, agent_failure.as_ref(), &reports, nothing_to_change)?;
     if result.outcome == AttemptOutcome::Passed && !work.is_empty() && current.worktree.is_none() {
         // What a later re-run that changes nothing is checked against (`changes`).
         let dir = run.ctx.folder.phase_dir(&phase.name.value);
