@@ -21,6 +21,13 @@ pub(crate) struct RunsArgs {
     /// The pipeline file, as FILE gives it.
     #[arg(long, global = true)]
     file: Option<PathBuf>,
+    /// Per phase and tier (the attempt of the work and its agent), over every run: attempts,
+    /// passes, cost and duration, the cost per pass and per passed phase.
+    #[arg(long)]
+    stats: bool,
+    /// With `--stats`: as JSON.
+    #[arg(long, requires = "stats")]
+    json: bool,
     #[command(subcommand)]
     command: Option<RunsCommand>,
 }
@@ -122,8 +129,11 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
         Ok(runs) => runs,
         Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
     };
-    if runs.is_empty() {
+    if runs.is_empty() && !args.json {
         return super::emit(&format!("no runs yet in {}\n", dir.display()));
+    }
+    if args.stats {
+        return super::emit(&super::stats::stats(&runs, args.json));
     }
     let summaries: Vec<_> = runs
         .iter()

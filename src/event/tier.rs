@@ -18,15 +18,3 @@ pub struct Tier {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<String>,
 }
-
-impl Tier {
-    /// The tier as a table names it: `2 claude-opus`, `1 (run)`.
-    #[must_use]
-    pub(crate) fn label(&self) -> String {
-        format!(
-            "{} {}",
-            self.work_attempt,
-            self.agent.as_deref().unwrap_or("(run)")
-        )
-    }
-}
