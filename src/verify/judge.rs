@@ -222,7 +222,7 @@ impl<'a> Inspection<'a> {
             }
             (Some(_), false) => report.details.push(
                 "you declared that there was nothing to change: that passes `changes` only when \
-                 every other gate passes, and some failed (see above)"
+                 every other gate passes, and another one failed"
                     .to_owned(),
             ),
             (None, true) => {
