@@ -846,7 +846,11 @@ impl AttemptBlock {
             let names: Vec<&str> = self.env.keys().map(String::as_str).collect();
             out.push(format!("env {}", names.join(", ")));
         }
-        out.extend(self.verifier.iter().map(|v| format!("verifier \"{}\"", v.value)));
+        out.extend(
+            self.verifier
+                .iter()
+                .map(|v| format!("verifier \"{}\"", v.value)),
+        );
         if self.verifier_prompt.is_some() {
             out.push("verifier-prompt".to_owned());
         }

@@ -264,7 +264,8 @@ fn table(runs: usize, rows: &[Row], unreadable: &[String]) -> String {
             let (tally, so_far) = (&row.tally, &row.so_far);
             [
                 one_line(&row.phase),
-                row.attempt.map_or_else(|| "all".to_owned(), |a| a.to_string()),
+                row.attempt
+                    .map_or_else(|| "all".to_owned(), |a| a.to_string()),
                 match (&row.attempt, &row.agent) {
                     (None, _) => String::new(),
                     (Some(_), Some(agent)) => one_line(agent),
@@ -275,7 +276,8 @@ fn table(runs: usize, rows: &[Row], unreadable: &[String]) -> String {
                 row.cost.short(),
                 per(tally, tally.spend.attempts),
                 human_duration(row.duration_ms),
-                row.mean_duration_ms.map_or_else(|| "-".to_owned(), human_duration),
+                row.mean_duration_ms
+                    .map_or_else(|| "-".to_owned(), human_duration),
                 per(tally, tally.passed),
                 per(so_far, so_far.passed),
             ]

@@ -90,7 +90,10 @@ fn attempt_blocks(pipeline: &Pipeline, phase: &Phase, parts: &mut BTreeMap<Strin
                 flatten(&format!("{prefix} {key}"), value, parts);
             }
         }
-        if let Some(agent) = block.agent.as_ref().and_then(|a| pipeline.agents.get(&a.value))
+        if let Some(agent) = block
+            .agent
+            .as_ref()
+            .and_then(|a| pipeline.agents.get(&a.value))
             && let Ok(Value::Object(mut fields)) = serde_json::to_value(agent)
         {
             fields.remove("name");

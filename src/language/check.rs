@@ -672,7 +672,13 @@ fn unused(
             used.insert(&verifier.value);
         }
         for block in &phase.attempts {
-            used.extend(block.agent.iter().chain(&block.verifier).map(|a| a.value.as_str()));
+            used.extend(
+                block
+                    .agent
+                    .iter()
+                    .chain(&block.verifier)
+                    .map(|a| a.value.as_str()),
+            );
         }
     }
     used.extend(

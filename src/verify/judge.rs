@@ -173,8 +173,8 @@ impl<'a> Inspection<'a> {
         let phase = self.context.phase;
         // With an earlier pass, or the agent's word that there was nothing to change, `changes`
         // is decided once every other gate is known.
-        let nothing_changed = (self.passed_before.is_some() || self.declared.is_some())
-            && self.own_changes() == 0;
+        let nothing_changed =
+            (self.passed_before.is_some() || self.declared.is_some()) && self.own_changes() == 0;
         let held = |report: &GateReport| nothing_changed && report.is(CheckKind::Changes);
         let mut reports = gates::run_gates(&self.context, &mut |report| {
             let mut report = report.clone();

@@ -199,11 +199,7 @@ fn tier_of(phase: &Phase, work: u32) -> Tier {
     Tier {
         work_attempt: work,
         agent: phase.for_attempt(work).agent_name().map(str::to_owned),
-        blocks: phase
-            .blocks_for(work)
-            .iter()
-            .map(|b| b.label())
-            .collect(),
+        blocks: phase.blocks_for(work).iter().map(|b| b.label()).collect(),
     }
 }
 
@@ -229,8 +225,7 @@ async fn attempt_once(
         tier: Some(tiered.tier.clone()),
     });
     let started = Instant::now();
-    let result = match one_attempt(run, id, tiered, number, previous, session, phase_before).await
-    {
+    let result = match one_attempt(run, id, tiered, number, previous, session, phase_before).await {
         Ok(result) => result,
         Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
     };

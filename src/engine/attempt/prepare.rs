@@ -259,7 +259,9 @@ fn choose_session<'a>(
     let resume = match (&agent.resume, session.to_resume(agent)) {
         // Only with feedback to give: a try after a transient failure of the first attempt
         // has none, and starts over with the full prompt.
-        (Some(argv), Some(id)) if attempt > 1 && feedback_file.is_some() && other_agent.is_none() => {
+        (Some(argv), Some(id))
+            if attempt > 1 && feedback_file.is_some() && other_agent.is_none() =>
+        {
             Some((argv, id.to_owned()))
         }
         _ => None,
@@ -290,9 +292,7 @@ fn choose_session<'a>(
 fn why(a: &Attempt<'_>, start: &Start) -> String {
     let work = a.tier.work_attempt;
     let mut text = if a.repeat {
-        format!(
-            "attempt {work} of the work again, after a transient failure: the same tier"
-        )
+        format!("attempt {work} of the work again, after a transient failure: the same tier")
     } else {
         format!("attempt {work} of the work")
     };

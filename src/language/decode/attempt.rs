@@ -42,7 +42,9 @@ pub(crate) fn parse_range(text: &str) -> Result<AttemptRange, String> {
     }
     let last = number(last)?;
     if last < first {
-        return Err(format!("the range ends ({last}) before it starts ({first})"));
+        return Err(format!(
+            "the range ends ({last}) before it starts ({first})"
+        ));
     }
     Ok(AttemptRange {
         first,
@@ -96,7 +98,9 @@ impl Decoder<'_> {
             "vars" => {
                 for var in child.children().map(KdlDocument::nodes).unwrap_or_default() {
                     if let Some(value) = origin.arg(var, 0) {
-                        block.vars.insert(var.name().value().to_owned(), value.value);
+                        block
+                            .vars
+                            .insert(var.name().value().to_owned(), value.value);
                     }
                 }
             }
@@ -187,7 +191,57 @@ fn written(range: AttemptRange) -> String {
 #[cfg(test)]
 mod tests {
     use super::parse_range;
-    use crate::model::AttemptRange;
+    use crate::model::{AttemptRange, Millis};
+
+    /// A phase's blocks apply over its template's, and those over `defaults`': they may cover
+    /// the same attempts without overlapping, and each later one wins where it sets something.
+    #[test]
+    fn blocks_of_defaults_a_template_and_the_phase_apply_in_that_order() {
+        let text = r#"pipeline "p"
+agent "a" { command "a"; }
+agent "b" { command "b"; }
+agent "c" { command "c"; }
+defaults {
+    attempt "2.." { agent "b"; timeout "1m"; }
+}
+template "t" {
+    attempt "3.." { timeout "2m"; env "X" "template"; }
+}
+phase "p" use="t" {
+    agent "a"
+    prompt "go"
+    retries 4
+    attempt 4 { agent "c"; env "X" "phase"; }
+}
+"#;
+        let compiled = crate::language::compile(
+            std::path::Path::new("/w/pipeline.kdl"),
+            text,
+            &crate::language::FsLoader,
+            crate::language::Options::default(),
+        );
+        assert!(!compiled.has_errors(), "{:?}", compiled.diagnostics);
+        let phase = &compiled.pipeline.unwrap().phases[0];
+        let at = |n: u32| phase.for_attempt(n).into_owned();
+        assert_eq!(at(1).agent_name(), Some("a"));
+        assert_eq!(at(1).timeout, None);
+        assert_eq!(
+            (at(2).agent_name(), at(2).timeout),
+            (Some("b"), Some(Millis(60_000)))
+        );
+        assert_eq!(
+            (at(3).agent_name(), at(3).timeout),
+            (Some("b"), Some(Millis(120_000)))
+        );
+        assert_eq!(at(3).env["X"], "template");
+        assert_eq!(
+            (at(4).agent_name(), at(4).timeout),
+            (Some("c"), Some(Millis(120_000)))
+        );
+        assert_eq!(at(4).env["X"], "phase");
+        let labels: Vec<String> = phase.blocks_for(4).iter().map(|b| b.label()).collect();
+        assert_eq!(labels, ["defaults 2..", "template 3..", "4"]);
+    }
 
     #[test]
     fn ranges_read_as_written_and_refuse_what_covers_nothing() {
