@@ -489,7 +489,8 @@ fn attempt_records(run: &RunDir, phase: &str) -> (HashMap<u32, AttemptEnd>, Hash
     (ends, tiers)
 }
 
-/// An attempt's tier in words: `attempt 2 of the work, agent "claude-opus", set by `attempt 2``.
+/// An attempt's tier in words, e.g. `attempt 2 of the work, agent "claude-opus"`, then the
+/// blocks that set it.
 fn tier_words(tier: &Tier) -> String {
     let mut words = format!("attempt {} of the work", tier.work_attempt);
     if let Some(agent) = &tier.agent {

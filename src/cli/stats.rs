@@ -63,13 +63,11 @@ struct Stats {
 
 impl Stats {
     fn phase_mut(&mut self, name: &str) -> &mut BTreeMap<TierKey, Tally> {
-        let at = match self.phases.iter().position(|(n, _)| n == name) {
-            Some(at) => at,
-            None => {
-                self.phases.push((name.to_owned(), BTreeMap::new()));
-                self.phases.len() - 1
-            }
-        };
+        let at = self.phases.iter().position(|(n, _)| n == name);
+        let at = at.unwrap_or_else(|| {
+            self.phases.push((name.to_owned(), BTreeMap::new()));
+            self.phases.len() - 1
+        });
         &mut self.phases[at].1
     }
 

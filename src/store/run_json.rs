@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lock::LiveRun;
 use super::run::RunDir;
-use crate::event::record::RunRecord;
+use crate::event::record::{AttemptRecord, RunRecord};
 use crate::event::sink::EventSink;
 use crate::event::usage::{FailureClass, Spend};
 use crate::event::{AttemptOutcome, Event, Stamped};
@@ -163,6 +163,41 @@ pub(crate) struct PhaseSummary {
     pub nothing_to_change: bool,
 }
 
+impl PhaseSummary {
+    /// Attempt `attempt` started, in `tier`.
+    fn started(&mut self, attempt: u32, tier: Option<&crate::event::Tier>) {
+        self.status = "running".into();
+        self.attempts = attempt;
+        if let Some(tier) = tier {
+            self.tiers.push(AttemptTier {
+                attempt,
+                work_attempt: tier.work_attempt,
+                agent: tier.agent.clone(),
+                blocks: tier.blocks.clone(),
+                outcome: None,
+            });
+        }
+    }
+}
+
+impl PhaseSummary {
+    /// Attempt `number` ended with `outcome`; `attempt` is it as the reporters see it.
+    fn ended(&mut self, attempt: &AttemptRecord, number: u32, outcome: AttemptOutcome) {
+        if let Some(tier) = self.tiers.iter_mut().rfind(|t| t.attempt == number) {
+            tier.outcome = Some(outcome);
+        }
+        if outcome == AttemptOutcome::Cancelled {
+            // Stopped, not failed: the phase's reason says why.
+            self.failed_gates.clear();
+            self.error = None;
+        } else {
+            // As the table at the end of a run shows it: the agent or run command first.
+            self.failed_gates = attempt.failures();
+            self.error = attempt.error().map(str::to_owned);
+        }
+    }
+}
+
 /// One attempt's tier in `run.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -289,18 +324,7 @@ impl RunJson {
                 ..
             } => {
                 if let Some(i) = at(phase) {
-                    let p = &mut phases[i];
-                    p.status = "running".into();
-                    p.attempts = *attempt;
-                    if let Some(tier) = tier {
-                        p.tiers.push(AttemptTier {
-                            attempt: *attempt,
-                            work_attempt: tier.work_attempt,
-                            agent: tier.agent.clone(),
-                            blocks: tier.blocks.clone(),
-                            outcome: None,
-                        });
-                    }
+                    phases[i].started(*attempt, tier.as_ref());
                 }
                 true
             }
@@ -322,18 +346,7 @@ impl RunJson {
                     p.cost = spend.unwrap_or_default();
                     p.failure_class = *class;
                     p.nothing_to_change = *nothing_to_change;
-                    if let Some(tier) = p.tiers.iter_mut().rfind(|t| t.attempt == *number) {
-                        tier.outcome = Some(*outcome);
-                    }
-                    if *outcome == AttemptOutcome::Cancelled {
-                        // Stopped, not failed: the phase's reason says why.
-                        p.failed_gates.clear();
-                        p.error = None;
-                    } else {
-                        // As the table at the end of a run shows it: the agent or run command first.
-                        p.failed_gates = attempt.failures();
-                        p.error = attempt.error().map(str::to_owned);
-                    }
+                    p.ended(attempt, *number, *outcome);
                 }
                 true
             }

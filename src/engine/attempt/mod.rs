@@ -93,8 +93,6 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let mut attempt = 1;
     let mut tries = Tries::default();
     let mut spend = Spend::default();
-    // Whether the attempt about to start repeats the one before, after its transient failure.
-    let mut repeat = false;
     loop {
         let finished = |status, attempts, reason: Option<String>| PhaseResult {
             status,
@@ -106,21 +104,8 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt - 1, Some(reason));
         }
-        let max_attempts = phase
-            .retries
-            .saturating_add(1)
-            .saturating_add(tries.transient);
-        let number = Numbered {
-            attempt,
-            max_attempts,
-        };
-        // Attempts of the work: a transient try repeats the one before, in its tier.
-        let work = tries.retries + 1;
-        let tiered = Tiered {
-            phase: phase.for_attempt(work),
-            tier: tier_of(phase, work),
-            repeat,
-        };
+        let number = tries.numbered(phase, attempt);
+        let tiered = tries.tiered(phase);
         let previous = previous_feedback.as_ref();
         let result = attempt_once(
             &run,
@@ -155,9 +140,7 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
-        // The wait before the next attempt is its tier's.
-        let next = phase.for_attempt(if transient { work } else { work + 1 });
-        let backoff = tries.next_wait(&next, &result, transient);
+        let backoff = tries.next_wait(phase, &result, transient);
         if !retry_after(&run, phase, attempt, backoff).await {
             let reason = run.state.cancel.reason();
             return finished(PhaseStatus::Cancelled, attempt, Some(reason));
@@ -173,7 +156,6 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
                 )
             });
         }
-        repeat = transient;
         attempt += 1;
     }
 }
@@ -257,12 +239,41 @@ async fn retry_after(run: &Run, phase: &Phase, attempt: u32, backoff: Duration) 
 struct Tries {
     retries: u32,
     transient: u32,
+    /// Whether the next try repeats the one before, after its transient failure.
+    repeat: bool,
 }
 
 impl Tries {
+    /// Attempt `attempt`'s number, and how many the phase has now: its retries, and the tries
+    /// after transient failures so far.
+    fn numbered(&self, phase: &Phase, attempt: u32) -> Numbered {
+        let max_attempts = phase
+            .retries
+            .saturating_add(1)
+            .saturating_add(self.transient);
+        Numbered {
+            attempt,
+            max_attempts,
+        }
+    }
+
+    /// The next attempt as its tier runs it. Attempts count the work: a try after a transient
+    /// failure repeats the attempt before, in its tier.
+    fn tiered<'p>(&self, phase: &'p Phase) -> Tiered<'p> {
+        let work = self.retries + 1;
+        Tiered {
+            phase: phase.for_attempt(work),
+            tier: tier_of(phase, work),
+            repeat: self.repeat,
+        }
+    }
+
     /// Counts the next try and returns the wait before it: a transient failure's, else the
-    /// phase's `backoff`.
+    /// `backoff` of the next attempt's tier.
     fn next_wait(&mut self, phase: &Phase, result: &AttemptResult, transient: bool) -> Duration {
+        self.repeat = transient;
+        let next = phase.for_attempt(self.retries + if transient { 1 } else { 2 });
+        let phase: &Phase = &next;
         if transient {
             let wait = transient_wait(phase, result.retry_after, self.transient);
             self.transient += 1;

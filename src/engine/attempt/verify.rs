@@ -106,14 +106,7 @@ pub(super) async fn verify(
         reports.push(report);
         verifier_void = void;
     }
-    // What a pass leaves as the phase's work: what it changed, or, when a re-run changed
-    // nothing because its work was in place, that earlier work.
-    let mut work = work_of(&observed);
-    if work.is_empty()
-        && let Some((_, earlier)) = earlier_work
-    {
-        work = earlier;
-    }
+    let work = work_or_earlier(&observed, earlier_work);
     Ok(Verified {
         reports,
         after: before.is_some().then_some(observed.after),
@@ -121,6 +114,16 @@ pub(super) async fn verify(
         work,
         nothing_to_change,
     })
+}
+
+/// What a pass leaves as the phase's work: what it changed, or, when a re-run changed nothing
+/// because its work was in place, that earlier work.
+fn work_or_earlier(observed: &Observed, earlier: Option<(String, Work)>) -> Work {
+    let work = work_of(observed);
+    match earlier {
+        Some((_, earlier)) if work.is_empty() => earlier,
+        _ => work,
+    }
 }
 
 /// The agent's `no-change` pattern, when its final response matches it: it declares that there
