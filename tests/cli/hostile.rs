@@ -152,7 +152,11 @@ fn a_fifo_as_the_pipeline_file_is_refused() {
 fn bounded(source: &str, max: usize) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pipeline.kdl"), "pipeline \"p\"\n").unwrap();
-    let sarif = run(dir.path(), &["lint", "--format", "sarif", "pipeline.kdl"], b"");
+    let sarif = run(
+        dir.path(),
+        &["lint", "--format", "sarif", "pipeline.kdl"],
+        b"",
+    );
     let rules = sarif.stdout.len();
     std::fs::write(dir.path().join("pipeline.kdl"), source).unwrap();
     for args in [
