@@ -45,7 +45,7 @@ pub use diagnostics::{
 pub use event::sink::{EventSink, Sinks};
 pub use event::{
     AttemptOutcome, CheckKind, ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP,
-    ReportKind, RunStatus, Stamped, Step, TimeoutKind,
+    ReportKind, RunStatus, Stamped, Step, Tier, TimeoutKind,
 };
 pub use language::{Compilation, FsLoader, Loader, Options, compile};
 pub use model::{Agent, Language, Phase, Pipeline, ResponseFormat};

@@ -392,6 +392,11 @@ pub struct Agent {
     /// ignore them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bookkeeping: Vec<String>,
+    /// A regex over the agent's final response by which it declares that nothing needed
+    /// changing: an attempt that changed nothing then passes a `changes` gate, when every other
+    /// gate of the phase passes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_change: Option<String>,
     /// The option the CLI takes a turn limit with (`--max-turns`): a phase's `max-turns N` is
     /// passed as this option and `N` after the rest of the argv.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -685,12 +690,235 @@ pub struct Phase {
     /// The most turns one attempt's agent may take.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// Longest time without output per attempt, in milliseconds, overriding the agent's: set by
+    /// an `attempt` block only.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    pub idle_timeout: Option<Millis>,
     /// Environment added for this phase.
     pub env: BTreeMap<String, String>,
+    /// Settings for some attempts of the work (`attempt N { … }`), from `defaults`, the template
+    /// and the phase, in that order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<AttemptBlock>,
     /// Where some settings were written, for diagnostics.
     #[serde(skip)]
     #[schemars(skip)]
     pub spans: PhaseSpans,
+}
+
+/// Which attempts of the work an `attempt` block covers: from `first` to `last`, or from `first`
+/// on. Written `2`, `"3.."` or `"2..4"`, and serialized so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptRange {
+    /// The first attempt covered, from 1.
+    pub first: u32,
+    /// The last attempt covered; `None`: every later one.
+    pub last: Option<u32>,
+}
+
+impl AttemptRange {
+    /// Whether attempt `n` of the work is covered.
+    pub fn contains(self, n: u32) -> bool {
+        n >= self.first && self.last.is_none_or(|last| n <= last)
+    }
+
+    /// Whether some attempt is covered by both.
+    pub fn overlaps(self, other: AttemptRange) -> bool {
+        let ends_before = |a: AttemptRange, b: AttemptRange| a.last.is_some_and(|l| l < b.first);
+        !ends_before(self, other) && !ends_before(other, self)
+    }
+}
+
+impl std::fmt::Display for AttemptRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.last {
+            Some(last) if last == self.first => write!(f, "{last}"),
+            Some(last) => write!(f, "{}..{last}", self.first),
+            None => write!(f, "{}..", self.first),
+        }
+    }
+}
+
+impl Serialize for AttemptRange {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl JsonSchema for AttemptRange {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AttemptRange".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Attempts of the work: `2`, `3..` (3 and later) or `2..4`.",
+            "type": "string",
+            "pattern": "^[1-9][0-9]*(\\.\\.([1-9][0-9]*)?)?$"
+        })
+    }
+}
+
+/// Where an `attempt` block was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockOrigin {
+    /// In `defaults`: for every phase.
+    Defaults,
+    /// In the template the phase is made from.
+    Template,
+    /// In the phase itself.
+    Phase,
+}
+
+/// An `attempt` block: settings for some attempts of a phase's work, over the phase's own.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct AttemptBlock {
+    /// The attempts it covers.
+    pub range: Spanned<AttemptRange>,
+    /// Where it was written.
+    pub from: BlockOrigin,
+    /// The agent of these attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Spanned<String>>,
+    /// Their prompt template.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<Prompt>,
+    /// The templates that prompt includes, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompt_includes: BTreeMap<String, String>,
+    /// Prompt variables added to the phase's.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, String>,
+    /// The most turns each of these attempts may take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Limit per attempt, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    pub timeout: Option<Millis>,
+    /// Longest time without output, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    pub idle_timeout: Option<Millis>,
+    /// Environment added to the phase's.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The verifier of these attempts, in `sub-agent` mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<Spanned<String>>,
+    /// Extra instructions for that verifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verifier_prompt: Option<Prompt>,
+    /// Wait before each of these attempts, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
+    pub backoff: Option<Millis>,
+}
+
+impl AttemptBlock {
+    /// The block as reports name it: `3..`, or `defaults 3..` / `template 3..` where it was not
+    /// written in the phase.
+    pub fn label(&self) -> String {
+        match self.from {
+            BlockOrigin::Phase => self.range.value.to_string(),
+            BlockOrigin::Defaults => format!("defaults {}", self.range.value),
+            BlockOrigin::Template => format!("template {}", self.range.value),
+        }
+    }
+
+    /// What the block sets, in words: `agent "claude-opus", max-turns 80`.
+    pub fn settings(&self) -> Vec<String> {
+        let ms = |m: Millis| humantime::format_duration(m.duration()).to_string();
+        let prompt = |p: &Prompt| match p {
+            Prompt::Inline(_) => "an inline prompt".to_owned(),
+            Prompt::File { path, .. } => format!("prompt {}", path.display()),
+        };
+        let mut out = Vec::new();
+        out.extend(self.agent.iter().map(|a| format!("agent \"{}\"", a.value)));
+        out.extend(self.prompt.iter().map(prompt));
+        if !self.vars.is_empty() {
+            let names: Vec<&str> = self.vars.keys().map(String::as_str).collect();
+            out.push(format!("vars {}", names.join(", ")));
+        }
+        out.extend(self.max_turns.map(|n| format!("max-turns {n}")));
+        out.extend(self.timeout.map(|t| format!("timeout {}", ms(t))));
+        out.extend(self.idle_timeout.map(|t| format!("idle-timeout {}", ms(t))));
+        if !self.env.is_empty() {
+            let names: Vec<&str> = self.env.keys().map(String::as_str).collect();
+            out.push(format!("env {}", names.join(", ")));
+        }
+        out.extend(
+            self.verifier
+                .iter()
+                .map(|v| format!("verifier \"{}\"", v.value)),
+        );
+        if self.verifier_prompt.is_some() {
+            out.push("verifier-prompt".to_owned());
+        }
+        out.extend(self.backoff.map(|t| format!("backoff {}", ms(t))));
+        out
+    }
+}
+
+impl Phase {
+    /// The `attempt` blocks that cover attempt `n` of the work, in the order they apply:
+    /// `defaults`, the template, the phase (each later one wins where it sets something).
+    pub fn blocks_for(&self, n: u32) -> Vec<&AttemptBlock> {
+        let mut blocks: Vec<&AttemptBlock> = self
+            .attempts
+            .iter()
+            .filter(|b| b.range.value.contains(n))
+            .collect();
+        blocks.sort_by_key(|b| b.from);
+        blocks
+    }
+
+    /// The phase as attempt `n` of its work runs it: its own settings with those of the
+    /// `attempt` blocks that cover `n` on top. A `run` step keeps its command: an agent set by
+    /// a block applies to agent phases only.
+    pub fn for_attempt(&self, n: u32) -> std::borrow::Cow<'_, Phase> {
+        let blocks = self.blocks_for(n);
+        if blocks.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut phase = self.clone();
+        for block in blocks {
+            if let (Some(agent), Worker::Agent(_)) = (&block.agent, &phase.worker) {
+                phase.worker = Worker::Agent(agent.clone());
+            }
+            if let Some(prompt) = &block.prompt {
+                phase.prompt = Some(prompt.clone());
+                phase.prompt_includes.clone_from(&block.prompt_includes);
+            }
+            phase.vars.extend(block.vars.clone());
+            phase.env.extend(block.env.clone());
+            let or = |mine: &mut Option<Millis>, theirs: Option<Millis>| {
+                if theirs.is_some() {
+                    *mine = theirs;
+                }
+            };
+            or(&mut phase.timeout, block.timeout);
+            or(&mut phase.idle_timeout, block.idle_timeout);
+            or(&mut phase.backoff, block.backoff);
+            if block.max_turns.is_some() {
+                phase.max_turns = block.max_turns;
+            }
+            if block.verifier.is_some() {
+                phase.verifier.clone_from(&block.verifier);
+            }
+            if block.verifier_prompt.is_some() {
+                phase.verifier_prompt.clone_from(&block.verifier_prompt);
+            }
+        }
+        std::borrow::Cow::Owned(phase)
+    }
+
+    /// The agent that does the work, by name; `None` for a `run` step.
+    pub fn agent_name(&self) -> Option<&str> {
+        match &self.worker {
+            Worker::Agent(name) => Some(&name.value),
+            Worker::Run(_) => None,
+        }
+    }
 }
 
 /// Places of phase settings that later checks point at.

@@ -18,6 +18,7 @@ mod reporters;
 mod run;
 mod runs;
 mod schema;
+mod stats;
 mod status;
 mod verify;
 

@@ -393,6 +393,14 @@ fn phase_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, plans: &[Pha
         }
         Worker::Agent(name) => agent_plan(out, pipeline, phase, &name.value, attempts),
     }
+    for block in &phase.attempts {
+        let _ = writeln!(
+            out,
+            "  attempt {}: {}",
+            block.label(),
+            block.settings().join(", ")
+        );
+    }
     let gates: Vec<String> = std::iter::once(CheckKind::Outputs.as_str().to_owned())
         .filter(|_| !phase.outputs.is_empty())
         .chain(phase.gates.iter().map(|g| g.name.clone()))
@@ -406,6 +414,9 @@ fn phase_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, plans: &[Pha
 /// The agent of a phase in the dry-run plan: its argv, that of its retries, its standard input
 /// and the prompt of the first attempt.
 fn agent_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, name: &str, attempts: u32) {
+    // The first attempt's, with the `attempt` block that covers it, if any.
+    let phase = &*phase.for_attempt(1);
+    let name = phase.agent_name().unwrap_or(name);
     let agent = &pipeline.agents[name];
     let prompt = attempt_prompt(phase, 1, attempts, "")
         .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::failure::{Failure, Outcome};
 use super::input;
 use crate::event::usage::{FailureClass, Usage};
-use crate::event::{AttemptOutcome, Event};
+use crate::event::{AttemptOutcome, Event, Tier};
 use crate::report::replay;
 use crate::store::journal;
 use crate::store::run::{RunDir, list_runs};
@@ -22,6 +22,13 @@ pub(crate) struct RunsArgs {
     /// The pipeline file, as FILE gives it.
     #[arg(long, global = true)]
     file: Option<PathBuf>,
+    /// Per phase and tier (the attempt of the work and its agent), over every run: attempts,
+    /// passes, cost and duration, the cost per pass and per passed phase.
+    #[arg(long)]
+    stats: bool,
+    /// With `--stats`: as JSON.
+    #[arg(long, requires = "stats")]
+    json: bool,
     #[command(subcommand)]
     command: Option<RunsCommand>,
 }
@@ -120,8 +127,11 @@ pub(crate) fn runs(args: &RunsArgs) -> Outcome {
     }
     let runs = list_runs(&dir)
         .map_err(|e| Failure::usage(format!("cannot read {}: {e}", dir.display())))?;
-    if runs.is_empty() {
+    if runs.is_empty() && !args.json {
         return super::emit(&format!("no runs yet in {}\n", dir.display()));
+    }
+    if args.stats {
+        return super::emit(&super::stats::stats(&runs, args.json));
     }
     let summaries: Vec<_> = runs
         .iter()
@@ -287,10 +297,13 @@ fn show_phase(run: &RunDir, phase: &str) -> Outcome {
         return no_attempts(run, phase, status, reason.as_deref(), running);
     }
     attempts.sort();
-    let ends = attempt_ends(run, phase);
+    let (ends, tiers) = attempt_records(run, phase);
     let mut out = String::new();
     for (n, path) in attempts {
         let _ = writeln!(out, "── attempt {n} ({})", path.display());
+        if let Some(tier) = tiers.get(&n) {
+            let _ = writeln!(out, "   tier: {}", tier_words(tier));
+        }
         let end = ends.get(&n);
         if let Some(usage) = end.and_then(|end| end.usage.as_ref()) {
             let turns = usage
@@ -394,6 +407,9 @@ fn write_ending(
                 .unwrap_or("no feedback was written");
             let _ = writeln!(out, "   failed: {}", crate::text::one_line(why));
         }
+        (Some(AttemptOutcome::Passed), _) if end.is_some_and(|end| end.nothing_to_change) => {
+            let _ = writeln!(out, "   passed, nothing to change");
+        }
         (Some(AttemptOutcome::Passed), _) => {
             let _ = writeln!(out, "   passed");
         }
@@ -419,18 +435,27 @@ struct AttemptEnd {
     error: Option<String>,
     usage: Option<Usage>,
     class: Option<FailureClass>,
+    nothing_to_change: bool,
 }
 
-/// How each attempt of `phase` ended, by attempt number: the outcome, error, usage and failure
-/// class of its `attempt-finished` event in the run's journal. An attempt without one has not
-/// finished.
-fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, AttemptEnd> {
+/// How each attempt of `phase` ended, by attempt number (the outcome, error, usage and failure
+/// class of its `attempt-finished` event in the run's journal; an attempt without one has not
+/// finished), and the tier each ran in (its `attempt-started`).
+fn attempt_records(run: &RunDir, phase: &str) -> (HashMap<u32, AttemptEnd>, HashMap<u32, Tier>) {
+    let (mut ends, mut tiers) = (HashMap::new(), HashMap::new());
     let Ok(events) = journal::read(run) else {
-        return HashMap::new();
+        return (ends, tiers);
     };
-    events
-        .into_iter()
-        .filter_map(|stamped| match stamped.event {
+    for stamped in events {
+        match stamped.event {
+            Event::AttemptStarted {
+                phase: of,
+                attempt,
+                tier: Some(tier),
+                ..
+            } if of == phase => {
+                tiers.insert(attempt, tier);
+            }
             Event::AttemptFinished {
                 phase: of,
                 attempt,
@@ -438,19 +463,42 @@ fn attempt_ends(run: &RunDir, phase: &str) -> HashMap<u32, AttemptEnd> {
                 error,
                 usage,
                 class,
+                nothing_to_change,
                 ..
-            } if of == phase => Some((
-                attempt,
-                AttemptEnd {
+            } if of == phase => {
+                let end = AttemptEnd {
                     outcome,
                     error,
                     usage,
                     class,
-                },
-            )),
-            _ => None,
-        })
-        .collect()
+                    nothing_to_change,
+                };
+                ends.insert(attempt, end);
+            }
+            _ => {}
+        }
+    }
+    (ends, tiers)
+}
+
+/// An attempt's tier in words, e.g. `attempt 2 of the work, agent "claude-opus"`, then the
+/// blocks that set it.
+fn tier_words(tier: &Tier) -> String {
+    let mut words = format!("attempt {} of the work", tier.work_attempt);
+    if let Some(agent) = &tier.agent {
+        let _ = write!(words, ", agent \"{}\"", crate::text::one_line(agent));
+    }
+    if tier.blocks.is_empty() {
+        words.push_str(", the phase's own settings");
+    } else {
+        let blocks: Vec<String> = tier
+            .blocks
+            .iter()
+            .map(|b| format!("`attempt {}`", crate::text::one_line(b)))
+            .collect();
+        let _ = write!(words, ", set by {}", blocks.join(" and "));
+    }
+    words
 }
 
 /// `helixflow runs merge`.

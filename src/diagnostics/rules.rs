@@ -454,6 +454,72 @@ rules! {
         help: "Give `usage \"json\"` dotted keys and `usage \"regex\"` patterns (`cost=`, `input-tokens=`, …); give the built-in formats none.";
 
     /// ## What it catches
+    /// An `attempt` block whose range cannot be read: attempt `0` (attempts count from 1), a
+    /// range that ends before it starts (`"4..2"`), or text that is not `N`, `"N.."` or
+    /// `"N..M"`.
+    ///
+    /// ## Why
+    /// A block that covers no attempt would never apply: the escalation it declares would
+    /// silently never happen.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     agent "claude-sonnet"
+    ///     attempt "3-4" { agent "claude-opus" }    // write "3..4"
+    /// }
+    /// ```
+    ATTEMPT_RANGE = "HF140" "attempt-range" Error,
+        summary: "An `attempt` block's range cannot be read, or covers no attempt.",
+        help: "Write an attempt (`2`), the attempts from one on (`\"3..\"`) or a range (`\"2..4\"`), counting from 1.";
+
+    /// ## What it catches
+    /// Two `attempt` blocks of one phase (or of one template, or of `defaults`) that cover the
+    /// same attempt: `attempt "2.."` and `attempt 3`.
+    ///
+    /// ## Why
+    /// Each attempt of the work runs in one tier; with two blocks for it, which one's agent or
+    /// prompt applies would depend on the order they are written. (A phase's block may cover
+    /// what a block of its template or of `defaults` covers: the phase's applies over it.)
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     agent "claude-sonnet"
+    ///     retries 3
+    ///     attempt "2.." { agent "claude-opus" }
+    ///     attempt 3 { prompt file="prompts/strict.md" }    // attempt 3 is in "2.." too
+    /// }
+    /// ```
+    OVERLAPPING_ATTEMPTS = "HF141" "overlapping-attempts" Error,
+        summary: "Two `attempt` blocks cover the same attempt.",
+        help: "Make the ranges disjoint (`attempt 2 { … }` and `attempt \"3..\" { … }`), or join the two blocks into one.";
+
+    /// ## What it catches
+    /// A node in an `attempt` block that an attempt cannot change: `retries`, `gates`,
+    /// `outputs`, `scope`, `verify`, … An `attempt` block may set `agent`, `prompt`, `vars`,
+    /// `max-turns`, `timeout`, `idle-timeout`, `env`, `verifier`, `verifier-prompt` and `backoff`.
+    ///
+    /// ## Why
+    /// A tier changes who does the work and how they are asked, not what the work is: every
+    /// attempt of a phase must produce the same outputs and be judged by the same gates, or a
+    /// later attempt could pass by being asked less.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "parser" {
+    ///     agent "claude-sonnet"
+    ///     attempt 2 {
+    ///         agent "claude-opus"
+    ///         retries 5    // the phase's, not an attempt's
+    ///     }
+    /// }
+    /// ```
+    ATTEMPT_SETTING = "HF142" "attempt-setting" Error,
+        summary: "An `attempt` block sets something an attempt cannot change.",
+        help: "Move it to the phase, or remove it: an `attempt` block may set agent, prompt, vars, max-turns, timeout, idle-timeout, env, verifier, verifier-prompt and backoff.";
+
+    /// ## What it catches
     /// Two phases, agents or templates with the same name (also across imports).
     ///
     /// ## Why

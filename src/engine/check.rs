@@ -142,6 +142,7 @@ impl Checker {
             phase: name.clone(),
             attempt: 1,
             max_attempts: 1,
+            tier: None,
         });
         events.emit(Event::Step {
             phase: name.clone(),
@@ -266,6 +267,7 @@ impl Checker {
             error: None,
             usage: None,
             class: None,
+            nothing_to_change: false,
         });
         events.emit(Event::PhaseFinished {
             phase: name,
@@ -334,6 +336,7 @@ fn broken(
         error: Some(reason.clone()),
         usage: None,
         class: None,
+        nothing_to_change: false,
     });
     events.emit(Event::PhaseFinished {
         phase: name,

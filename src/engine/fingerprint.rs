@@ -40,11 +40,13 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
             "prompt-includes",
             "prompt_includes",
             "template",
+            "attempts",
         ] {
             fields.remove(key);
         }
         flatten("", &Value::Object(fields), &mut parts);
     }
+    attempt_blocks(pipeline, phase, &mut parts);
     if let Worker::Agent(name) = &phase.worker
         && let Some(agent) = pipeline.agents.get(&name.value)
         && let Ok(Value::Object(mut fields)) = serde_json::to_value(agent)
@@ -73,6 +75,31 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
         template: phase.template.clone(),
         prompt_hash: hex(prompt.as_bytes()),
         prompt: redactor.redact(&prompt),
+    }
+}
+
+/// The `attempt` blocks of a phase as named parts, each by its range (`` attempt `3..` agent ``),
+/// with the definition of each agent a block names: a tier is part of the phase's definition.
+fn attempt_blocks(pipeline: &Pipeline, phase: &Phase, parts: &mut BTreeMap<String, String>) {
+    for block in &phase.attempts {
+        let prefix = format!("attempt `{}`", block.label());
+        if let Ok(Value::Object(mut fields)) = serde_json::to_value(block) {
+            fields.remove("range");
+            fields.remove("from");
+            for (key, value) in &fields {
+                flatten(&format!("{prefix} {key}"), value, parts);
+            }
+        }
+        if let Some(agent) = block
+            .agent
+            .as_ref()
+            .and_then(|a| pipeline.agents.get(&a.value))
+            && let Ok(Value::Object(mut fields)) = serde_json::to_value(agent)
+        {
+            fields.remove("name");
+            fields.remove("file");
+            flatten(&format!("{prefix} agent"), &Value::Object(fields), parts);
+        }
     }
 }
 

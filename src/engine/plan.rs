@@ -212,7 +212,7 @@ fn part_name(part: &str) -> String {
     match part {
         "worker.run" => "`run` command".to_owned(),
         "worker.agent" => "agent".to_owned(),
-        other if other.starts_with("gate `") => other.to_owned(),
+        other if other.starts_with("gate `") || other.starts_with("attempt `") => other.to_owned(),
         other => format!("`{other}`"),
     }
 }

@@ -8,6 +8,7 @@ mod exit;
 pub(crate) mod record;
 pub(crate) mod sink;
 mod step;
+mod tier;
 pub(crate) mod usage;
 
 pub use check::CheckKind;
@@ -15,6 +16,7 @@ pub use check::ReportKind;
 pub use exit::ChildExit;
 pub(crate) use exit::how_it_ended;
 pub use step::Step;
+pub use tier::Tier;
 
 use crate::redact::Redactor;
 
@@ -186,6 +188,10 @@ pub enum Event {
         attempt: u32,
         /// `retries + 1`.
         max_attempts: u32,
+        /// The tier it runs in: its attempt of the work, its agent, the `attempt` blocks that
+        /// set it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tier: Option<Tier>,
     },
     /// The attempt moved to a new step (for progress displays): `agent`, [`RUN_STEP`],
     /// `gate tests`, …
@@ -242,6 +248,10 @@ pub enum Event {
         /// How a failed attempt failed: `transient`, `fatal` or `work`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         class: Option<usage::FailureClass>,
+        /// It passed having changed nothing, as its agent declared (`no-change`): "passed,
+        /// nothing to change".
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        nothing_to_change: bool,
     },
     /// A failed phase will be tried again.
     RetryScheduled {
@@ -329,10 +339,12 @@ impl Event {
                 phase,
                 attempt,
                 max_attempts,
+                tier,
             } => Self::AttemptStarted {
                 phase,
                 attempt,
                 max_attempts,
+                tier,
             },
             Self::Step {
                 phase,
@@ -376,6 +388,7 @@ impl Event {
                 error,
                 usage,
                 class,
+                nothing_to_change,
             } => Self::AttemptFinished {
                 phase,
                 attempt,
@@ -391,6 +404,7 @@ impl Event {
                     ..usage
                 }),
                 class,
+                nothing_to_change,
             },
             Self::RetryScheduled {
                 phase,

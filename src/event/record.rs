@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::event::usage::{FailureClass, Spend};
 use crate::event::{
-    ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped, Step,
+    ChildExit, Event, GateReport, GateStatus, PhaseStatus, RUN_STEP, Stamped, Step, Tier,
 };
 
 /// The run so far.
@@ -40,6 +40,10 @@ pub(crate) struct PhaseRecord {
     pub reasons: Vec<String>,
     /// What its attempts' agents used, summed.
     pub spend: Spend,
+    /// The agent of its first attempt: a later attempt with another one names it.
+    pub first_agent: Option<String>,
+    /// Each attempt's tier, by attempt number, in the order they started.
+    pub tiers: Vec<(u32, Tier)>,
 }
 
 /// How a phase ended.
@@ -66,6 +70,8 @@ pub(crate) struct AttemptRecord {
     pub gates: Vec<GateReport>,
     /// How it ended, once it did.
     pub end: Option<AttemptEnd>,
+    /// The tier it ran in, when its start said.
+    pub tier: Option<Tier>,
 }
 
 /// How an attempt ended.
@@ -78,6 +84,8 @@ pub(crate) struct AttemptEnd {
     pub error: Option<String>,
     /// How it failed.
     pub class: Option<FailureClass>,
+    /// It passed having changed nothing, as its agent declared.
+    pub nothing_to_change: bool,
 }
 
 /// Where a phase stands, including the states a run that ended abnormally leaves behind.
@@ -132,11 +140,20 @@ impl RunRecord {
                 phase,
                 attempt,
                 max_attempts,
+                tier,
             } => {
                 let record = self.phase_mut(phase);
                 record.max_attempts = Some(*max_attempts);
                 record.started_ms.get_or_insert(now);
-                record.attempt = Some(AttemptRecord::new(*attempt));
+                if record.first_agent.is_none() {
+                    record.first_agent = tier.as_ref().and_then(|t| t.agent.clone());
+                }
+                if let Some(tier) = tier {
+                    record.tiers.push((*attempt, tier.clone()));
+                }
+                let mut started = AttemptRecord::new(*attempt);
+                started.tier.clone_from(tier);
+                record.attempt = Some(started);
             }
             Event::Step {
                 phase,
@@ -172,6 +189,7 @@ impl RunRecord {
                 error,
                 usage,
                 class,
+                nothing_to_change,
                 ..
             } => {
                 if let Some(usage) = usage {
@@ -189,6 +207,7 @@ impl RunRecord {
                     feedback: feedback.clone(),
                     error: error.clone(),
                     class: *class,
+                    nothing_to_change: *nothing_to_change,
                 });
             }
             Event::PhaseFinished {
@@ -246,6 +265,8 @@ impl RunRecord {
                 end: None,
                 reasons: Vec::new(),
                 spend: Spend::default(),
+                first_agent: None,
+                tiers: Vec::new(),
             });
             self.index.insert(name.to_owned(), self.phases.len() - 1);
             self.phases.len() - 1
@@ -275,6 +296,7 @@ impl AttemptRecord {
             run_step: false,
             gates: Vec::new(),
             end: None,
+            tier: None,
         }
     }
 
@@ -359,6 +381,29 @@ impl AttemptRecord {
 }
 
 impl PhaseRecord {
+    /// ` (claude-opus)` when attempt `number`, the latest one, ran with another agent than the
+    /// phase's first attempt; else nothing.
+    pub(crate) fn other_agent(&self, number: u32) -> String {
+        self.attempt
+            .as_ref()
+            .filter(|a| a.number == number)
+            .and_then(|a| a.tier.as_ref())
+            .and_then(|t| t.agent.as_deref())
+            .filter(|agent| self.first_agent.as_deref() != Some(*agent))
+            .map(|agent| format!(" ({})", crate::text::one_line(agent)))
+            .unwrap_or_default()
+    }
+
+    /// Whether it passed with an attempt that changed nothing, as its agent declared.
+    pub(crate) fn nothing_to_change(&self) -> bool {
+        self.standing() == Standing::Ended(PhaseStatus::Passed)
+            && self
+                .attempt
+                .as_ref()
+                .and_then(|a| a.end.as_ref())
+                .is_some_and(|end| end.nothing_to_change)
+    }
+
     /// Where it stands.
     pub(crate) fn standing(&self) -> Standing {
         match (&self.end, &self.attempt) {

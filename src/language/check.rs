@@ -228,6 +228,7 @@ fn references(pipeline: &Pipeline, defaults: &Body, diagnostics: &mut Diagnostic
             ),
             _ => {}
         }
+        tier_agents(pipeline, phase, &unknown_agent, diagnostics);
         for dependency in &phase.depends_on {
             if !phase_names.contains(dependency.value.as_str()) {
                 let mut d = Diagnostic::new(
@@ -244,6 +245,24 @@ fn references(pipeline: &Pipeline, defaults: &Body, diagnostics: &mut Diagnostic
                     );
                 }
                 diagnostics.push(d);
+            }
+        }
+    }
+}
+
+/// The agents and verifiers a phase's `attempt` blocks name that are not defined. A block of
+/// `defaults` is in every phase: its finding is one, as lint drops repeats.
+fn tier_agents(
+    pipeline: &Pipeline,
+    phase: &crate::model::Phase,
+    unknown_agent: &dyn Fn(&crate::model::Spanned<String>, &str) -> Diagnostic,
+    diagnostics: &mut Diagnostics,
+) {
+    for block in &phase.attempts {
+        let named = block.agent.iter().map(|a| (a, ""));
+        for (name, role) in named.chain(block.verifier.iter().map(|v| (v, "verifier "))) {
+            if !pipeline.agents.contains_key(&name.value) {
+                diagnostics.push(unknown_agent(name, role));
             }
         }
     }
@@ -657,6 +676,15 @@ fn unused(
         }
         if let Some(verifier) = &phase.verifier {
             used.insert(&verifier.value);
+        }
+        for block in &phase.attempts {
+            used.extend(
+                block
+                    .agent
+                    .iter()
+                    .chain(&block.verifier)
+                    .map(|a| a.value.as_str()),
+            );
         }
     }
     used.extend(

@@ -15,7 +15,8 @@ use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, did_you_mean, rules};
 use crate::model::{
-    Agent, Gate, GateKind, OnFailure, Phase, Pipeline, Spanned, VerifyMode, Worker,
+    Agent, AttemptBlock, BlockOrigin, Gate, GateKind, OnFailure, Phase, Pipeline, Spanned,
+    VerifyMode, Worker,
 };
 
 /// Default `max-parallel`.
@@ -183,7 +184,9 @@ impl Compiler<'_> {
         let none = Substitution::none();
         let origin = Origin { file, subst: &none };
         let defaults_node = nodes_named(&document, "defaults").next();
-        let defaults = decoder.body(defaults_node.and_then(KdlNode::children), origin);
+        let defaults = decoder
+            .body(defaults_node.and_then(KdlNode::children), origin)
+            .attempts_from(BlockOrigin::Defaults);
 
         let mut pipeline = self.pipeline_settings(pipeline_node, file, path, workspace.clone());
         let mut phases = Vec::new();
@@ -566,35 +569,34 @@ impl Compiler<'_> {
                         for (k, v) in &params {
                             body.vars.entry(k.clone()).or_insert_with(|| v.clone());
                         }
-                        body
+                        body.attempts_from(BlockOrigin::Template)
                     }
                 }
             }
         };
         let body = base.overlay(own).fill_from(defaults);
+        // A parameter the phase does not give is reported already (HF501); its uses in the
+        // prompt are not reported again.
+        let mut vars = body.vars.clone();
+        let declared = template_name
+            .as_deref()
+            .and_then(|t| self.templates.get(t))
+            .map(|t| t.params.as_slice())
+            .unwrap_or_default();
+        for (param, _, _) in declared {
+            vars.entry(param.clone()).or_default();
+        }
+        let mut decoder = Decoder {
+            diagnostics: self.diagnostics,
+            sources: self.sources,
+            loader: self.loader,
+            workspace: workspace.to_owned(),
+        };
         let prompt_includes = match &body.prompt {
-            Some(prompt) => {
-                // A parameter the phase does not give is reported already (HF501); its uses in
-                // the prompt are not reported again.
-                let mut vars = body.vars.clone();
-                let declared = template_name
-                    .as_deref()
-                    .and_then(|t| self.templates.get(t))
-                    .map(|t| t.params.as_slice())
-                    .unwrap_or_default();
-                for (param, _, _) in declared {
-                    vars.entry(param.clone()).or_default();
-                }
-                Decoder {
-                    diagnostics: self.diagnostics,
-                    sources: self.sources,
-                    loader: self.loader,
-                    workspace: workspace.to_owned(),
-                }
-                .check_prompt(&name.value, prompt, &vars)
-            }
+            Some(prompt) => decoder.check_prompt(&name.value, prompt, &vars),
             None => BTreeMap::new(),
         };
+        let attempts = attempt_blocks(&mut decoder, &name.value, &body, &vars);
 
         let worker = match (&body.agent, &body.run) {
             (Some(agent), Some(run)) => {
@@ -629,6 +631,7 @@ impl Compiler<'_> {
             for gate in &body.gates {
                 self.response_in_run_step(gate, &name.value, run.span);
             }
+            self.agent_in_run_step(&attempts, &name.value, run.span);
         }
         Some(Phase {
             name,
@@ -662,6 +665,8 @@ impl Compiler<'_> {
             max_cost: body.max_cost,
             transient_retries: body.transient_retries.unwrap_or(DEFAULT_TRANSIENT_RETRIES),
             max_turns: body.max_turns,
+            idle_timeout: None,
+            attempts,
             spans: crate::model::PhaseSpans {
                 verify: body.verify.map(|v| v.span),
                 scope: body.scope.iter().map(|s| s.span).collect(),
@@ -669,6 +674,26 @@ impl Compiler<'_> {
                 isolation: body.isolation.map(|i| i.span),
             },
         })
+    }
+
+    /// An `attempt` block of a `run` step (its own or its template's) that sets an agent: a step
+    /// runs its command on every attempt. (`defaults`' agent applies to agent phases only.)
+    fn agent_in_run_step(&mut self, attempts: &[AttemptBlock], phase: &str, run: Span) {
+        for block in attempts.iter().filter(|b| b.from != BlockOrigin::Defaults) {
+            let Some(agent) = &block.agent else { continue };
+            self.diagnostics.push(
+                Diagnostic::new(
+                    &rules::AGENT_AND_RUN,
+                    agent.span,
+                    format!(
+                        "phase \"{phase}\" is a `run` step: its `attempt {}` block cannot set an agent",
+                        block.range.value
+                    ),
+                )
+                .label("`agent` here")
+                .note(run, "`run` here"),
+            );
+        }
     }
 
     /// A `matches`/`absent` gate on the response in a `run` step, which has no agent response.
@@ -764,6 +789,29 @@ impl Compiler<'_> {
         }
         values
     }
+}
+
+/// A phase's `attempt` blocks, from `defaults`, its template and itself: each prompt checked
+/// against the phase's variables (`vars`) and the block's own.
+fn attempt_blocks(
+    decoder: &mut Decoder<'_>,
+    phase: &str,
+    body: &Body,
+    vars: &BTreeMap<String, String>,
+) -> Vec<AttemptBlock> {
+    body.attempts
+        .iter()
+        .map(|decl| {
+            let mut block = decl.block.clone();
+            if let Some(prompt) = &decl.prompt {
+                let mut vars = vars.clone();
+                vars.extend(block.vars.clone());
+                block.prompt_includes = decoder.check_prompt(phase, prompt, &vars);
+                block.prompt = Some(prompt.prompt.value.clone());
+            }
+            block
+        })
+        .collect()
 }
 
 /// Whether a file without a `pipeline` is a library for `import`: it defines agents, templates

@@ -28,6 +28,8 @@ pub enum Context {
     Gates,
     /// Inside `vars { … }`: any name, one value.
     Vars,
+    /// Inside `attempt RANGE { … }`: settings for some attempts of the work.
+    Attempt,
 }
 
 impl Context {
@@ -44,6 +46,7 @@ impl Context {
             Context::Inputs => "`inputs`",
             Context::Gates => "`gates`",
             Context::Vars => "`vars`",
+            Context::Attempt => "`attempt`",
         }
     }
 }
@@ -85,6 +88,8 @@ pub enum ValueType {
     Template,
     /// One of a fixed set of strings.
     Choice(&'static [Choice]),
+    /// Attempts of the work: an integer ≥ 1, or a string `"N.."` or `"N..M"`.
+    AttemptRange,
 }
 
 impl ValueType {
@@ -104,6 +109,7 @@ impl ValueType {
                 let values: Vec<_> = choices.iter().map(|c| format!("\"{}\"", c.value)).collect();
                 format!("one of {}", values.join(", "))
             }
+            ValueType::AttemptRange => "an attempt (2) or a range (\"3..\", \"2..4\")".into(),
         }
     }
 }
@@ -234,6 +240,26 @@ pub(crate) fn contexts_of(name: &str) -> Vec<Context> {
 const PHASE_LIKE: &[Context] = &[Context::Phase, Context::Template, Context::Defaults];
 /// Where list-valued phase children that make no sense as defaults may appear.
 const PHASE_OR_TEMPLATE: &[Context] = &[Context::Phase, Context::Template];
+/// Where the settings an `attempt` block may change appear: phase-like blocks and `attempt`.
+const PHASE_LIKE_OR_ATTEMPT: &[Context] = &[
+    Context::Phase,
+    Context::Template,
+    Context::Defaults,
+    Context::Attempt,
+];
+/// The nodes an `attempt` block may set, as its diagnostics list them.
+pub(crate) const ATTEMPT_SETTINGS: &[&str] = &[
+    "agent",
+    "prompt",
+    "vars",
+    "max-turns",
+    "timeout",
+    "idle-timeout",
+    "env",
+    "verifier",
+    "verifier-prompt",
+    "backoff",
+];
 
 /// Verify modes.
 pub(crate) const VERIFY_MODES: &[Choice] = &[
@@ -546,6 +572,7 @@ pub static NODES: &[NodeSchema] = &[
             Context::Phase,
             Context::Template,
             Context::Defaults,
+            Context::Attempt,
         ],
         args: DURATION_ARG,
         min_args: 1,
@@ -572,6 +599,7 @@ pub static NODES: &[NodeSchema] = &[
             Context::Phase,
             Context::Template,
             Context::Defaults,
+            Context::Attempt,
         ],
         args: ENV_ARGS,
         min_args: 2,
@@ -754,6 +782,18 @@ pub static NODES: &[NodeSchema] = &[
         ..BASE
     },
     NodeSchema {
+        name: "no-change",
+        contexts: &[Context::Agent],
+        args: &[arg(
+            "REGEX",
+            ValueType::Regex,
+            "Matched against the agent's final response, across lines.",
+        )],
+        min_args: 1,
+        doc: "How the agent declares that there was nothing to change (e.g. `no-change \"NOTHING TO CHANGE\"`): an attempt whose response matches it and that changed nothing passes a `changes` gate, but only when every other gate of the phase passes. The journal and the summary record it as \"passed, nothing to change\". Without it, a re-run that changes nothing fails `changes` unless its earlier work is in place.",
+        ..BASE
+    },
+    NodeSchema {
         name: "max-turns-option",
         contexts: &[Context::Agent],
         args: &[arg(
@@ -867,7 +907,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "idle-timeout",
-        contexts: &[Context::Agent],
+        contexts: &[Context::Agent, Context::Attempt],
         args: DURATION_ARG,
         min_args: 1,
         doc: "Longest time without output; on expiry the agent's process group is stopped (TERM, grace, KILL).",
@@ -876,7 +916,7 @@ pub static NODES: &[NodeSchema] = &[
     // phase { … }, template { … }, defaults { … }
     NodeSchema {
         name: "agent",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         args: &[arg(
             "NAME",
             ValueType::Name,
@@ -900,7 +940,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "prompt",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         args: &[arg(
             "TEMPLATE",
             ValueType::Template,
@@ -916,7 +956,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "vars",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         children: Some(Context::Vars),
         children_required: true,
         repeatable: true,
@@ -1021,7 +1061,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "verifier",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         args: &[arg(
             "AGENT",
             ValueType::Name,
@@ -1033,7 +1073,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "verifier-prompt",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         args: &[arg("TEMPLATE", ValueType::Template, "Extra instructions.")],
         props: &[prop(
             "file",
@@ -1069,7 +1109,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "max-turns",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         args: &[arg("INT", ValueType::Int(1), "Turns per attempt.")],
         min_args: 1,
         doc: "The most turns one attempt's agent may take: helixflow counts the turns the agent's `usage` reports (Claude Code's `num_turns`, Codex's completed turns, Aider's replies, a declared `turns=`) and fails an attempt that took more, as work not done. A CLI that can stop itself is also given its own limit in its `command` (e.g. `claude --max-turns 20`).",
@@ -1077,7 +1117,7 @@ pub static NODES: &[NodeSchema] = &[
     },
     NodeSchema {
         name: "backoff",
-        contexts: PHASE_LIKE,
+        contexts: PHASE_LIKE_OR_ATTEMPT,
         args: DURATION_ARG,
         min_args: 1,
         doc: "Wait before each retry.",
@@ -1117,6 +1157,21 @@ pub static NODES: &[NodeSchema] = &[
         )],
         min_args: 1,
         doc: "Run when the phase finally fails (notify a person, open a ticket).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "attempt",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "RANGE",
+            ValueType::AttemptRange,
+            "The attempts of the work it covers: `2` (exactly the second), `\"3..\"` (the third and later) or `\"2..4\"`.",
+        )],
+        min_args: 1,
+        children: Some(Context::Attempt),
+        children_required: true,
+        repeatable: true,
+        doc: "Settings for some attempts of the work, over the phase's own: an escalation tier (`attempt 2 { agent \"claude-opus\" }`). It may set `agent`, `prompt`, `vars`, `max-turns`, `timeout`, `idle-timeout`, `env`, `verifier`, `verifier-prompt` and `backoff` (the wait before these attempts); what the phase must produce and how it is judged stay the phase's. Attempts count the work: a try after a transient failure (a rate limit, an overloaded service) repeats the same attempt and its tier. An attempt with another agent starts a new session with the full prompt and the feedback; one that keeps the agent but changes the prompt continues the session with the new prompt's text and the feedback. Blocks of one phase (or template, or `defaults`) must not overlap; a phase's blocks apply over its template's, and those over `defaults`'.",
         ..BASE
     },
     // template { … }

@@ -118,6 +118,26 @@ impl Validator<'_> {
         let name = node.name().value();
         let span = name_span(self.file, node);
         let elsewhere = schema::contexts_of(name);
+        if context == Context::Attempt && !elsewhere.is_empty() {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    &rules::ATTEMPT_SETTING,
+                    span,
+                    format!("an `attempt` block cannot set `{name}`"),
+                )
+                .label("not an attempt's setting")
+                .help(format!(
+                    "an `attempt` block may set: {}{}",
+                    schema::ATTEMPT_SETTINGS.join(", "),
+                    if elsewhere.contains(&Context::Phase) {
+                        format!("; `{name}` stays the phase's for every attempt")
+                    } else {
+                        String::new()
+                    }
+                )),
+            );
+            return;
+        }
         if !elsewhere.is_empty() {
             let places: Vec<_> = elsewhere.iter().map(|c| c.describe()).collect();
             self.diagnostics.push(
@@ -365,6 +385,8 @@ impl Validator<'_> {
             }
             (ValueType::Number, KdlValue::Integer(_) | KdlValue::Float(_)) => {}
             (ValueType::Number, other) => self.diagnostics.push(wrong_type(other)),
+            // Its content (`"3.."`, an attempt from 1) is the decoder's to check (HF140).
+            (ValueType::AttemptRange, KdlValue::Integer(_) | KdlValue::String(_)) => {}
             (ValueType::Bool, KdlValue::Bool(_)) => {}
             (ValueType::Bool, other) => self.diagnostics.push(wrong_type(other)),
             (ValueType::Choice(choices), KdlValue::String(s)) => {

@@ -366,7 +366,7 @@ impl Completer<'_> {
     ) -> Option<(&'static str, Vec<String>)> {
         let phase_like = matches!(
             at.context,
-            Some(Context::Phase | Context::Template | Context::Defaults)
+            Some(Context::Phase | Context::Template | Context::Defaults | Context::Attempt)
         );
         let kind = match (at.node.name(), prop) {
             ("depends-on", None) if phase_like => "phase",

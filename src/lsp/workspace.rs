@@ -135,7 +135,7 @@ fn references(nodes: &[Node], context: Option<Context>, add: &mut impl FnMut(Sym
     for node in nodes {
         let phase_like = matches!(
             context,
-            Some(Context::Phase | Context::Template | Context::Defaults)
+            Some(Context::Phase | Context::Template | Context::Defaults | Context::Attempt)
         );
         match node.name() {
             "depends-on" if matches!(context, Some(Context::Phase | Context::Template)) => {

@@ -295,6 +295,22 @@ fn write_suite(xml: &mut String, phase: &PhaseRecord, cases: &[Case], run: &RunR
     {
         property("failure-class", class.as_str());
     }
+    // With `attempt` blocks, the tier of each attempt: its attempt of the work, its agent and
+    // the blocks that set it.
+    if phase.tiers.iter().any(|(_, tier)| !tier.blocks.is_empty()) {
+        for (attempt, tier) in &phase.tiers {
+            property(
+                &format!("attempt-{attempt}-work-attempt"),
+                &tier.work_attempt.to_string(),
+            );
+            if let Some(agent) = &tier.agent {
+                property(&format!("attempt-{attempt}-agent"), agent);
+            }
+            if !tier.blocks.is_empty() {
+                property(&format!("attempt-{attempt}-tier"), &tier.blocks.join(", "));
+            }
+        }
+    }
     xml.push_str("    </properties>\n");
     for case in cases {
         let head = format!(

@@ -35,11 +35,14 @@ impl<W: Write + Send> Plain<W> {
         self.out
     }
 
-    /// `2/3` for attempt 2 of a phase allowed 3, or `2` when the limit is unknown.
+    /// `2/3` for attempt 2 of a phase allowed 3, or `2` when the limit is unknown; with its
+    /// agent when that is not the phase's first: `3/4 (claude-opus)`.
     fn attempt_label(&self, phase: &str, attempt: u32) -> String {
-        match self.run.phase(phase).and_then(|p| p.max_attempts) {
-            Some(max) => format!("{attempt}/{max}"),
-            None => attempt.to_string(),
+        let record = self.run.phase(phase);
+        let agent = record.map(|p| p.other_agent(attempt)).unwrap_or_default();
+        match record.and_then(|p| p.max_attempts) {
+            Some(max) => format!("{attempt}/{max}{agent}"),
+            None => format!("{attempt}{agent}"),
         }
     }
 
@@ -127,6 +130,7 @@ impl<W: Write + Send> Plain<W> {
                 outcome,
                 duration_ms,
                 usage,
+                nothing_to_change,
                 ..
             } => {
                 let label = self.attempt_label(phase, *attempt);
@@ -137,6 +141,10 @@ impl<W: Write + Send> Plain<W> {
                     .map(|u| format!(" ({})", u.short()))
                     .unwrap_or_default();
                 match outcome {
+                    AttemptOutcome::Passed if *nothing_to_change => writeln!(
+                        self.out,
+                        "[{name}] attempt {label} passed, nothing to change, in {took}{used}"
+                    ),
                     AttemptOutcome::Passed => {
                         writeln!(self.out, "[{name}] attempt {label} passed in {took}{used}")
                     }

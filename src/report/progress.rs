@@ -147,11 +147,14 @@ impl Progress {
         format!("{name}{}", " ".repeat(pad))
     }
 
-    /// `2/3` for attempt 2 of a phase allowed 3.
+    /// `2/3` for attempt 2 of a phase allowed 3; `3/4 (claude-opus)` when its agent is not the
+    /// phase's first.
     fn attempt_label(&self, phase: &str, attempt: u32) -> String {
-        match self.run.phase(phase).and_then(|p| p.max_attempts) {
-            Some(max) => format!("{attempt}/{max}"),
-            None => attempt.to_string(),
+        let record = self.run.phase(phase);
+        let agent = record.map(|p| p.other_agent(attempt)).unwrap_or_default();
+        match record.and_then(|p| p.max_attempts) {
+            Some(max) => format!("{attempt}/{max}{agent}"),
+            None => format!("{attempt}{agent}"),
         }
     }
 
@@ -355,9 +358,10 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
     };
     let mut line = format!("{mark} {padded_name}  {label:<9}");
     if phase.attempts() > 0 {
+        let agent = phase.other_agent(phase.attempts());
         let attempts = match phase.max_attempts {
-            Some(max) => format!("{}/{max}", phase.attempts()),
-            None => phase.attempts().to_string(),
+            Some(max) => format!("{}/{max}{agent}", phase.attempts()),
+            None => format!("{}{agent}", phase.attempts()),
         };
         let _ = write!(line, "  attempt {attempts}");
         if let Some(ms) = phase.duration_ms(run) {
@@ -368,7 +372,9 @@ fn finished_line(phase: &PhaseRecord, run: &RunRecord, padded_name: &str) -> Str
         }
     }
     let why = match standing {
-        Standing::Ended(PhaseStatus::Passed) => None,
+        Standing::Ended(PhaseStatus::Passed) => phase
+            .nothing_to_change()
+            .then(|| "nothing to change".to_owned()),
         Standing::Ended(PhaseStatus::Failed) => phase
             .attempt
             .as_ref()

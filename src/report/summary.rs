@@ -151,9 +151,14 @@ fn row(
     } else {
         phase.spend.short()
     };
+    let status = if phase.nothing_to_change() {
+        "passed, nothing to change"
+    } else {
+        label(phase.standing(), running)
+    };
     [
         one_line(&phase.name),
-        label(phase.standing(), running).to_owned(),
+        status.to_owned(),
         attempts,
         duration,
         cost,
@@ -280,6 +285,7 @@ mod tests {
                 phase: "a".to_owned(),
                 attempt: 1,
                 max_attempts: 2,
+                tier: None,
             },
         ];
         // The run started two hours ago.

@@ -97,6 +97,7 @@ mod tests {
                     phase: "a".to_owned(),
                     attempt: 1,
                     max_attempts: 2,
+                    tier: None,
                 },
             ),
             stamped(
@@ -111,6 +112,7 @@ mod tests {
                     error: Some("no evidence".to_owned()),
                     usage: None,
                     class: None,
+                    nothing_to_change: false,
                 },
             ),
         ];

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lock::LiveRun;
 use super::run::RunDir;
-use crate::event::record::RunRecord;
+use crate::event::record::{AttemptRecord, RunRecord};
 use crate::event::sink::EventSink;
 use crate::event::usage::{FailureClass, Spend};
 use crate::event::{AttemptOutcome, Event, Stamped};
@@ -154,6 +154,67 @@ pub(crate) struct PhaseSummary {
     /// How its last attempt failed: `transient`, `fatal` or `work`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_class: Option<FailureClass>,
+    /// Each attempt's tier, and how it ended, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<AttemptTier>,
+    /// It passed with an attempt that changed nothing, as its agent declared: "passed, nothing
+    /// to change".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nothing_to_change: bool,
+}
+
+impl PhaseSummary {
+    /// Attempt `attempt` started, in `tier`.
+    fn started(&mut self, attempt: u32, tier: Option<&crate::event::Tier>) {
+        self.status = "running".into();
+        self.attempts = attempt;
+        if let Some(tier) = tier {
+            self.tiers.push(AttemptTier {
+                attempt,
+                work_attempt: tier.work_attempt,
+                agent: tier.agent.clone(),
+                blocks: tier.blocks.clone(),
+                outcome: None,
+            });
+        }
+    }
+}
+
+impl PhaseSummary {
+    /// Attempt `number` ended with `outcome`; `attempt` is it as the reporters see it.
+    fn ended(&mut self, attempt: &AttemptRecord, number: u32, outcome: AttemptOutcome) {
+        if let Some(tier) = self.tiers.iter_mut().rfind(|t| t.attempt == number) {
+            tier.outcome = Some(outcome);
+        }
+        if outcome == AttemptOutcome::Cancelled {
+            // Stopped, not failed: the phase's reason says why.
+            self.failed_gates.clear();
+            self.error = None;
+        } else {
+            // As the table at the end of a run shows it: the agent or run command first.
+            self.failed_gates = attempt.failures();
+            self.error = attempt.error().map(str::to_owned);
+        }
+    }
+}
+
+/// One attempt's tier in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) struct AttemptTier {
+    /// The attempt, counting every try.
+    pub attempt: u32,
+    /// The attempt of the work it is: a try after a transient failure repeats it.
+    pub work_attempt: u32,
+    /// The agent that did the work; none for a `run` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The `attempt` blocks that set it; empty: the phase's own settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<String>,
+    /// `passed`, `failed` or `cancelled`, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AttemptOutcome>,
 }
 
 /// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
@@ -204,6 +265,8 @@ impl RunJson {
                     reasons: Vec::new(),
                     cost: Spend::default(),
                     failure_class: None,
+                    tiers: Vec::new(),
+                    nothing_to_change: false,
                 })
                 .collect(),
             cost: Spend::default(),
@@ -254,18 +317,23 @@ impl RunJson {
         let phases = &mut summary.phases;
         let at = |phase: &str| index.get(phase).copied();
         match &stamped.event {
-            Event::AttemptStarted { phase, attempt, .. } => {
+            Event::AttemptStarted {
+                phase,
+                attempt,
+                tier,
+                ..
+            } => {
                 if let Some(i) = at(phase) {
-                    let p = &mut phases[i];
-                    p.status = "running".into();
-                    p.attempts = *attempt;
+                    phases[i].started(*attempt, tier.as_ref());
                 }
                 true
             }
             Event::AttemptFinished {
                 phase,
+                attempt: number,
                 outcome,
                 class,
+                nothing_to_change,
                 ..
             } => {
                 summary.cost = record.spend();
@@ -277,15 +345,8 @@ impl RunJson {
                     let p = &mut phases[i];
                     p.cost = spend.unwrap_or_default();
                     p.failure_class = *class;
-                    if *outcome == AttemptOutcome::Cancelled {
-                        // Stopped, not failed: the phase's reason says why.
-                        p.failed_gates.clear();
-                        p.error = None;
-                    } else {
-                        // As the table at the end of a run shows it: the agent or run command first.
-                        p.failed_gates = attempt.failures();
-                        p.error = attempt.error().map(str::to_owned);
-                    }
+                    p.nothing_to_change = *nothing_to_change;
+                    p.ended(attempt, *number, *outcome);
                 }
                 true
             }
@@ -397,6 +458,7 @@ mod tests {
                 phase: "a".to_owned(),
                 attempt: 1,
                 max_attempts: 1,
+                tier: None,
             }))
             .unwrap();
         // Just written at the start: the change waits for its tick, at most a second away.

@@ -62,6 +62,23 @@ pub struct Inspection<'a> {
     situation: Situation,
     /// The earlier run in which the phase passed, for a re-run whose work is already in place.
     passed_before: Option<String>,
+    /// The agent's `no-change` pattern, when its response matched it: it declared that there
+    /// was nothing to change.
+    declared: Option<String>,
+}
+
+/// How the details of a `changes` gate passed by an agent's declaration (`no-change`) start.
+pub(crate) const NOTHING_TO_CHANGE: &str = "passed, nothing to change";
+
+/// Whether a report is a `changes` gate passed because the agent declared there was nothing to
+/// change.
+pub(crate) fn passed_with_nothing_to_change(report: &GateReport) -> bool {
+    report.is(CheckKind::Changes)
+        && report.status == GateStatus::Passed
+        && report
+            .details
+            .first()
+            .is_some_and(|d| d.starts_with(NOTHING_TO_CHANGE))
 }
 
 /// What an inspection judges until it is told of changes: none.
@@ -90,6 +107,7 @@ impl<'a> Inspection<'a> {
             context,
             situation: Situation::AfterAttempt,
             passed_before: None,
+            declared: None,
         }
     }
 
@@ -99,6 +117,17 @@ impl<'a> Inspection<'a> {
     pub fn passed_before(self, run_id: Option<String>) -> Self {
         Inspection {
             passed_before: run_id,
+            ..self
+        }
+    }
+
+    /// The agent declared that there was nothing to change (its response matched its
+    /// `no-change` pattern): an attempt that changed nothing passes `changes` when every other
+    /// gate passes.
+    #[must_use]
+    pub fn declared_no_change(self, pattern: Option<String>) -> Self {
+        Inspection {
+            declared: pattern,
             ..self
         }
     }
@@ -116,6 +145,7 @@ impl<'a> Inspection<'a> {
             context: context(scene, phase, now, changed, alongside),
             situation: Situation::Receipt,
             passed_before: None,
+            declared: None,
         }
     }
 
@@ -131,6 +161,7 @@ impl<'a> Inspection<'a> {
             context: context(scene, phase, now, nothing, &[]),
             situation: Situation::OutsideRun,
             passed_before: None,
+            declared: None,
         }
     }
 
@@ -140,8 +171,10 @@ impl<'a> Inspection<'a> {
     pub async fn judge(&self, on_report: &mut (dyn FnMut(&GateReport) + Send)) -> Vec<GateReport> {
         let situation = self.situation;
         let phase = self.context.phase;
-        // With an earlier pass, `changes` is decided once every other gate is known.
-        let nothing_changed = self.passed_before.is_some() && self.own_changes() == 0;
+        // With an earlier pass, or the agent's word that there was nothing to change, `changes`
+        // is decided once every other gate is known.
+        let nothing_changed =
+            (self.passed_before.is_some() || self.declared.is_some()) && self.own_changes() == 0;
         let held = |report: &GateReport| nothing_changed && report.is(CheckKind::Changes);
         let mut reports = gates::run_gates(&self.context, &mut |report| {
             let mut report = report.clone();
@@ -166,18 +199,42 @@ impl<'a> Inspection<'a> {
                     GateStatus::Failed => false,
                 });
             for report in reports.iter_mut().filter(|r| held(r)) {
-                if others_pass && report.status == GateStatus::Failed {
-                    report.status = GateStatus::Passed;
-                    report.details = vec![format!(
-                        "nothing changed, and nothing had to: the phase passed in run {} and its \
-                         work is in place (every other gate passed)",
-                        self.passed_before.as_deref().unwrap_or_default()
-                    )];
+                if report.status == GateStatus::Failed {
+                    self.nothing_to_do(report, others_pass);
                 }
                 on_report(report);
             }
         }
         reports
+    }
+
+    /// The verdict on a `changes` gate that failed for an attempt that changed nothing, with an
+    /// earlier pass whose work is in place or the agent's word that there was nothing to change:
+    /// it passes when every other gate passed.
+    fn nothing_to_do(&self, report: &mut GateReport, others_pass: bool) {
+        match (&self.declared, others_pass) {
+            (Some(pattern), true) => {
+                report.status = GateStatus::Passed;
+                report.details = vec![format!(
+                    "{NOTHING_TO_CHANGE}: the agent declared it (its response matches `no-change` \
+                     `{pattern}`) and every other gate passed"
+                )];
+            }
+            (Some(_), false) => report.details.push(
+                "you declared that there was nothing to change: that passes `changes` only when \
+                 every other gate passes, and another one failed"
+                    .to_owned(),
+            ),
+            (None, true) => {
+                report.status = GateStatus::Passed;
+                report.details = vec![format!(
+                    "nothing changed, and nothing had to: the phase passed in run {} and its \
+                     work is in place (every other gate passed)",
+                    self.passed_before.as_deref().unwrap_or_default()
+                )];
+            }
+            (None, false) => {}
+        }
     }
 
     /// How many of the changes are the phase's own (not claimed by a phase alongside).

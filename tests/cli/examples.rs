@@ -433,3 +433,57 @@ fn adr_parser_passes_with_a_correct_scripted_agent() {
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(!status.contains("__pycache__"), "{status}");
 }
+
+/// `helixflow runs --stats` after three runs of `examples/escalation/`, as the README says, in a
+/// fresh copy of the example, prints what the README quotes: every cell, with durations (and the
+/// column widths that follow them) left out of the comparison.
+#[test]
+fn the_readme_quotes_what_runs_stats_prints() {
+    let readme = readme();
+    let start = readme
+        .find("<!-- runs --stats: start -->\n```text\n")
+        .expect("the README's runs --stats output")
+        + "<!-- runs --stats: start -->\n```text\n".len();
+    let quoted = &readme[start..start + readme[start..].find("```\n").unwrap()];
+    let commands = "cd examples/escalation\nhelixflow run --force; helixflow run --force; helixflow run --force\nhelixflow runs --stats\n";
+    assert!(readme.contains(commands), "the README's commands changed");
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let copy = tempfile::tempdir().unwrap();
+    let example = copy.path().join("examples/escalation");
+    copy_example(&root.join("examples/escalation"), &example);
+    let helixflow = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+            .args(args)
+            .current_dir(&example)
+            .env("NO_COLOR", "1")
+            .env_remove("HELIXFLOW_PATH")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    for _ in 0..3 {
+        helixflow(&["run", "--force", "--no-progress"]);
+    }
+    let printed = helixflow(&["runs", "--stats"]);
+    let duration = regex::Regex::new(r"\b\d+(?:\.\d+)?(?:ms|s|m|h)\b").unwrap();
+    let cells = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|line| {
+                let line = duration.replace_all(line, "<duration>");
+                line.split_whitespace().collect::<Vec<_>>().join(" ")
+            })
+            .collect()
+    };
+    assert_eq!(
+        cells(quoted),
+        cells(&printed),
+        "the README quotes:\n{quoted}\nruns --stats printed:\n{printed}"
+    );
+}

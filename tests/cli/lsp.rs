@@ -622,6 +622,59 @@ fn completion_offers_what_fits_the_cursor() {
     insta::assert_snapshot!("completion_item", client.redact(&item));
 }
 
+/// Inside an `attempt` block the server offers what an attempt may set and the agents it may
+/// name, documents the block on hover, and reports a setting an attempt cannot change (HF142).
+#[test]
+fn attempt_blocks_complete_hover_and_lint() {
+    let mut client = Client::start();
+    let text = "pipeline \"p\"\nagent \"sonnet\" { command \"a\"; }\nagent \"opus\" { command \"b\"; }\nphase \"parser\" {\n    agent \"sonnet\"\n    prompt \"go\"\n    attempt 2 {\n        retries 4\n        agent \n    }\n}\n";
+    let uri = client.open("pipeline.kdl", text);
+    let codes = |diagnostics: Vec<Value>| -> Vec<String> {
+        diagnostics
+            .iter()
+            .map(|d| d["code"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert!(codes(client.diagnostics(&uri)).contains(&"HF142".to_owned()));
+    let labels = |client: &mut Client, position: Value| -> Vec<String> {
+        let result = client.request(
+            "textDocument/completion",
+            json!({"textDocument": {"uri": uri}, "position": position}),
+        );
+        result
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["label"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut settings = labels(&mut client, position_of(text, "        agent \n", 0, 8));
+    settings.sort();
+    let mut expected = [
+        "agent",
+        "backoff",
+        "env",
+        "idle-timeout",
+        "max-turns",
+        "prompt",
+        "timeout",
+        "vars",
+        "verifier",
+        "verifier-prompt",
+    ];
+    expected.sort_unstable();
+    assert_eq!(settings, expected);
+    let agents = labels(&mut client, position_of(text, "        agent \n", 0, 14));
+    assert!(
+        agents.iter().any(|a| a.contains("opus")) && agents.iter().any(|a| a.contains("sonnet")),
+        "{agents:?}"
+    );
+    let hover = client.hover(&uri, position_of(text, "attempt 2", 0, 1));
+    let doc = hover["contents"]["value"].as_str().unwrap();
+    assert!(doc.contains("escalation tier"), "{doc}");
+    assert!(client.shut_down().success());
+}
+
 #[test]
 fn definition_and_references_cross_imports() {
     let mut client = Client::start();

@@ -17,6 +17,7 @@ mod check;
 mod cost;
 mod daemons;
 mod editors;
+mod escalation;
 mod escapes;
 mod examples;
 mod fmt;

@@ -30,6 +30,7 @@ fn attempt_started(phase: &str, attempt: u32, max_attempts: u32) -> Event {
         phase: phase.to_owned(),
         attempt,
         max_attempts,
+        tier: None,
     }
 }
 
@@ -97,6 +98,7 @@ fn attempt_finished(
         error: None,
         usage: None,
         class: None,
+        nothing_to_change: false,
     }
 }
 

@@ -15,12 +15,14 @@ use crate::store::{bundle, journal};
 use crate::verify::feedback::{self, AgentFailure};
 use crate::workspace::Snapshot;
 
-/// Concludes an attempt that ran: writes its gate reports, and passes it, or fails it with the
-/// feedback for the next attempt.
+/// Concludes an attempt that ran: writes its gate reports, and passes it (`nothing_to_change`
+/// when it passed having changed nothing, as its agent declared), or fails it with the feedback
+/// for the next attempt.
 pub(super) fn conclude(
     a: &Attempt<'_>,
     agent_failure: Option<&AgentFailure>,
     reports: &[GateReport],
+    nothing_to_change: bool,
 ) -> std::io::Result<AttemptResult> {
     let (run, phase, attempt, max_attempts) = (a.run, a.phase, a.number, a.max_attempts);
     std::fs::write(
@@ -43,7 +45,10 @@ pub(super) fn conclude(
             None,
             Vec::new(),
             None,
-            Classified::default(),
+            Classified {
+                nothing_to_change,
+                ..Classified::default()
+            },
         ));
     }
     let classified = classify(a, agent_failure);
@@ -106,6 +111,8 @@ struct Classified {
     /// The agent's message, with what marked the class.
     message: Option<String>,
     retry_after: Option<Duration>,
+    /// For a pass: it changed nothing, as its agent declared.
+    nothing_to_change: bool,
 }
 
 /// The class of a failed attempt: a failure of the agent is transient or fatal when its agent's
@@ -156,6 +163,7 @@ fn classify(a: &Attempt<'_>, agent_failure: Option<&AgentFailure>) -> Classified
         retry_after: (class == FailureClass::Transient)
             .then(|| failure::retry_after(&text))
             .flatten(),
+        nothing_to_change: false,
     }
 }
 
@@ -221,6 +229,7 @@ fn finish(
         error,
         usage: usage.clone(),
         class: classified.class,
+        nothing_to_change: classified.nothing_to_change,
     });
     AttemptResult {
         outcome,
@@ -259,6 +268,7 @@ pub(super) fn could_not_run(
         error: Some(reason.to_owned()),
         usage: None,
         class: Some(FailureClass::Fatal),
+        nothing_to_change: false,
     });
 }
 

@@ -21,7 +21,9 @@ use super::error::{AtStage, AttemptError, AttemptStage};
 use super::isolation::{Applied, Worktree};
 use super::state::{AttemptWindow, LiveAttempt, PhaseRunning};
 use crate::event::usage::{FailureClass, Spend, Usage};
-use crate::event::{AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind, Step};
+use crate::event::{
+    AttemptOutcome, Event, GateReport, GateStatus, PhaseStatus, ReportKind, Step, Tier,
+};
 use crate::model::UnknownCost;
 use crate::model::{GateKind, Isolation, Millis, Phase, PhaseId, VerifyMode};
 use crate::verify::feedback::AgentFailure;
@@ -73,8 +75,10 @@ struct AttemptResult {
 }
 
 /// Runs every attempt of one phase. A transient failure is tried again after a wait without
-/// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
-/// the phase at once; before each attempt the `max-cost` budgets are checked.
+/// spending `retries` or the run's `retry-budget` (up to `transient-retries`), in the same tier;
+/// a fatal one ends the phase at once; before each attempt the `max-cost` budgets are checked.
+/// Each attempt of the work runs as its tier says: the phase with the `attempt` blocks that
+/// cover it.
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let phase = &run.ctx.pipeline[id];
     let _running = PhaseRunning::start(&run.state.alongside, id);
@@ -101,17 +105,19 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt - 1, Some(reason));
         }
-        let max_attempts = phase
-            .retries
-            .saturating_add(1)
-            .saturating_add(tries.transient);
-        let number = Numbered {
-            attempt,
-            max_attempts,
-        };
+        let number = tries.numbered(phase, attempt);
+        let tiered = tries.tiered(phase);
         let previous = previous_feedback.as_ref();
-        let result =
-            attempt_once(&run, id, number, previous, &mut session, &mut phase_before).await;
+        let result = attempt_once(
+            &run,
+            id,
+            &tiered,
+            number,
+            previous,
+            &mut session,
+            &mut phase_before,
+        )
+        .await;
         if let Some(usage) = &result.usage {
             add_spend(&run, phase, attempt, usage, &mut spend);
         }
@@ -162,11 +168,30 @@ struct Numbered {
     max_attempts: u32,
 }
 
+/// The phase as an attempt runs it, and its tier.
+struct Tiered<'p> {
+    /// The phase with the `attempt` blocks of this attempt of the work applied.
+    phase: std::borrow::Cow<'p, Phase>,
+    tier: Tier,
+    /// Whether this is a try after a transient failure, repeating the attempt of the work.
+    repeat: bool,
+}
+
+/// The tier of attempt `work` of the work of `phase`.
+fn tier_of(phase: &Phase, work: u32) -> Tier {
+    Tier {
+        work_attempt: work,
+        agent: phase.for_attempt(work).agent_name().map(str::to_owned),
+        blocks: phase.blocks_for(work).iter().map(|b| b.label()).collect(),
+    }
+}
+
 /// One attempt, whatever happens: helixflow's own failure to run it ends it as a fatal failure,
 /// told in the journal.
 async fn attempt_once(
     run: &Run,
     id: PhaseId,
+    tiered: &Tiered<'_>,
     number: Numbered,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
@@ -180,25 +205,15 @@ async fn attempt_once(
         phase: run.ctx.pipeline[id].name.value.clone(),
         attempt,
         max_attempts,
+        tier: Some(tiered.tier.clone()),
     });
     let started = Instant::now();
-    let result = match one_attempt(
-        run,
-        id,
-        attempt,
-        max_attempts,
-        previous,
-        session,
-        phase_before,
-    )
-    .await
-    {
+    let result = match one_attempt(run, id, tiered, number, previous, session, phase_before).await {
         Ok(result) => result,
         Err(e) => conclude::fatal(e.to_string()),
     };
     if let Some(reason) = &result.fatal {
-        let phase = &run.ctx.pipeline[id];
-        conclude::could_not_run(run, phase, attempt, max_attempts, started, reason);
+        conclude::could_not_run(run, &tiered.phase, attempt, max_attempts, started, reason);
     }
     result
 }
@@ -225,12 +240,41 @@ async fn retry_after(run: &Run, phase: &Phase, attempt: u32, backoff: Duration) 
 struct Tries {
     retries: u32,
     transient: u32,
+    /// Whether the next try repeats the one before, after its transient failure.
+    repeat: bool,
 }
 
 impl Tries {
+    /// Attempt `attempt`'s number, and how many the phase has now: its retries, and the tries
+    /// after transient failures so far.
+    fn numbered(&self, phase: &Phase, attempt: u32) -> Numbered {
+        let max_attempts = phase
+            .retries
+            .saturating_add(1)
+            .saturating_add(self.transient);
+        Numbered {
+            attempt,
+            max_attempts,
+        }
+    }
+
+    /// The next attempt as its tier runs it. Attempts count the work: a try after a transient
+    /// failure repeats the attempt before, in its tier.
+    fn tiered<'p>(&self, phase: &'p Phase) -> Tiered<'p> {
+        let work = self.retries + 1;
+        Tiered {
+            phase: phase.for_attempt(work),
+            tier: tier_of(phase, work),
+            repeat: self.repeat,
+        }
+    }
+
     /// Counts the next try and returns the wait before it: a transient failure's, else the
-    /// phase's `backoff`.
+    /// `backoff` of the next attempt's tier.
     fn next_wait(&mut self, phase: &Phase, result: &AttemptResult, transient: bool) -> Duration {
+        self.repeat = transient;
+        let next = phase.for_attempt(self.retries + if transient { 1 } else { 2 });
+        let phase: &Phase = &next;
         if transient {
             let wait = transient_wait(phase, result.retry_after, self.transient);
             self.transient += 1;
@@ -299,7 +343,11 @@ fn add_spend(run: &Run, phase: &Phase, attempt: u32, usage: &Usage, spend: &mut 
 struct Attempt<'s> {
     run: &'s Run,
     id: PhaseId,
+    /// The phase as this attempt runs it: with the `attempt` blocks of its tier applied.
     phase: &'s Phase,
+    /// Its tier, and whether it repeats the attempt of the work after a transient failure.
+    tier: &'s Tier,
+    repeat: bool,
     /// The attempt's number, from 1.
     number: u32,
     max_attempts: u32,
@@ -313,17 +361,25 @@ struct Attempt<'s> {
 }
 
 impl<'s> Attempt<'s> {
-    /// Attempt `number` of phase `id` begins: its folder, and its worktree with `isolation
-    /// "worktree"`.
+    /// Attempt `number` of phase `id` begins, as its tier says: its folder, and its worktree
+    /// with `isolation "worktree"`.
     async fn begin(
         run: &'s Run,
         id: PhaseId,
-        number: u32,
-        max_attempts: u32,
-    ) -> std::io::Result<Attempt<'s>> {
-        let phase = &run.ctx.pipeline[id];
+        tiered: &'s Tiered<'_>,
+        number: Numbered,
+    ) -> Result<Attempt<'s>, AttemptError> {
+        let phase: &Phase = &tiered.phase;
+        let Numbered {
+            attempt: number,
+            max_attempts,
+        } = number;
         let worktree = if phase.isolation == Isolation::Worktree {
-            Some(Worktree::create(run, phase, number).await?)
+            Some(
+                Worktree::create(run, phase, number)
+                    .await
+                    .at(AttemptStage::Begin)?,
+            )
         } else {
             None
         };
@@ -331,9 +387,15 @@ impl<'s> Attempt<'s> {
             run,
             id,
             phase,
+            tier: &tiered.tier,
+            repeat: tiered.repeat,
             number,
             max_attempts,
-            dir: run.ctx.folder.attempt_dir(&phase.name.value, number)?,
+            dir: run
+                .ctx
+                .folder
+                .attempt_dir(&phase.name.value, number)
+                .at(AttemptStage::Begin)?,
             worktree,
             started: Instant::now(),
             usage: Mutex::new(None),
@@ -363,15 +425,13 @@ impl<'s> Attempt<'s> {
 async fn one_attempt(
     run: &Run,
     id: PhaseId,
-    attempt: u32,
-    max_attempts: u32,
+    tiered: &Tiered<'_>,
+    number: Numbered,
     previous: Option<&(String, PathBuf)>,
     session: &mut Session,
     phase_before: &mut Option<Arc<Snapshot>>,
 ) -> Result<AttemptResult, AttemptError> {
-    let current = Attempt::begin(run, id, attempt, max_attempts)
-        .await
-        .at(AttemptStage::Begin)?;
+    let current = Attempt::begin(run, id, tiered, number).await?;
     let before = prepare::snapshot_before(&current)
         .await
         .at(AttemptStage::ReadBefore)?;
@@ -421,6 +481,7 @@ async fn one_attempt(
             after: None,
             verifier_void: None,
             work: verify::Work::new(),
+            nothing_to_change: false,
         }
     };
     let verify::Verified {
@@ -428,6 +489,7 @@ async fn one_attempt(
         after,
         verifier_void,
         work,
+        nothing_to_change,
     } = verified;
     reports.extend(verify::guarded(&current).await);
     if agent_failure.is_none()
@@ -450,6 +512,7 @@ async fn one_attempt(
         after,
         verifier_void,
         work,
+        nothing_to_change,
     };
     finish(&current, ended, bundle_before).at(AttemptStage::Record)
 }
@@ -513,6 +576,7 @@ struct Ended {
     after: Option<Snapshot>,
     verifier_void: Option<String>,
     work: verify::Work,
+    nothing_to_change: bool,
 }
 
 /// Concludes an attempt: its result in the journal; for a pass, its work and bundle (from
@@ -529,8 +593,10 @@ fn finish(
         after,
         verifier_void,
         work,
+        nothing_to_change,
     } = ended;
-    let mut result = conclude::conclude(current, agent_failure.as_ref(), &reports)?;
+    let mut result =
+        conclude::conclude(current, agent_failure.as_ref(), &reports, nothing_to_change)?;
     if result.outcome == AttemptOutcome::Passed && !work.is_empty() && current.worktree.is_none() {
         // What a later re-run that changes nothing is checked against (`changes`).
         let dir = run.ctx.folder.phase_dir(&phase.name.value);

@@ -27,6 +27,11 @@ pub(super) struct Session {
     given: Option<String>,
     /// The id the agent's output reported (`session-id`), once it did.
     pub(super) reported: Option<String>,
+    /// The agent whose session it is: another agent's CLI cannot continue it.
+    agent: Option<String>,
+    /// The prompt template the session was last given: a tier with another one continues the
+    /// session with the new prompt's text.
+    prompt: Option<String>,
 }
 
 impl Session {
@@ -58,6 +63,23 @@ struct Invocation<'a> {
     session_id: &'a str,
     /// Whether a text went to standard input (`stdin.txt`).
     stdin: bool,
+    /// The tier the attempt ran in.
+    tier: &'a crate::event::Tier,
+    /// Why: the tier, and the session it started or continued with what message.
+    why: String,
+}
+
+/// How an attempt's agent takes up the phase's work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Start {
+    /// A new session, with the full prompt (and the feedback, on a retry).
+    New,
+    /// A new session because the tier's agent is not the session's.
+    OtherAgent(String),
+    /// The session continues, with the feedback.
+    Continue,
+    /// The session continues, with the new prompt's text and the feedback.
+    NewPrompt,
 }
 
 /// The worker an attempt starts, ready to run.
@@ -142,7 +164,9 @@ fn agent_child(
         Ok(prompt) => prompt,
         Err(e) => return Ok(Err(fatal(format!("the prompt does not render: {e:#}")))),
     };
-    let (resume, session_id) = choose_session(agent, attempt, feedback_file, session);
+    let template = phase.prompt.as_ref().map(|p| p.text().to_owned());
+    let (resume, session_id, start) =
+        choose_session(agent, attempt, feedback_file, session, template);
     let argv_template = resume.as_ref().map_or(&agent.command, |(argv, _)| *argv);
     let reads_file = argv_template.iter().any(|arg| arg.contains("prompt_file"));
     let file = PromptFile::write(
@@ -159,13 +183,23 @@ fn agent_child(
         ("workspace", a.workspace().display().to_string()),
         ("session_id", session_id.clone()),
     ]);
-    // What a resumed agent is told: the feedback, cut to a size that fits one argument.
-    let given_feedback = resume.as_ref().map(|_| {
-        feedback::for_agent(
+    // What a resumed agent is told: the feedback, cut to a size that fits one argument; with a
+    // tier's new prompt, that prompt's text carrying it.
+    let given_feedback = match resume.as_ref().map(|_| {
+        let cut = feedback::for_agent(
             feedback_text,
             feedback_file.map_or(Path::new("feedback.md"), PathBuf::as_path),
-        )
-    });
+        );
+        if start == Start::NewPrompt {
+            attempt_prompt(phase, attempt, a.max_attempts, &cut)
+        } else {
+            Ok(cut)
+        }
+    }) {
+        None => None,
+        Some(Ok(given)) => Some(given),
+        Some(Err(e)) => return Ok(Err(fatal(format!("the prompt does not render: {e:#}")))),
+    };
     if let Some(given) = &given_feedback {
         give_feedback(a, given, feedback_file, &mut values)?;
     }
@@ -183,6 +217,8 @@ fn agent_child(
             resume: resume.is_some(),
             session_id: &session_id,
             stdin: stdin.is_some(),
+            tier: a.tier,
+            why: why(a, &start),
         })?,
     )?;
     if let Some(text) = &stdin {
@@ -202,35 +238,90 @@ fn agent_child(
     }))
 }
 
-/// The session this invocation continues with the agent's `resume` argv, if any, and the id of
-/// its session either way (a new one is remembered in `session`).
+/// The session this invocation continues with the agent's `resume` argv, if any, the id of its
+/// session either way (a new one is remembered in `session`), and how the work is taken up.
 fn choose_session<'a>(
     agent: &'a Agent,
     attempt: u32,
     feedback_file: Option<&PathBuf>,
     session: &mut Session,
-) -> (Option<(&'a Vec<String>, String)>, String) {
+    prompt: Option<String>,
+) -> (Option<(&'a Vec<String>, String)>, String, Start) {
+    // A session of one CLI cannot be continued by another: a tier with another agent starts
+    // over with the full prompt and the feedback.
+    let other_agent = session
+        .agent
+        .as_ref()
+        .filter(|previous| **previous != agent.name.value)
+        .cloned();
     // A retry continues the worker's own session when there is one; otherwise it starts
     // a new one with the full prompt, which carries the feedback.
     let resume = match (&agent.resume, session.to_resume(agent)) {
         // Only with feedback to give: a try after a transient failure of the first attempt
         // has none, and starts over with the full prompt.
-        (Some(argv), Some(id)) if attempt > 1 && feedback_file.is_some() => {
+        (Some(argv), Some(id))
+            if attempt > 1 && feedback_file.is_some() && other_agent.is_none() =>
+        {
             Some((argv, id.to_owned()))
         }
         _ => None,
     };
-    let session_id = if let Some((_, id)) = &resume {
-        id.clone()
+    let (session_id, start) = if let Some((_, id)) = &resume {
+        let start = if session.prompt == prompt {
+            Start::Continue
+        } else {
+            Start::NewPrompt
+        };
+        session.prompt = prompt;
+        (id.clone(), start)
     } else {
         let id = uuid::Uuid::new_v4().to_string();
         *session = Session {
             given: Some(id.clone()),
             reported: None,
+            agent: Some(agent.name.value.clone()),
+            prompt,
         };
-        id
+        (id, other_agent.map_or(Start::New, Start::OtherAgent))
     };
-    (resume, session_id)
+    (resume, session_id, start)
+}
+
+/// Why an attempt runs as it does, for `invocation.json`: its tier (the attempt of the work, the
+/// `attempt` blocks that set it), and how its agent takes up the work.
+fn why(a: &Attempt<'_>, start: &Start) -> String {
+    let work = a.tier.work_attempt;
+    let mut text = if a.repeat {
+        format!("attempt {work} of the work again, after a transient failure: the same tier")
+    } else {
+        format!("attempt {work} of the work")
+    };
+    let blocks = a.run.ctx.pipeline[a.id].blocks_for(work);
+    if blocks.is_empty() {
+        text.push_str(", with the phase's own settings");
+    }
+    for block in blocks {
+        text.push_str(&format!(
+            "; `attempt {}` sets {}",
+            block.label(),
+            block.settings().join(", ")
+        ));
+    }
+    let agent = a.tier.agent.as_deref().unwrap_or_default();
+    text.push_str(&match start {
+        Start::New if a.number == 1 => format!("; a new session of \"{agent}\" with the prompt"),
+        Start::New => format!(
+            "; a new session of \"{agent}\" with the full prompt and the feedback (no session to continue)"
+        ),
+        Start::OtherAgent(before) => format!(
+            "; a new session of \"{agent}\" with the full prompt and the feedback: the agent changed from \"{before}\", whose session it cannot continue"
+        ),
+        Start::Continue => "; continues the session with the feedback".to_owned(),
+        Start::NewPrompt => {
+            "; continues the session with the new prompt's text and the feedback".to_owned()
+        }
+    });
+    text
 }
 
 /// Records the feedback a resumed agent is given (`feedback-given.md`) and offers it to the
@@ -292,7 +383,11 @@ fn agent_spec(
         .timeout
         .or(agent.timeout)
         .map(crate::model::Millis::duration);
-    spec.idle_timeout = agent.idle_timeout.map(crate::model::Millis::duration);
+    spec.idle_timeout = a
+        .phase
+        .idle_timeout
+        .or(agent.idle_timeout)
+        .map(crate::model::Millis::duration);
     spec.env.extend(
         agent
             .env
@@ -354,6 +449,8 @@ pub(crate) fn attempt_prompt(
 /// The first attempt's prompt as a phase's fingerprint sees it: no feedback, and `self` mode's
 /// instructions naming `helixflow` wherever this binary is installed.
 pub(crate) fn fingerprint_prompt(phase: &Phase) -> Result<String, minijinja::Error> {
+    // The first attempt's, with the `attempt` block that covers it, if any.
+    let phase = &*phase.for_attempt(1);
     let instructions = if phase.verify.contains(&VerifyMode::SelfCheck) {
         stable_verify_instructions(phase)
     } else {

@@ -14,7 +14,7 @@ use crate::engine::state::LiveAttempt;
 use crate::event::{Event, GateReport, GateStatus, ReportKind, Step};
 use crate::model::{GateKind, Phase, VerifyMode, Worker};
 use crate::verify::gates::judged_where_ignored;
-use crate::verify::judge::Inspection;
+use crate::verify::judge::{Inspection, passed_with_nothing_to_change};
 use crate::verify::subagent::{self, SubAgentCheck, SubAgentOutcome};
 use crate::workspace::{Changes, Snapshot};
 
@@ -78,9 +78,11 @@ pub(super) async fn verify(
             env: &env,
             response,
             passed_before: earlier_work.as_ref().map(|(run_id, _)| run_id.clone()),
+            declared: declared_no_change(run, phase, response),
         };
         reports.extend(external(a, seen, &emit).await);
     }
+    let nothing_to_change = reports.iter().any(passed_with_nothing_to_change);
     if passing(&reports) {
         approvals::decide(run, phase, attempt, dir, &mut reports, &emit).await;
     }
@@ -104,20 +106,36 @@ pub(super) async fn verify(
         reports.push(report);
         verifier_void = void;
     }
-    // What a pass leaves as the phase's work: what it changed, or, when a re-run changed
-    // nothing because its work was in place, that earlier work.
-    let mut work = work_of(&observed);
-    if work.is_empty()
-        && let Some((_, earlier)) = earlier_work
-    {
-        work = earlier;
-    }
+    let work = work_or_earlier(&observed, earlier_work);
     Ok(Verified {
         reports,
         after: before.is_some().then_some(observed.after),
         verifier_void,
         work,
+        nothing_to_change,
     })
+}
+
+/// What a pass leaves as the phase's work: what it changed, or, when a re-run changed nothing
+/// because its work was in place, that earlier work.
+fn work_or_earlier(observed: &Observed, earlier: Option<(String, Work)>) -> Work {
+    let work = work_of(observed);
+    match earlier {
+        Some((_, earlier)) if work.is_empty() => earlier,
+        _ => work,
+    }
+}
+
+/// The agent's `no-change` pattern, when its final response matches it: it declares that there
+/// was nothing to change.
+fn declared_no_change(run: &Run, phase: &Phase, response: Option<&str>) -> Option<String> {
+    let agent = run.ctx.pipeline.agents.get(phase.agent_name()?)?;
+    let pattern = agent.no_change.as_ref()?;
+    let regex = regex::RegexBuilder::new(pattern)
+        .multi_line(true)
+        .build()
+        .ok()?;
+    regex.is_match(response?).then(|| pattern.clone())
 }
 
 /// The workspace after the attempt, against where the phase started; `changes.json` says what
@@ -140,6 +158,8 @@ struct Seen<'s> {
     response: Option<&'s str>,
     /// The run in which the phase passed before, with its work still in place.
     passed_before: Option<String>,
+    /// The agent's `no-change` pattern, which its response matched.
+    declared: Option<String>,
 }
 
 /// The external mode: the phase's gates, by the one judge, each report told as it is final
@@ -158,7 +178,8 @@ async fn external(
         seen.alongside,
         seen.response,
     )
-    .passed_before(seen.passed_before);
+    .passed_before(seen.passed_before)
+    .declared_no_change(seen.declared);
     let mut on_report = |report: &GateReport| {
         if !report.is(crate::event::CheckKind::Approval) {
             emit(report);
@@ -268,6 +289,8 @@ pub(super) struct Verified {
     pub(super) verifier_void: Option<String>,
     /// What the phase changed since it started, written as its work when the attempt passes.
     pub(super) work: Work,
+    /// Whether `changes` passed because the agent declared there was nothing to change.
+    pub(super) nothing_to_change: bool,
 }
 
 /// `changes.json` (and `bookkeeping.json`) in the attempt folder: what the attempt changed.

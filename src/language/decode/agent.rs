@@ -38,6 +38,7 @@ impl Decoder<'_> {
             evidence_tools: None,
             session_id: None,
             bookkeeping: Vec::new(),
+            no_change: None,
             max_turns_option: None,
             timeout: None,
             idle_timeout: None,
@@ -105,6 +106,17 @@ impl Decoder<'_> {
                     }
                 }
                 "usage" => agent.usage = self.usage_spec(child, origin),
+                "no-change" => {
+                    if let Some(pattern) = origin.arg(child, 0) {
+                        self.empty(
+                            &pattern,
+                            "an empty `no-change` pattern matches every response: each attempt that changed nothing would pass `changes`",
+                            "Write what the agent answers when there is nothing to change, e.g. `no-change \"NOTHING TO CHANGE\"`.",
+                        );
+                        self.regex(&pattern);
+                        agent.no_change = Some(pattern.value);
+                    }
+                }
                 "cost" => agent.cost_usd = super::number(positional(child).next()),
                 "max-turns-option" => {
                     agent.max_turns_option = origin.arg(child, 0).map(|option| option.value);

@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use kdl::{KdlDocument, KdlNode};
 
+use super::attempt::AttemptDecl;
 use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
 use crate::model::{
-    Gate, Input, Isolation, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode,
+    BlockOrigin, Gate, Input, Isolation, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode,
 };
 
 /// A phase body as written in a phase, a template or `defaults`, before they are merged.
@@ -40,6 +41,8 @@ pub(crate) struct Body {
     pub max_cost: Option<f64>,
     pub transient_retries: Option<u32>,
     pub max_turns: Option<u32>,
+    /// `attempt` blocks, in the order written.
+    pub attempts: Vec<AttemptDecl>,
 }
 
 /// `theirs` where it is set, else `mine`.
@@ -95,6 +98,7 @@ impl Body {
             max_cost,
             transient_retries,
             max_turns,
+            attempts,
         } = own;
         over(&mut self.description, description);
         over(&mut self.agent, agent);
@@ -124,6 +128,7 @@ impl Body {
         self.gates.extend(gates);
         self.vars.extend(vars);
         self.env.extend(env);
+        self.attempts.extend(attempts);
         self
     }
 
@@ -158,6 +163,7 @@ impl Body {
             max_cost,
             transient_retries,
             max_turns,
+            attempts,
         } = defaults;
         // A `run` step has no agent: the default agent applies to agent phases only.
         if self.run.is_none() {
@@ -181,10 +187,22 @@ impl Body {
         fill_list(&mut self.scope, scope);
         fill_list(&mut self.protect, protect);
         fill_list(&mut self.gates, gates);
+        // A phase's and its template's blocks apply over those of `defaults`.
+        self.attempts.extend(attempts.iter().cloned());
         for (map, default) in [(&mut self.vars, vars), (&mut self.env, env)] {
             for (k, v) in default {
                 map.entry(k.clone()).or_insert_with(|| v.clone());
             }
+        }
+        self
+    }
+}
+
+impl Body {
+    /// Marks the body's `attempt` blocks as written in a phase, its template or `defaults`.
+    pub(crate) fn attempts_from(mut self, from: BlockOrigin) -> Body {
+        for decl in &mut self.attempts {
+            decl.block.from = from;
         }
         self
     }
@@ -197,6 +215,7 @@ impl Decoder<'_> {
         for child in children.map(KdlDocument::nodes).unwrap_or_default() {
             self.body_child(child, origin, &mut body);
         }
+        self.overlapping_attempts(&body.attempts);
         body
     }
 
@@ -336,6 +355,7 @@ impl Decoder<'_> {
                     body.env.insert(k.value, v.value);
                 }
             }
+            "attempt" => body.attempts.extend(self.attempt_block(child, origin)),
             _ => {}
         }
     }

@@ -3,9 +3,11 @@
 //!
 //! This file holds the [`Decoder`] and the checks that values of every kind share; the files beside
 //! it decode by what they read: `agent.rs` (an `agent` node), `body.rs` (the body of a phase, a
-//! template or `defaults`), `outputs.rs`, `gates.rs` and `prompt.rs`.
+//! template or `defaults`), `attempt.rs` (its `attempt` blocks), `outputs.rs`, `gates.rs` and
+//! `prompt.rs`.
 
 mod agent;
+mod attempt;
 mod body;
 mod gates;
 mod outputs;
