@@ -19,6 +19,7 @@ mod reporters;
 mod run;
 mod runs;
 mod schema;
+mod sessions;
 mod status;
 mod verify;
 

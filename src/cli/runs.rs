@@ -122,8 +122,9 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
         Ok(runs) => runs,
         Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
     };
+    let sessions = super::sessions::table(dir.parent().unwrap_or(&dir));
     if runs.is_empty() {
-        return super::emit(&format!("no runs yet in {}\n", dir.display()));
+        return super::emit(&format!("no runs yet in {}\n{sessions}", dir.display()));
     }
     let summaries: Vec<_> = runs
         .iter()
@@ -177,6 +178,7 @@ pub(crate) fn runs(args: &RunsArgs) -> i32 {
             }
         }
     }
+    out.push_str(&sessions);
     super::emit(&out)
 }
 
@@ -199,6 +201,16 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
         None => runs.last(),
         Some(id) => runs.iter().find(|r| r.run_id == id),
     };
+    if run.is_none()
+        && args.phase.is_none()
+        && let Some(id) = wanted
+        && let Some(session) = super::sessions::show(dir.parent().unwrap_or(&dir), id)
+    {
+        return match session {
+            Ok(text) => super::emit(&text),
+            Err(e) => input::fail(&e),
+        };
+    }
     let Some(run) = run else {
         return input::fail(&match wanted {
             Some(id) => {
