@@ -530,3 +530,45 @@ fn install_for_codex_writes_its_hooks_file_and_refuses_settings_it_cannot_read()
         outcome.stderr
     );
 }
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+/// The README's fenced block that opens with `fence` and then `first`, without its fences.
+fn readme_block(fence: &str, first: &str) -> String {
+    let readme = readme();
+    let opening = format!("{fence}\n{first}");
+    let start = readme
+        .find(&opening)
+        .unwrap_or_else(|| panic!("the README has no block starting {opening:?}"))
+        + fence.len()
+        + 1;
+    let closing = format!(
+        "\n{}\n",
+        &fence[..fence.len() - fence.trim_start_matches('`').len()]
+    );
+    let end = start + readme[start..].find(&closing).expect("a closing fence");
+    readme[start..end].to_owned()
+}
+
+#[test]
+fn the_readme_quotes_what_the_hook_answers_and_what_install_adds() {
+    let test = Test::new().pipeline(ONE_PHASE).file("hello.py", BROKEN);
+    let reason = refusal(&stop(&test, "claude-stop", "claude-stop.json", &[]).code(0));
+    let quoted = readme_block("````text", "# helixflow: phase `code` is not done yet");
+    assert_eq!(
+        reason.trim_end(),
+        quoted,
+        "the README quotes another refusal"
+    );
+
+    test.with_args(&["hook", "install", "claude"]).run().code(0);
+    let settings = test.read(".claude/settings.json");
+    let program = env!("CARGO_BIN_EXE_helixflow");
+    let added: serde_json::Value =
+        serde_json::from_str(&settings.replace(program, "helixflow")).unwrap();
+    let quoted: serde_json::Value =
+        serde_json::from_str(&readme_block("```json", "{\n  \"hooks\": {\n    \"Stop\"")).unwrap();
+    assert_eq!(added, quoted, "the README quotes another hook");
+}
