@@ -48,21 +48,20 @@ pub(super) fn table(state_dir: &Path) -> String {
 pub(super) fn show(state_dir: &Path, id: &str) -> Option<Result<String, String>> {
     let sessions = hooks::list_sessions(state_dir).ok()?;
     let exact = sessions.iter().find(|(_, r)| r.session_id == id);
-    let found = match exact {
-        Some(found) => found,
-        None => {
-            let mut starting: Vec<&(SessionDir, SessionRecord)> = sessions
-                .iter()
-                .filter(|(_, r)| id.len() >= 4 && r.session_id.starts_with(id))
-                .collect();
-            match starting.len() {
-                0 => return None,
-                1 => starting.remove(0),
-                n => {
-                    return Some(Err(format!(
-                        "{n} agent sessions start with \"{id}\": give more of the id"
-                    )));
-                }
+    let found = if let Some(found) = exact {
+        found
+    } else {
+        let mut starting: Vec<&(SessionDir, SessionRecord)> = sessions
+            .iter()
+            .filter(|(_, r)| id.len() >= 4 && r.session_id.starts_with(id))
+            .collect();
+        match starting.len() {
+            0 => return None,
+            1 => starting.remove(0),
+            n => {
+                return Some(Err(format!(
+                    "{n} agent sessions start with \"{id}\": give more of the id"
+                )));
             }
         }
     };

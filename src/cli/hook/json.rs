@@ -33,12 +33,11 @@ impl Json {
         let Json::Object(entries) = self else {
             return None;
         };
-        let index = match entries.iter().position(|(k, _)| k == key) {
-            Some(index) => index,
-            None => {
-                entries.push((key.to_owned(), default));
-                entries.len() - 1
-            }
+        let index = if let Some(index) = entries.iter().position(|(k, _)| k == key) {
+            index
+        } else {
+            entries.push((key.to_owned(), default));
+            entries.len() - 1
         };
         Some(&mut entries[index].1)
     }

@@ -23,7 +23,7 @@ pub(crate) struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum HookCommand {
-    /// Claude Code's Stop (or SubagentStop) hook: judge the phase, refuse the stop while a gate
+    /// Claude Code's `Stop` (or `SubagentStop`) hook: judge the phase, refuse the stop while a gate
     /// fails.
     ///
     /// Reads the hook's JSON on standard input, finds the pipeline (FILE, else helixflow.kdl or

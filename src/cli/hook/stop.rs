@@ -322,7 +322,7 @@ fn record_judgement(
     key: &str,
 ) -> Result<(), String> {
     record.judgements = judgement.number;
-    record.updated = judgement.at.clone();
+    record.updated.clone_from(&judgement.at);
     record.phase.clone_from(&judgement.phase);
     record.last = Some(judgement.verdict);
     record
