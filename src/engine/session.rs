@@ -29,6 +29,13 @@ pub(crate) struct SessionCheck<'a> {
     pub grace: Duration,
 }
 
+/// Whether a file is the agent CLI's own project settings (`.claude/`, `.codex/`), which the CLI
+/// and `helixflow hook install` write during a session: like an agent's `bookkeeping`, `scope`
+/// and `changes` do not count them, `protect` does.
+fn is_agent_settings(path: &str) -> bool {
+    path.starts_with(".claude/") || path.starts_with(".codex/")
+}
+
 /// The folders a snapshot of the pipeline's workspace leaves out: the state folder.
 fn excluded(pipeline: &Pipeline) -> Vec<PathBuf> {
     vec![pipeline.state_dir.clone()]
@@ -50,9 +57,15 @@ pub(crate) async fn judge(check: &SessionCheck<'_>) -> std::io::Result<Vec<GateR
     let now = tokio::task::spawn_blocking(move || Snapshot::take(&workspace, &options, None))
         .await
         .map_err(std::io::Error::other)??;
-    let observed = check
-        .start
-        .map(|start| changes_since(pipeline, phase, &pipeline.workspace, start, &now));
+    let observed = check.start.map(|start| {
+        let (mut changes, mut bookkeeping) =
+            changes_since(pipeline, phase, &pipeline.workspace, start, &now);
+        let settings = changes.split_off(is_agent_settings);
+        bookkeeping.created.extend(settings.created);
+        bookkeeping.modified.extend(settings.modified);
+        bookkeeping.deleted.extend(settings.deleted);
+        (changes, bookkeeping)
+    });
     let changed = observed.as_ref().map(|(changes, bookkeeping)| Changed {
         changes,
         bookkeeping,

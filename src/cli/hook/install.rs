@@ -89,19 +89,20 @@ fn is_ours(cli: Cli, command: &str) -> bool {
         && words.get(2).is_some_and(|w| w == cli.subcommand())
 }
 
-/// The words of a command as `command` writes them (plain words and single quotes).
+/// The words of a command as `command` writes them (plain words, single quotes, `\'`).
 fn shell_words(command: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut quoted = false;
     let mut any = false;
-    for c in command.chars() {
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
         match c {
             '\'' => {
                 quoted = !quoted;
                 any = true;
             }
-            '\\' if !quoted => {}
+            '\\' if !quoted => word.extend(chars.next()),
             c if c.is_whitespace() && !quoted => {
                 if any || !word.is_empty() {
                     words.push(std::mem::take(&mut word));
