@@ -317,6 +317,8 @@ fn hook_use_chooses_the_phase_and_scope_is_judged_from_where_it_started() {
     test.with_args(&["hook", "use"]).run().code(0);
     std::fs::write(test.path().join("hello.py"), "print('hello')\n").unwrap();
     std::fs::write(test.path().join("stray.txt"), "x\n").unwrap();
+    // The CLIs' own settings, written during the session, are not the phase's work.
+    test.with_args(&["hook", "install", "claude"]).run().code(0);
     let refused = stop(&test, "claude-stop", "claude-stop.json", &[]).code(0);
     let reason = refusal(&refused);
     assert!(
@@ -324,6 +326,7 @@ fn hook_use_chooses_the_phase_and_scope_is_judged_from_where_it_started() {
         "{reason}"
     );
     assert!(!reason.contains("before.txt"), "{reason}");
+    assert!(!reason.contains(".claude"), "{reason}");
     // Given with `--phase` and never chosen, `scope` cannot be judged: it is not run, and the
     // stop is not refused for it.
     let fresh = Test::new()
