@@ -9,7 +9,7 @@
 //!     session.json                      the session: agent, id, phase, counts, the last verdict
 //!     judgements.jsonl                  one line per judgement, written whole
 //!     judgement-<n>.md                  the feedback a refused stop was given (all of it)
-//!     judgement-<n>/                    that judgement's gate command logs
+//!     judgement-<n>/                    that judgement's gate command logs (when it ran any)
 //!     session.lock                      held while a judgement of the session is made
 //! ```
 

@@ -575,3 +575,18 @@ fn the_readme_quotes_what_the_hook_answers_and_what_install_adds() {
         serde_json::from_str(&readme_block("```json", "{\n  \"hooks\": {\n    \"Stop\"")).unwrap();
     assert_eq!(added, quoted, "the README quotes another hook");
 }
+
+#[test]
+fn an_agent_started_by_a_run_is_left_to_the_run() {
+    let test = Test::new().pipeline(ONE_PHASE).file("hello.py", BROKEN);
+    let outcome = test
+        .with_args(&["hook", "claude-stop"])
+        .env("HELIXFLOW_RUN_DIR", test.path().to_str().unwrap())
+        .stdin(&payload(&test, "claude-stop.json"))
+        .run()
+        .code(0);
+    assert_eq!((outcome.stdout.as_str(), outcome.stderr.as_str()), ("", ""));
+    assert!(!test.path().join(".helixflow/hooks").exists());
+    // Without it, the same stop is refused.
+    refusal(&stop(&test, "claude-stop", "claude-stop.json", &[]).code(0));
+}
