@@ -172,6 +172,8 @@ class ClaudeHooks(unittest.TestCase):
                         if '"subtype":"init"' in line)
             servers = {s["name"]: s["status"] for s in init.get("mcp_servers", [])}
             self.assertEqual(servers.get("helixflow"), "connected", init)
+            for tool in ("verify", "status", "explain", "lint"):
+                self.assertIn(f"mcp__helixflow__{tool}", init.get("tools", []), init)
             conversation = [turn for _, turn in conversation_requests(server)]
             verify = [t for t in conversation if t.tool_results and "success" in t.tool_results[0].text]
             self.assertTrue(verify, "the verify tool's result never reached the model")
