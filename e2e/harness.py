@@ -64,7 +64,15 @@ class Fail:
     retry_after: int | None = None
 
 
-Action = Write | Shell | Say | Fail
+@dataclasses.dataclass
+class Tool:
+    """Call the CLI's tool `name` with `input` as it is (an MCP tool, Claude Code's ToolSearch)."""
+
+    name: str
+    input: dict
+
+
+Action = Write | Shell | Say | Fail | Tool
 
 
 @dataclasses.dataclass

@@ -8,6 +8,7 @@ harness.Turn and the scenario's brain says what the model does next:
 
 - Write(path, content) -> a `Write` tool call {file_path: absolute path, content}
 - Shell(command)       -> a `Bash` tool call {command, description}
+- Tool(name, input)    -> a call of the tool `name` (an MCP tool, ToolSearch) with `input`
 - Say(text)            -> a text block and stop_reason end_turn
 - Fail(status, msg)    -> that HTTP status with Anthropic's error body
                           {"type": "error", "error": {"type": ..., "message": msg}}
@@ -35,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Fail, JsonHandler, Say, Shell, ToolResult, Turn, Write  # noqa: E402
+from harness import Fail, JsonHandler, Say, Shell, Tool, ToolResult, Turn, Write  # noqa: E402
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -266,6 +267,9 @@ class AnthropicHandler(JsonHandler):
                 path_arg = str(Path(workspace) / path_arg)
             block = {"type": "tool_use", "id": f"toolu_e2e{next(_ids):06d}", "name": "Write",
                      "input": {"file_path": path_arg, "content": action.content}}
+        elif isinstance(action, Tool):
+            block = {"type": "tool_use", "id": f"toolu_e2e{next(_ids):06d}", "name": action.name,
+                     "input": action.input}
         elif isinstance(action, Shell):
             block = {"type": "tool_use", "id": f"toolu_e2e{next(_ids):06d}", "name": "Bash",
                      "input": {"command": action.command, "description": "Run a command"}}

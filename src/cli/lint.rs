@@ -84,3 +84,19 @@ pub(crate) fn run(args: &Args) -> Outcome {
         crate::exit::SUCCESS
     })
 }
+
+/// The diagnostics of one pipeline file (or library), as `lint --format json` prints them.
+pub(crate) fn as_json(path: &std::path::Path) -> Result<String, String> {
+    let read = input::read(path, None)?;
+    let compilation = input::compile_for_lint(&read);
+    let mut out = Vec::new();
+    diagnostics::render(
+        Format::Json,
+        &compilation.diagnostics,
+        &compilation.sources,
+        false,
+        &mut out,
+    )
+    .map_err(|e| format!("cannot write the report: {e}"))?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}

@@ -8,16 +8,19 @@ mod check;
 mod compile;
 mod explain;
 mod export;
-mod failure;
+pub(crate) mod failure;
 mod fmt;
 mod graph;
+mod hook;
 mod input;
 mod lint;
 mod lsp;
+mod mcp;
 mod reporters;
 mod run;
 mod runs;
 mod schema;
+mod sessions;
 mod stats;
 mod status;
 mod verify;
@@ -118,6 +121,19 @@ enum Command {
     Compile(compile::Args),
     /// Write (or check) the JSON Schema of the compiled pipeline in schema/.
     Schema(schema::Args),
+    /// Verification inside an agent's own session: Stop hooks for Claude Code and Codex.
+    ///
+    /// `hook claude-stop` and `hook codex-stop` are the hooks' commands: they judge the session's
+    /// phase when the agent stops, and refuse the stop with helixflow's feedback while a gate
+    /// fails. `hook use PHASE` chooses the phase; `hook install claude|codex` puts the hook in the
+    /// project's settings, `hook uninstall` takes it out.
+    Hook(hook::Args),
+    /// Serve the Model Context Protocol over standard input and output (read-only).
+    ///
+    /// Tools: `verify` (a phase's gates and the feedback), `status` (which phases are up to date
+    /// and why the others would run), `explain` (a diagnostic code), `lint` (a pipeline file's
+    /// diagnostics). It never starts an agent or a `run` step.
+    Mcp(mcp::Args),
     /// Start the language server (for editors), over standard input and output.
     ///
     /// Diagnostics as `lint` reports them, hover documentation, completion, go-to-definition and
@@ -155,6 +171,10 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            if hook::is_hook_run(&args) {
+                // Exit code 2 would refuse the agent's stop, again and again.
+                return hook::fail_open("its arguments cannot be read");
+            }
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     crate::exit::SUCCESS
@@ -186,6 +206,8 @@ fn command(command: Command) -> Outcome {
         Command::Compile(args) => compile::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Lsp(args) => lsp::run(&args),
+        Command::Hook(args) => hook::run(&args),
+        Command::Mcp(args) => mcp::run(&args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
@@ -227,18 +249,28 @@ fn pipeline_path(file: Option<PathBuf>) -> Result<PathBuf, String> {
     }
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
+    let found = pipeline_path_from(&cwd).map_err(|_| {
+        "no pipeline file given, and no helixflow.kdl or pipeline.kdl in this folder or a parent"
+            .to_owned()
+    })?;
     // Reported relative to the current folder, as a user would type it.
-    for (depth, folder) in cwd.ancestors().enumerate() {
+    let depth = cwd.ancestors().count() - found.parent().map_or(0, |p| p.ancestors().count());
+    let mut relative: PathBuf = std::iter::repeat_n("..", depth).collect();
+    relative.push(found.file_name().unwrap_or_default());
+    Ok(relative)
+}
+
+/// The nearest helixflow.kdl or pipeline.kdl in `folder` or a parent, as `folder` is joined.
+fn pipeline_path_from(folder: &std::path::Path) -> Result<PathBuf, String> {
+    for folder in folder.ancestors() {
         for name in ["helixflow.kdl", "pipeline.kdl"] {
             if folder.join(name).is_file() {
-                let mut relative: PathBuf = std::iter::repeat_n("..", depth).collect();
-                relative.push(name);
-                return Ok(relative);
+                return Ok(folder.join(name));
             }
         }
     }
-    Err(
-        "no pipeline file given, and no helixflow.kdl or pipeline.kdl in this folder or a parent"
-            .into(),
-    )
+    Err(format!(
+        "no pipeline file given, and no helixflow.kdl or pipeline.kdl in {} or a parent",
+        folder.display()
+    ))
 }

@@ -127,8 +127,9 @@ pub(crate) fn runs(args: &RunsArgs) -> Outcome {
     }
     let runs = list_runs(&dir)
         .map_err(|e| Failure::usage(format!("cannot read {}: {e}", dir.display())))?;
+    let sessions = super::sessions::table(dir.parent().unwrap_or(&dir));
     if runs.is_empty() && !args.json {
-        return super::emit(&format!("no runs yet in {}\n", dir.display()));
+        return super::emit(&format!("no runs yet in {}\n{sessions}", dir.display()));
     }
     if args.stats {
         return super::emit(&super::stats::stats(&runs, args.json));
@@ -185,6 +186,7 @@ pub(crate) fn runs(args: &RunsArgs) -> Outcome {
             }
         }
     }
+    out.push_str(&sessions);
     super::emit(&out)
 }
 
@@ -199,6 +201,16 @@ pub(crate) fn show(args: &ShowArgs) -> Outcome {
         None => runs.last(),
         Some(id) => runs.iter().find(|r| r.run_id == id),
     };
+    if run.is_none()
+        && args.phase.is_none()
+        && let Some(id) = wanted
+        && let Some(session) = super::sessions::show(dir.parent().unwrap_or(&dir), id)
+    {
+        return match session {
+            Ok(text) => super::emit(&text),
+            Err(e) => Err(Failure::usage(e)),
+        };
+    }
     let Some(run) = run else {
         return Err(Failure::usage(match wanted {
             Some(id) => {

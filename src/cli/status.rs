@@ -25,28 +25,32 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Outcome {
     let pipeline = input::runnable_pipeline(args.file.clone())?;
-    let (plans, previous) = for_run(&pipeline, &[], &Force::default(), &[]);
-    let redactor = pipeline.redactor();
     let text = if args.json {
-        let phases: Vec<serde_json::Value> = plans.iter().map(phase_json).collect();
-        let live = previous.as_ref().filter(|p| p.running_pid().is_some());
-        let value = json!({
-            "pipeline": pipeline.name,
-            "resumes": previous.as_ref().filter(|p| p.running_pid().is_none()).map(|p| p.run_id.clone()),
-            "running": live.map(|p| json!({
-                "run-id": p.run_id,
-                "pid": p.running_pid(),
-                "since": p.started,
-            })),
-            "phases": phases,
-        });
-        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        let mut text = serde_json::to_string_pretty(&as_json(&pipeline)).unwrap_or_default();
         text.push('\n');
         text
     } else {
+        let (plans, previous) = for_run(&pipeline, &[], &Force::default(), &[]);
         human(&pipeline.name, &plans, previous.as_ref())
     };
-    super::emit(&redactor.redact(&text))
+    super::emit(&pipeline.redactor().redact(&text))
+}
+
+/// The plan as `status --json` prints it (not yet redacted).
+pub(crate) fn as_json(pipeline: &crate::model::Pipeline) -> serde_json::Value {
+    let (plans, previous) = for_run(pipeline, &[], &Force::default(), &[]);
+    let phases: Vec<serde_json::Value> = plans.iter().map(phase_json).collect();
+    let live = previous.as_ref().filter(|p| p.running_pid().is_some());
+    json!({
+        "pipeline": pipeline.name,
+        "resumes": previous.as_ref().filter(|p| p.running_pid().is_none()).map(|p| p.run_id.clone()),
+        "running": live.map(|p| json!({
+            "run-id": p.run_id,
+            "pid": p.running_pid(),
+            "since": p.started,
+        })),
+        "phases": phases,
+    })
 }
 
 fn phase_json(plan: &PhasePlan) -> serde_json::Value {

@@ -220,8 +220,18 @@ pub(crate) fn snapshot_options(
     keep_contents: bool,
     rules: Option<IgnoreRules>,
 ) -> SnapshotOptions {
+    snapshot_options_excluding(&ctx.excluded, phase, keep_contents, rules)
+}
+
+/// [`snapshot_options`] for a workspace judged outside a run, leaving out `excluded`.
+pub(crate) fn snapshot_options_excluding(
+    excluded: &[std::path::PathBuf],
+    phase: &Phase,
+    keep_contents: bool,
+    rules: Option<IgnoreRules>,
+) -> SnapshotOptions {
     SnapshotOptions {
-        exclude: ctx.excluded.clone(),
+        exclude: excluded.to_vec(),
         keep_contents_under: keep_contents.then_some(KEPT_CONTENTS),
         // Lint rejects a glob that does not compile; the `protect` gate reports it all the same.
         protected: ProtectedPaths::new(&phase.protect).ok().flatten(),

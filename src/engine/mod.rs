@@ -14,10 +14,11 @@ mod observe;
 pub(crate) mod plan;
 pub(crate) mod run;
 mod schedule;
+pub(crate) mod session;
 mod signals;
 mod state;
 
-pub(crate) use attempt::attempt_prompt;
+pub(crate) use attempt::{attempt_prompt, helixflow_program};
 pub(crate) use context::gate_env;
 pub(crate) use context::{Bundles, GRACE, RunOptions};
 pub(crate) use run::execute;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::context::{Run, gate_env, snapshot_options, split_bookkeeping, take_snapshot};
-use crate::model::Phase;
+use crate::model::{Phase, Pipeline};
 use crate::verify::gates::judged_where_ignored;
 use crate::verify::judge::{Changed, Scene};
 use crate::workspace::{Changes, Snapshot};
@@ -47,22 +47,36 @@ pub(crate) async fn observe(
     } else {
         Snapshot::default()
     };
-    let mut changes = before.map(|before| before.diff(&after)).unwrap_or_default();
-    // Ignored files are in the snapshots only because a `protect` pattern reaches them; those
-    // that are caches under a protected tree are nobody's change.
-    if let Some(rules) = before
-        .and_then(|before| before.ignore_rules())
-        .or_else(|| after.ignore_rules())
-        && !phase.protect.is_empty()
-    {
-        changes.split_off(|path| !judged_where_ignored(&rules, workspace, &phase.protect, path));
-    }
-    let bookkeeping = split_bookkeeping(&run.ctx.pipeline, phase, &mut changes);
+    let (changes, bookkeeping) = match before {
+        Some(before) => changes_since(&run.ctx.pipeline, phase, workspace, before, &after),
+        None => (Changes::default(), Changes::default()),
+    };
     Ok(Observed {
         after,
         changes,
         bookkeeping,
     })
+}
+
+/// What changed in `workspace` from `before` to `after`, as a phase's gates read it: the
+/// changes, and apart from them the changes to its agent's `bookkeeping` files.
+pub(crate) fn changes_since(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    workspace: &Path,
+    before: &Snapshot,
+    after: &Snapshot,
+) -> (Changes, Changes) {
+    let mut changes = before.diff(after);
+    // Ignored files are in the snapshots only because a `protect` pattern reaches them; those
+    // that are caches under a protected tree are nobody's change.
+    if let Some(rules) = before.ignore_rules().or_else(|| after.ignore_rules())
+        && !phase.protect.is_empty()
+    {
+        changes.split_off(|path| !judged_where_ignored(&rules, workspace, &phase.protect, path));
+    }
+    let bookkeeping = split_bookkeeping(pipeline, phase, &mut changes);
+    (changes, bookkeeping)
 }
 
 /// The environment gate commands of `phase` get on top of helixflow's.

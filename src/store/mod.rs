@@ -3,6 +3,7 @@
 //! (`run.json`).
 
 pub(crate) mod bundle;
+pub(crate) mod hooks;
 pub(crate) mod journal;
 pub(crate) mod lock;
 pub(crate) mod merge;

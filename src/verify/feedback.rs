@@ -22,6 +22,11 @@ const STDERR_LINES: usize = 40;
 /// file that holds all of it.
 pub const AGENT_FEEDBACK_LIMIT: usize = 64 * 1024;
 
+/// The most feedback a Stop hook gives, in bytes: what reaches the model whole through both hook
+/// channels (Codex 0.169.0 cuts hook output at about 2,500 tokens, 10,000 bytes, and Claude Code's
+/// hook output is shortened past 10,000 characters).
+pub(crate) const HOOK_FEEDBACK_LIMIT: usize = 8 * 1024;
+
 /// Why the agent (or `run` step) itself failed, before any gate ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentFailure {
@@ -100,14 +105,20 @@ fn tool_names(tools: &[String]) -> String {
 /// The feedback as an agent is given it: whole up to [`AGENT_FEEDBACK_LIMIT`] bytes, else its
 /// start and its end around a line naming `file`, which holds all of it.
 pub fn for_agent(text: &str, file: &std::path::Path) -> String {
-    if text.len() <= AGENT_FEEDBACK_LIMIT {
+    bounded(text, file, AGENT_FEEDBACK_LIMIT)
+}
+
+/// `text` whole up to `limit` bytes, else its start and its end around a line naming `file`,
+/// which holds all of it.
+pub(crate) fn bounded(text: &str, file: &std::path::Path, limit: usize) -> String {
+    if text.len() <= limit {
         return text.to_owned();
     }
     let note = format!(
         "\n\n[… {{}} bytes of this feedback are left out here; all of it is in {} …]\n\n",
         file.display()
     );
-    let room = AGENT_FEEDBACK_LIMIT.saturating_sub(note.len() + 20);
+    let room = limit.saturating_sub(note.len() + 20);
     let head_end = floor_char_boundary(text, room * 3 / 4);
     let tail_start = ceil_char_boundary(text, text.len() - (room - head_end));
     let left_out = tail_start - head_end;
@@ -160,15 +171,56 @@ pub fn render(
         phase.name.value
     );
 
+    body(&mut out, phase, agent, reports);
+    out
+}
+
+/// The feedback (Markdown) an agent's own session gets for a phase that fails: what fails,
+/// precisely, as a retry in a run is told. For a Stop hook, `refusals` is the stops refused in a
+/// row so far, this one included, and the most it refuses; the last one is warned.
+pub(crate) fn render_for_session(
+    phase: &Phase,
+    refusals: Option<(u32, u32)>,
+    reports: &[GateReport],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# helixflow: phase `{}` is not done yet\n",
+        phase.name.value
+    );
+    match refusals {
+        Some((refused, most)) => {
+            if refused >= most {
+                out.push_str(
+                    "⚠ This is the last time helixflow refuses your stop: if you stop again \
+                     with problems left, the phase stays failed. Fix every problem listed \
+                     below, and check your work against the gates before you finish.\n\n",
+                );
+            }
+            let _ = writeln!(
+                out,
+                "Fix every problem below, then finish again: your next stop is checked the same \
+                 way (stop {refused} of at most {most} refused in a row).\n"
+            );
+        }
+        None => out.push_str("Fix every problem below.\n\n"),
+    }
+    body(&mut out, phase, None, reports);
+    out
+}
+
+/// What failed (the agent, then each failed gate), the gates not run and those that passed.
+fn body(out: &mut String, phase: &Phase, agent: Option<&AgentFailure>, reports: &[GateReport]) {
     let failed: Vec<&GateReport> = reports
         .iter()
         .filter(|r| r.status == GateStatus::Failed)
         .collect();
     if let Some(failure) = agent {
-        agent_section(&mut out, worker_noun(phase), failure);
+        agent_section(out, worker_noun(phase), failure);
     }
     for report in &failed {
-        gate_section(&mut out, report);
+        gate_section(out, report);
     }
     if agent.is_none() && failed.is_empty() {
         out.push_str("No specific failure was recorded for this attempt.\n\n");
@@ -205,7 +257,6 @@ pub fn render(
     while out.ends_with("\n\n") {
         out.pop();
     }
-    out
 }
 
 /// "The agent" or "The `run` command", as the subject of the agent section.

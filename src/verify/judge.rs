@@ -1,6 +1,7 @@
 //! The one judge of a workspace: every verdict on a phase's gates — after an attempt, for a
-//! `helixflow verify` receipt inside a run, outside a run (`helixflow check`, `helixflow verify`)
-//! — is an [`Inspection`] built by the constructor for its situation, and [`Inspection::judge`]
+//! `helixflow verify` receipt inside a run, outside a run (`helixflow check`, `helixflow verify`),
+//! inside an agent's own session (`helixflow hook`) — is an [`Inspection`] built by the
+//! constructor for its situation, and [`Inspection::judge`]
 //! holds the rules on what each situation cannot judge. Every inspection runs with the
 //! pipeline's redactor, so its `secret`s never reach a gate's log or detail.
 
@@ -54,6 +55,9 @@ enum Situation {
     Receipt,
     /// No attempt: what it changed, and its response, are not known.
     OutsideRun,
+    /// An agent's own session stops (a Stop hook): what it changed is known when the phase's
+    /// starting point was recorded, its response when the hook was told its last message.
+    Session { started: bool, answered: bool },
 }
 
 /// One judgement of a phase's gates against the workspace.
@@ -160,6 +164,35 @@ impl<'a> Inspection<'a> {
         Inspection {
             context: context(scene, phase, now, nothing, &[]),
             situation: Situation::OutsideRun,
+            passed_before: None,
+            declared: None,
+        }
+    }
+
+    /// The workspace as `now` shows it when an agent's own session stops: `changed` is what
+    /// changed since the phase started there (`helixflow hook use`), when that is known;
+    /// `response` the agent's last message, when the hook was given it.
+    #[must_use]
+    pub fn in_session(
+        scene: &Scene<'a>,
+        phase: &'a Phase,
+        now: &'a Snapshot,
+        changed: Option<Changed<'a>>,
+        response: Option<&'a str>,
+    ) -> Self {
+        let nothing = Changed {
+            changes: &NO_CHANGES,
+            bookkeeping: &NO_CHANGES,
+        };
+        let situation = Situation::Session {
+            started: changed.is_some(),
+            answered: response.is_some(),
+        };
+        let mut context = context(scene, phase, now, changed.unwrap_or(nothing), &[]);
+        context.response = response;
+        Inspection {
+            context,
+            situation,
             passed_before: None,
             declared: None,
         }
@@ -286,6 +319,21 @@ fn skip_unjudged(situation: Situation, phase: &Phase, report: &mut GateReport) {
             .and_then(|kind| info(kind).outside_a_run)
             .or(checks_response(phase, &report.name)
                 .then_some("the response exists only inside a run")),
+        Situation::Session { started, answered } => {
+            let kind = report.check_kind();
+            if kind == Some(CheckKind::Approval) {
+                Some("decided by a person during a run")
+            } else if !started && kind.and_then(|kind| info(kind).outside_a_run).is_some() {
+                Some(
+                    "judged against where the phase started in this workspace, which is not \
+                     recorded: `helixflow hook use PHASE` records it",
+                )
+            } else if !answered && checks_response(phase, &report.name) {
+                Some("the agent's last message was not given to the hook")
+            } else {
+                None
+            }
+        }
     };
     if let Some(why) = why {
         report.status = GateStatus::Skipped;

@@ -31,6 +31,7 @@ use crate::workspace::Snapshot;
 use prepare::Session;
 
 pub(crate) use prepare::{attempt_prompt, fingerprint_prompt};
+pub(crate) use verify::verify_program as helixflow_program;
 
 /// The files `phase` made or changed when it passed in the run of `folder` (its `work.json`).
 pub(crate) fn work_files(folder: &crate::store::run::RunDir, phase: &str) -> Vec<String> {

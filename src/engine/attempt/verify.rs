@@ -578,7 +578,7 @@ fn instructions_with(phase: &Phase, program: &str) -> String {
 /// How the agent is told to start `helixflow verify`: as `helixflow` when that name on `PATH` is
 /// this very program (an agent's permission rules, such as Claude Code's
 /// `--allowedTools "Bash(helixflow verify:*)"`, match the command as written), else by its path.
-fn verify_program() -> String {
+pub(crate) fn verify_program() -> String {
     let Ok(exe) = std::env::current_exe() else {
         return "helixflow".to_owned();
     };
