@@ -26,6 +26,7 @@ pub mod model;
 pub(crate) mod process;
 pub(crate) mod redact;
 pub(crate) mod regular;
+pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod store;
 pub(crate) mod text;
