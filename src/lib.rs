@@ -97,6 +97,11 @@ pub mod schema {
     };
 }
 
+/// Imports from git repositories, as a [`Loader`] resolves them.
+pub mod imports {
+    pub use crate::remote::{Fetched, Problem, Source};
+}
+
 /// The fast KDL reader the compiler uses.
 pub mod kdl {
     pub use crate::language::kdl::parse;

@@ -15,10 +15,12 @@ pub(crate) struct Args {
     file: Option<PathBuf>,
     #[command(flatten)]
     reports: ReportArgs,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    let pipeline = match input::runnable_pipeline(args.file.clone()) {
+    let pipeline = match input::runnable_pipeline(args.file.clone(), &args.imports) {
         Ok(pipeline) => pipeline,
         Err(code) => return code,
     };

@@ -9,10 +9,12 @@ use super::input;
 pub(crate) struct Args {
     /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
     file: Option<PathBuf>,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
+    let (_, pipeline) = match input::checked_pipeline(args.file.clone(), &args.imports) {
         Ok(checked) => checked,
         Err(code) => return code,
     };

@@ -82,7 +82,7 @@ const DEFAULT_GIT: &str = "https://github.com/helixflow/helixflow";
 
 pub(crate) fn run(args: &Args) -> i32 {
     let Command::GithubActions(args) = &args.command;
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
+    let (_, pipeline) = match input::checked_pipeline(args.file.clone(), &super::imports::ImportArgs::default()) {
         Ok(checked) => checked,
         Err(code) => return code,
     };

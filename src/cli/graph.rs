@@ -13,10 +13,12 @@ pub(crate) struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
     format: GraphFormat,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone()) {
+    let (_, pipeline) = match input::checked_pipeline(args.file.clone(), &args.imports) {
         Ok(checked) => checked,
         Err(code) => return code,
     };

@@ -19,6 +19,8 @@ pub(crate) struct Args {
     /// The name shown for standard input; relative imports resolve from its folder.
     #[arg(long, value_name = "NAME")]
     stdin_filename: Option<PathBuf>,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
@@ -43,7 +45,7 @@ pub(crate) fn run(args: &Args) -> i32 {
                 continue;
             }
         };
-        let compilation = input::compile_for_lint(&read);
+        let compilation = input::compile_for_lint(&read, &args.imports);
         let remap = sources.append(&compilation.sources);
         for diagnostic in compilation.diagnostics {
             let diagnostic = remap.diagnostic(diagnostic);

@@ -10,6 +10,7 @@ mod explain;
 mod export;
 mod fmt;
 mod graph;
+mod imports;
 mod input;
 mod lint;
 mod lsp;
@@ -113,6 +114,14 @@ enum Command {
     Explain(explain::Args),
     /// Print the checked pipeline (imports, templates and defaults applied) as JSON.
     Compile(compile::Args),
+    /// Pin the pipeline's remote imports: write helixflow.lock, and say what changed.
+    ///
+    /// Resolves every `import "git+…" rev="…"` (fetching into the import cache what it lacks),
+    /// and writes the commit of each repository and `rev`, and the SHA-256 of every file read,
+    /// to helixflow.lock beside the pipeline. Pins already in the lock stay, unless `--update`
+    /// moves them to the commit their `rev` names now. Other commands write the lock on first
+    /// use too; `--locked` makes them fail instead.
+    Lock(imports::LockArgs),
     /// Write (or check) the JSON Schema of the compiled pipeline in schema/.
     Schema(schema::Args),
     /// Start the language server (for editors), over standard input and output.
@@ -176,6 +185,7 @@ pub fn main() -> i32 {
         Command::Fmt(args) => fmt::run(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Compile(args) => compile::run(&args),
+        Command::Lock(args) => imports::lock(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Lsp(args) => lsp::run(&args),
         Command::Completions { shell } => {

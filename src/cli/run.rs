@@ -55,6 +55,8 @@ pub(crate) struct Args {
     dry_run: bool,
     #[command(flatten)]
     reports: ReportArgs,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
     /// Write a bundle (`phases/<phase>/bundle.hxb`) for every phase that passes, `run` steps
     /// included (by default only agent and isolated phases leave one: two walks of the workspace
     /// per attempt cost little beside an agent, much beside a short step).
@@ -111,7 +113,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             file.display()
         ));
     }
-    let pipeline = match input::runnable_pipeline(args.file.clone()) {
+    let pipeline = match input::runnable_pipeline(args.file.clone(), &args.imports) {
         Ok(pipeline) => pipeline,
         Err(code) => return code,
     };

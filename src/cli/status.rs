@@ -20,10 +20,12 @@ pub(crate) struct Args {
     /// `reasons`, each with a `reason` kind, its details and a `text`.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> i32 {
-    let pipeline = match input::runnable_pipeline(args.file.clone()) {
+    let pipeline = match input::runnable_pipeline(args.file.clone(), &args.imports) {
         Ok(pipeline) => pipeline,
         Err(code) => return code,
     };

@@ -3,6 +3,7 @@
 mod check;
 mod compile;
 mod decode;
+mod imports;
 pub(crate) mod format;
 pub(crate) mod kdl;
 pub(crate) mod loader;

@@ -26,10 +26,7 @@ pub(crate) const VERSION: i128 = 1;
 /// files helixflow finds by itself (`helixflow.kdl`, `pipeline.kdl`), `NAME.helixflow.lock` for
 /// another `NAME.kdl`, so that two pipelines of one folder each have their own.
 pub(crate) fn path_for(file: &Path) -> PathBuf {
-    let folder = match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
-        _ => PathBuf::from("."),
-    };
+    let folder = file.parent().map(Path::to_owned).unwrap_or_default();
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -391,7 +388,7 @@ mod tests {
         );
         assert_eq!(
             path_for(Path::new("helixflow.kdl")),
-            Path::new("./helixflow.lock")
+            Path::new("helixflow.lock")
         );
         assert_eq!(
             path_for(Path::new("/x/nightly.kdl")),

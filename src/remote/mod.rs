@@ -11,5 +11,7 @@ mod resolver;
 mod source;
 
 pub(crate) use lockfile::{Change, Lockfile, changes};
-pub(crate) use resolver::{Fetched, Network, Outcome, Policy, Problem, Resolver, Update};
-pub(crate) use source::{Source, check_rev, is_remote};
+pub use resolver::{Fetched, Problem};
+pub(crate) use resolver::{Network, Outcome, Policy, Resolver, Update};
+pub use source::Source;
+pub(crate) use source::{check_rev, is_remote};

@@ -36,6 +36,23 @@ pub(crate) enum Update {
     Matching(String),
 }
 
+impl Update {
+    /// Whether the pin of `source`'s repository is resolved again.
+    pub(crate) fn covers(&self, source: &Source) -> bool {
+        match self {
+            Update::Nothing => false,
+            Update::All => true,
+            Update::Matching(url) => {
+                let bare = |s: &str| {
+                    let s = s.trim_end_matches('/');
+                    s.strip_prefix(super::source::PREFIX).unwrap_or(s).to_owned()
+                };
+                bare(&source.repository) == bare(url) || bare(&source.to_string()) == bare(url)
+            }
+        }
+    }
+}
+
 /// How a resolver may resolve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Policy {
@@ -58,7 +75,7 @@ impl Policy {
 
 /// A file read from a repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Fetched {
+pub struct Fetched {
     /// Its copy in the cache.
     pub path: PathBuf,
     /// Its text.
@@ -69,7 +86,7 @@ pub(crate) struct Fetched {
 
 /// Why a remote import cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Problem {
+pub enum Problem {
     /// git could not reach the repository, or fetch the commit from it.
     Unreachable { repository: String, detail: String },
     /// The repository has no tag or branch of that name.
@@ -224,11 +241,6 @@ impl Resolver {
         self.session.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The lock file this resolver reads.
-    pub(crate) fn lock_path(&self) -> &Path {
-        &self.lock_path
-    }
-
     /// The file `source` at the commit `rev` is pinned to.
     pub(crate) fn resolve(&self, source: &Source, rev: &str) -> Result<Fetched, Problem> {
         let key = Key {
@@ -345,17 +357,7 @@ impl Resolver {
     }
 
     fn updates(&self, source: &Source) -> bool {
-        match &self.policy.update {
-            Update::Nothing => false,
-            Update::All => true,
-            Update::Matching(url) => {
-                let url = url.trim_end_matches('/');
-                let bare = |s: &str| s.strip_prefix(super::source::PREFIX).unwrap_or(s).to_owned();
-                [source.repository.clone(), source.to_string()]
-                    .iter()
-                    .any(|name| name == url || bare(name) == bare(url))
-            }
-        }
+        self.policy.update.covers(source)
     }
 
     fn lock_name(&self) -> String {

@@ -17,7 +17,7 @@ pub(crate) fn is_remote(import: &str) -> bool {
 
 /// A file in a repository.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Source {
+pub struct Source {
     /// The repository as written, `git+` included: `git+https://github.com/acme/lib.git`.
     pub repository: String,
     /// The file's path in the repository, `/`-separated, without `.` or `..`: `python/t.kdl`.

@@ -1,0 +1,257 @@
+//! The remote imports of the pipeline a command works on: `--locked` and `--offline`, and the
+//! lock, written (or, with `--locked`, checked) once a compilation has followed every import.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use super::input::Input;
+use crate::diagnostics::{Diagnostic, Span, rules};
+use crate::language::{self, Compilation, Options};
+use crate::remote::{self, Change, Lockfile, Network, Outcome, Policy, Resolver, Update};
+
+/// How the remote imports of a pipeline are resolved.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// Fail when the lock of the pipeline's remote imports (helixflow.lock beside it) is missing
+    /// or would change, instead of writing it: for CI.
+    #[arg(long)]
+    pub locked: bool,
+    /// Resolve remote imports from the lock and the import cache only: git is never asked.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+impl ImportArgs {
+    fn policy(&self, update: Update) -> Policy {
+        Policy {
+            network: if self.offline {
+                Network::Offline
+            } else {
+                Network::Allowed
+            },
+            locked: self.locked,
+            update,
+        }
+    }
+}
+
+/// Compiles `input` with its remote imports resolved as `args` allow; then writes the lock when
+/// it changed (not for standard input), or, with `--locked`, reports that it would change.
+pub(crate) fn compile(input: &Input, options: Options, args: &ImportArgs) -> Compilation {
+    let resolver = Resolver::new(&input.path, args.policy(Update::Nothing));
+    let mut compilation = language::compile(&input.path, &input.text, &resolver, options);
+    let outcome = resolver.outcome();
+    if let Some(changes) = settled(&outcome, &compilation) {
+        if args.locked {
+            stale_lock(&outcome, &changes, &mut compilation);
+        } else if !input.from_stdin {
+            match write(&outcome, &input.path, &changes) {
+                Ok(lines) => {
+                    for line in lines {
+                        say!("{line}");
+                    }
+                }
+                Err(e) => say!("warning: {e}; the commands go on with what was resolved"),
+            }
+        }
+    }
+    compilation
+}
+
+/// What changes in the lock, when the compilation followed every import (nothing that could
+/// hide one failed) and the lock it started from could be read; `None` otherwise, when the lock
+/// must be left as it is.
+fn settled(outcome: &Outcome, compilation: &Compilation) -> Option<Vec<Change>> {
+    let unread_lock = outcome.text.is_some() && outcome.old.is_none();
+    if unread_lock || !followed_every_import(compilation) {
+        return None;
+    }
+    let old = outcome.old.clone().unwrap_or_default();
+    Some(remote::changes(&old, &outcome.new))
+}
+
+/// Whether no file failed to parse and no import failed to load.
+fn followed_every_import(compilation: &Compilation) -> bool {
+    let hiding = [
+        &rules::KDL_SYNTAX,
+        &rules::UNBALANCED_BRACES,
+        &rules::PARSE_BUDGET,
+        &rules::IMPORT_NOT_FOUND,
+        &rules::IMPORT_CYCLE,
+        &rules::UNPINNED_IMPORT,
+        &rules::INVALID_REMOTE_IMPORT,
+        &rules::REPOSITORY_UNREACHABLE,
+        &rules::UNKNOWN_REV,
+        &rules::FILE_MISSING_AT_COMMIT,
+        &rules::LOCK_MISMATCH,
+        &rules::IMPORT_HASH_MISMATCH,
+        &rules::IMPORT_CACHE_UNWRITABLE,
+        &rules::IMPORT_NOT_CACHED,
+    ];
+    !compilation
+        .diagnostics
+        .iter()
+        .any(|d| d.is_error() && hiding.contains(&d.rule))
+}
+
+/// `--locked` and a lock that would change: an error in the lock file, saying what would change.
+fn stale_lock(outcome: &Outcome, changes: &[Change], compilation: &mut Compilation) {
+    if changes.is_empty() {
+        return;
+    }
+    let name = outcome.path.display().to_string();
+    let text = outcome.text.clone().unwrap_or_default();
+    let span = changes
+        .iter()
+        .find_map(|change| match change {
+            Change::Removed { key, .. } | Change::Files { key, .. } => {
+                outcome.old.as_ref()?.spans.get(key).copied()
+            }
+            _ => None,
+        })
+        .unwrap_or((0, 0));
+    let file = compilation.sources.add(&outcome.path, text.as_str());
+    let what: Vec<String> = changes.iter().map(ToString::to_string).collect();
+    let message = if outcome.text.is_none() {
+        format!("there is no {name}, and `--locked` forbids writing it")
+    } else {
+        format!(
+            "{name} does not match the pipeline, and `--locked` forbids changing it: {}",
+            what.join("; ")
+        )
+    };
+    compilation.diagnostics.push(
+        Diagnostic::new(
+            &rules::LOCK_MISMATCH,
+            Span::new(file, span.0, span.1),
+            message,
+        )
+        .label("would change")
+        .help(format!(
+            "run `helixflow lock` and commit {name}; the lock is the pipeline's pins, CI only checks them"
+        )),
+    );
+}
+
+/// Writes the lock (or removes it when no remote import is left), and says what changed, one
+/// line per change.
+fn write(outcome: &Outcome, pipeline: &Path, changes: &[Change]) -> Result<Vec<String>, String> {
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let name = outcome.path.display().to_string();
+    let written = if outcome.new.pins.is_empty() {
+        std::fs::remove_file(&outcome.path)
+    } else {
+        let file_name = pipeline
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        replace(&outcome.path, &outcome.new.render(&file_name))
+    };
+    if let Err(e) = written {
+        return Err(format!("cannot write {name}: {e}"));
+    }
+    if outcome.new.pins.is_empty() {
+        return Ok(vec![format!("{name}: removed, no remote import is left")]);
+    }
+    Ok(changes.iter().map(|c| format!("{name}: {c}")).collect())
+}
+
+/// Writes `text` to `path` through a synced temporary file beside it and a rename.
+fn replace(path: &Path, text: &str) -> std::io::Result<()> {
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let folder = folder.unwrap_or(Path::new("."));
+    let mut temporary = tempfile::Builder::new()
+        .prefix(".helixflow-lock-")
+        .suffix(".tmp")
+        .tempfile_in(folder)?;
+    temporary.write_all(text.as_bytes())?;
+    temporary.as_file().sync_all()?;
+    temporary.persist(path).map_err(|e| e.error)?;
+    if let Ok(folder) = std::fs::File::open(folder) {
+        let _ = folder.sync_all();
+    }
+    Ok(())
+}
+
+/// Arguments of `helixflow lock`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LockArgs {
+    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
+    file: Option<std::path::PathBuf>,
+    /// Move pins to the commit their `rev` names now: without a value every pin, with one the
+    /// pins of that repository (its URL, or an import's). Write `--update=URL`, or put a bare
+    /// `--update` after the pipeline file.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    update: Option<String>,
+}
+
+/// `helixflow lock`: resolves every remote import (fetching what the cache lacks), writes the
+/// lock and says what changed.
+pub(crate) fn lock(args: &LockArgs) -> i32 {
+    let path = match super::pipeline_path(args.file.clone()) {
+        Ok(path) => path,
+        Err(e) => return super::input::fail(&e),
+    };
+    let input = match super::input::read(&path, None) {
+        Ok(input) => input,
+        Err(e) => return super::input::fail(&e),
+    };
+    let update = match args.update.as_deref() {
+        None => Update::Nothing,
+        Some("") => Update::All,
+        Some(url) => Update::Matching(url.to_owned()),
+    };
+    let resolver = Resolver::new(&input.path, ImportArgs::default().policy(update.clone()));
+    let options = Options {
+        accept_library: true,
+        ..Options::default()
+    };
+    let compilation = language::compile(&input.path, &input.text, &resolver, options);
+    let outcome = resolver.outcome();
+    let Some(changes) = settled(&outcome, &compilation) else {
+        super::input::report(&compilation.diagnostics, &compilation.sources);
+        return super::input::fail(&format!(
+            "{} is not written: not every import of {} could be read",
+            outcome.path.display(),
+            path.display()
+        ));
+    };
+    if let Update::Matching(url) = &update
+        && !pins_of(&outcome.new, &update)
+    {
+        return super::input::fail(&format!(
+            "--update {url}: no remote import of {} is from this repository",
+            path.display()
+        ));
+    }
+    let mut out = match write(&outcome, &path, &changes) {
+        Ok(lines) => lines,
+        Err(e) => return super::input::fail(&e),
+    };
+    if changes.is_empty() {
+        let pins = outcome.new.pins.len();
+        out.push(if pins == 0 {
+            format!("{}: no remote import, no lock", path.display())
+        } else {
+            format!(
+                "{}: up to date ({pins} {} pinned)",
+                outcome.path.display(),
+                if pins == 1 { "repository" } else { "repositories" }
+            )
+        });
+    }
+    super::emit(&(out.join("\n") + "\n"))
+}
+
+/// Whether `--update URL` names a repository the lock pins.
+fn pins_of(lock: &Lockfile, update: &Update) -> bool {
+    lock.pins.iter().any(|(key, pin)| {
+        pin.files.keys().any(|path| {
+            update.covers(&remote::Source {
+                repository: key.repository.clone(),
+                path: path.clone(),
+            })
+        })
+    })
+}
