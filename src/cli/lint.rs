@@ -35,6 +35,7 @@ pub(crate) fn run(args: &Args) -> i32 {
     let mut sources = Sources::new();
     let mut found: Vec<Diagnostic> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut origins = Vec::new();
     let mut unreadable = false;
     for file in &files {
         let read = match input::read(file, args.stdin_filename.as_deref()) {
@@ -46,6 +47,7 @@ pub(crate) fn run(args: &Args) -> i32 {
             }
         };
         let compilation = input::compile_for_lint(&read, &args.imports);
+        origins.extend(remote_lines(&read.path, &compilation.remote));
         let remap = sources.append(&compilation.sources);
         for diagnostic in compilation.diagnostics {
             let diagnostic = remap.diagnostic(diagnostic);
@@ -71,6 +73,11 @@ pub(crate) fn run(args: &Args) -> i32 {
         say!("error: cannot write the report: {e}");
         return crate::exit::INTERNAL;
     }
+    if args.format == Format::Human {
+        for line in &origins {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if args.format == Format::Human && found.is_empty() && !unreadable {
         let plural = if files.len() == 1 { "" } else { "s" };
         let _ = writeln!(
@@ -87,4 +94,20 @@ pub(crate) fn run(args: &Args) -> i32 {
     } else {
         crate::exit::SUCCESS
     }
+}
+
+/// Where each agent and template of `file` read from a git repository came from, one line each.
+fn remote_lines(file: &std::path::Path, remote: &crate::model::RemoteDefinitions) -> Vec<String> {
+    let kinds = [("agent", &remote.agents), ("template", &remote.templates)];
+    kinds
+        .into_iter()
+        .flat_map(|(kind, found)| {
+            found.iter().map(move |(name, origin)| {
+                crate::text::one_line(&format!(
+                    "{}: {kind} \"{name}\" from {origin}",
+                    file.display()
+                ))
+            })
+        })
+        .collect()
 }
