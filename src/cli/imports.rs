@@ -128,7 +128,7 @@ fn stale_lock(outcome: &Outcome, changes: &[Change], compilation: &mut Compilati
         )
         .label("would change")
         .help(format!(
-            "run `helixflow lock` and commit {name}; the lock is the pipeline's pins, CI only checks them"
+            "Run `helixflow lock` and commit {name}: the lock holds the pipeline's pins, and CI only checks them."
         )),
     );
 }

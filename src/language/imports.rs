@@ -325,7 +325,7 @@ fn remote_problem(problem: &Problem, span: Span) -> Diagnostic {
         Problem::Unreachable { .. } => (&rules::REPOSITORY_UNREACHABLE, "cannot fetch"),
         Problem::UnknownRev { .. } => (&rules::UNKNOWN_REV, "no such tag or branch"),
         Problem::Missing { .. } => (&rules::FILE_MISSING_AT_COMMIT, "not at this commit"),
-        Problem::Lock { .. } => (&rules::LOCK_MISMATCH, "the lock does not allow it"),
+        Problem::Lock { .. } => (&rules::LOCK_MISMATCH, "checked against the lock"),
         Problem::Tampered { .. } => (&rules::IMPORT_HASH_MISMATCH, "changed in the cache"),
         Problem::Cache { .. } => (&rules::IMPORT_CACHE_UNWRITABLE, "cannot be cached"),
         Problem::NotCached { .. } => (&rules::IMPORT_NOT_CACHED, "not in the cache"),

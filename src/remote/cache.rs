@@ -72,7 +72,7 @@ impl Cache {
             path: path.to_owned(),
             error,
         };
-        std::fs::create_dir_all(&self.root).map_err(|e| cache_error(&self.root, e))?;
+        make_folder(&self.root).map_err(|e| cache_error(&self.root, e))?;
         let staging = self.root.join(staging_name());
         std::fs::create_dir(&staging).map_err(|e| cache_error(&staging, e))?;
         let filled = self.stage_and_place(&staging, url, commit);
@@ -152,6 +152,16 @@ fn unpack(archive: &mut dyn Read, tree: &Path) -> io::Result<()> {
         std::fs::set_permissions(&target, permissions)?;
     }
     Ok(())
+}
+
+/// Makes the folder `folder` (and its parents) unless it is there; a file in its place is named
+/// as such, not as the "file exists" of the system.
+pub(crate) fn make_folder(folder: &Path) -> io::Result<()> {
+    match std::fs::metadata(folder) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::other("it is a file, not a folder")),
+        Err(_) => std::fs::create_dir_all(folder),
+    }
 }
 
 fn sync_folder(folder: &Path) -> io::Result<()> {

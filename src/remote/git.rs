@@ -44,14 +44,7 @@ fn git(folder: &Path) -> Command {
 
 fn run(mut command: Command) -> Result<Output, GitError> {
     let output = command.stdout(Stdio::piped()).stderr(Stdio::piped()).output();
-    let output = output.map_err(|e| GitError {
-        detail: if e.kind() == std::io::ErrorKind::NotFound {
-            "git is not installed (helixflow fetches remote imports with the git command line)"
-                .to_owned()
-        } else {
-            format!("cannot run git: {e}")
-        },
-    })?;
+    let output = output.map_err(|e| cannot_start(&command, &e))?;
     if output.status.success() {
         Ok(output)
     } else {
@@ -61,12 +54,24 @@ fn run(mut command: Command) -> Result<Output, GitError> {
     }
 }
 
-/// The last lines git wrote on standard error, cleaned for a terminal.
+fn cannot_start(command: &Command, e: &std::io::Error) -> GitError {
+    let folder_exists = command.get_current_dir().is_none_or(Path::is_dir);
+    GitError {
+        detail: if e.kind() == std::io::ErrorKind::NotFound && folder_exists {
+            "git is not installed (helixflow fetches remote imports with the git command line)"
+                .to_owned()
+        } else {
+            format!("cannot run git: {e}")
+        },
+    }
+}
+
+/// The first lines git wrote on standard error (where it says what failed), cleaned for a
+/// terminal.
 fn said(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join("; ");
-    let tail = crate::text::one_line(&tail);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).take(2).collect();
+    let tail = crate::text::one_line(&lines.join("; "));
     if tail.is_empty() {
         "git failed without saying why".to_owned()
     } else {
@@ -106,13 +111,13 @@ pub(crate) fn ls_remote(folder: &Path, url: &str, rev: &str) -> Result<Option<St
         .find_map(|name| find(&format!("{name}^{{}}")).or_else(|| find(name))))
 }
 
-/// Makes an empty repository at `git_dir` to fetch into.
+/// Makes an empty repository at `git_dir` (a folder that does not exist yet) to fetch into.
 pub(crate) fn init(git_dir: &Path) -> Result<(), GitError> {
     let parent = git_dir.parent().unwrap_or(git_dir);
     let mut command = git(parent);
     command
         .args(["init", "--quiet", "--bare"])
-        .arg(OsStr::new(git_dir));
+        .arg(git_dir.file_name().unwrap_or(OsStr::new("git")));
     run(command).map(drop)
 }
 
@@ -147,9 +152,7 @@ pub(crate) fn archive(
         .arg(format!("{commit}^{{commit}}"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command.spawn().map_err(|e| GitError {
-        detail: format!("cannot run git: {e}"),
-    })?;
+    let mut child = command.spawn().map_err(|e| cannot_start(&command, &e))?;
     let read = match child.stdout.as_mut() {
         Some(stdout) => read(stdout),
         None => Ok(()),

@@ -160,7 +160,7 @@ impl Problem {
                     .find(|a| a.file_name().is_some_and(|n| is_full_sha(&n.to_string_lossy())))
                     .unwrap_or(file);
                 Some(format!(
-                    "remove {} and run again: helixflow fetches the commit anew and checks it against the lock",
+                    "Remove {} and run again: helixflow fetches the commit anew and checks it against the lock.",
                     folder.display()
                 ))
             }
@@ -309,9 +309,8 @@ impl Resolver {
         }
         let lock = self.lock.as_ref().map_err(|e| Problem::Lock {
             message: format!("{} cannot be read: {}", self.lock_name(), e.message),
-            help: format!(
-                "fix it, or remove it to have helixflow write it again (`helixflow lock`)"
-            ),
+            help: "Fix it, or remove it to have helixflow write it again (`helixflow lock`)."
+                .to_owned(),
         })?;
         let locked = lock.as_ref().and_then(|l| l.pins.get(key));
         let pinned = match locked {
@@ -370,7 +369,7 @@ impl Resolver {
         Problem::Lock {
             message: format!("{message}, and `--locked` forbids changing the lock"),
             help: format!(
-                "run `helixflow lock` where the network is allowed and commit {}",
+                "Run `helixflow lock` where the network is allowed, and commit {}.",
                 self.lock_path.display()
             ),
         }
@@ -440,9 +439,9 @@ impl Resolver {
     fn offline(&self, message: String) -> Problem {
         let help = match self.policy.network {
             Network::Offline => {
-                "run once without `--offline` (or `helixflow lock`) to fetch it into the cache"
+                "Run once without `--offline` (or `helixflow lock`) to fetch it into the cache."
             }
-            _ => "run `helixflow lock` (or any command on the pipeline) to fetch it into the cache",
+            _ => "Run `helixflow lock` (or any command on the pipeline) to fetch it into the cache.",
         };
         Problem::NotCached {
             message,
@@ -467,7 +466,7 @@ impl Resolver {
 
 /// The cache folder, made when it is not there, for git to run in.
 fn ensure_folder(root: &Path) -> Result<PathBuf, Problem> {
-    std::fs::create_dir_all(root).map_err(|e| Problem::Cache {
+    cache::make_folder(root).map_err(|e| Problem::Cache {
         path: root.display().to_string(),
         detail: e.to_string(),
     })?;
