@@ -94,6 +94,7 @@ pub(crate) enum Reason {
     From { phase: String },
     /// An import from a git repository moved to another commit (or `rev`), and the agent or
     /// template the phase takes from it changed with it.
+    #[serde(rename_all = "kebab-case")]
     ImportMoved {
         /// ``agent `claude` `` or ``template `python-module` ``.
         what: String,
