@@ -84,10 +84,11 @@ const DEFAULT_GIT: &str = "https://github.com/helixflow/helixflow";
 
 pub(crate) fn run(args: &Args) -> i32 {
     let Command::GithubActions(args) = &args.command;
-    let (_, pipeline) = match input::checked_pipeline(args.file.clone(), &super::imports::ImportArgs::default()) {
-        Ok(checked) => checked,
-        Err(code) => return code,
-    };
+    let (_, pipeline) =
+        match input::checked_pipeline(args.file.clone(), &super::imports::ImportArgs::default()) {
+            Ok(checked) => checked,
+            Err(code) => return code,
+        };
     let secrets = match secrets(&pipeline, &args.secret) {
         Ok(secrets) => secrets,
         Err(e) => return input::fail(&e),

@@ -237,7 +237,11 @@ pub(crate) fn lock(args: &LockArgs) -> i32 {
             format!(
                 "{}: up to date ({pins} {} pinned)",
                 outcome.path.display(),
-                if pins == 1 { "repository" } else { "repositories" }
+                if pins == 1 {
+                    "repository"
+                } else {
+                    "repositories"
+                }
             )
         });
     }

@@ -3,8 +3,8 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
-use crate::diagnostics::{self, Diagnostic, Format, Sources};
 use super::imports::ImportArgs;
+use crate::diagnostics::{self, Diagnostic, Format, Sources};
 use crate::language::{self, Compilation, Options};
 
 /// A file's path as shown in reports, and its text.

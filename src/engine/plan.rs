@@ -80,6 +80,44 @@ impl fmt::Display for FileChanges {
     }
 }
 
+/// An import from a git repository that moved since a phase passed, with the agent or template
+/// of the phase that changed with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) struct ImportMove {
+    /// ``agent `claude` `` or ``template `python-module` ``.
+    pub what: String,
+    /// The file it is defined in: its repository, `//`, its path there.
+    pub import: String,
+    /// The import's `rev` when the phase passed.
+    pub old_rev: String,
+    /// Its `rev` now.
+    pub new_rev: String,
+    /// The commit it was read at when the phase passed.
+    pub old_commit: String,
+    /// The commit it is read at now.
+    pub new_commit: String,
+}
+
+impl fmt::Display for ImportMove {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = |c: &str| c.get(..12).unwrap_or(c).to_owned();
+        let rev = if self.old_rev == self.new_rev {
+            format!("rev \"{}\"", self.new_rev)
+        } else {
+            format!("rev \"{}\" → \"{}\"", self.old_rev, self.new_rev)
+        };
+        write!(
+            f,
+            "{} changed: its import {} moved ({rev}, commit {} → {})",
+            self.what,
+            self.import,
+            short(&self.old_commit),
+            short(&self.new_commit)
+        )
+    }
+}
+
 /// Why a phase will run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "reason")]
@@ -94,21 +132,7 @@ pub(crate) enum Reason {
     From { phase: String },
     /// An import from a git repository moved to another commit (or `rev`), and the agent or
     /// template the phase takes from it changed with it.
-    #[serde(rename_all = "kebab-case")]
-    ImportMoved {
-        /// ``agent `claude` `` or ``template `python-module` ``.
-        what: String,
-        /// The file it is defined in: its repository, `//`, its path there.
-        import: String,
-        /// The import's `rev` when the phase passed.
-        old_rev: String,
-        /// Its `rev` now.
-        new_rev: String,
-        /// The commit it was read at when the phase passed.
-        old_commit: String,
-        /// The commit it is read at now.
-        new_commit: String,
-    },
+    ImportMoved(ImportMove),
     /// The compiled phase, its agent or its declared environment changed.
     DefinitionChanged {
         changes: Vec<PartChange>,
@@ -180,27 +204,7 @@ impl fmt::Display for Reason {
                 }
                 Ok(())
             }
-            Reason::ImportMoved {
-                what,
-                import,
-                old_rev,
-                new_rev,
-                old_commit,
-                new_commit,
-            } => {
-                let short = |c: &str| c.get(..12).unwrap_or(c).to_owned();
-                let rev = if old_rev == new_rev {
-                    format!("rev \"{new_rev}\"")
-                } else {
-                    format!("rev \"{old_rev}\" → \"{new_rev}\"")
-                };
-                write!(
-                    f,
-                    "{what} changed: its import {import} moved ({rev}, commit {} → {})",
-                    short(old_commit),
-                    short(new_commit)
-                )
-            }
+            Reason::ImportMoved(moved) => moved.fmt(f),
             Reason::PromptChanged { template, .. } => {
                 f.write_str("prompt changed")?;
                 if let Some(template) = template {
@@ -638,14 +642,14 @@ fn moved_imports(
                 rest_changed
             };
             (changed && (then.commit != now.commit || then.rev != now.rev)).then(|| {
-                Reason::ImportMoved {
+                Reason::ImportMoved(ImportMove {
                     what: what.clone(),
                     import: now.import.clone(),
                     old_rev: then.rev.clone(),
                     new_rev: now.rev.clone(),
                     old_commit: then.commit.clone(),
                     new_commit: now.commit.clone(),
-                }
+                })
             })
         })
         .collect()

@@ -39,9 +39,8 @@ impl Compiler<'_> {
                 continue;
             };
             let span = value_span(file, entry);
-            let rev = property(node, "rev").and_then(|e| {
-                Some((e.value().as_string()?.to_owned(), value_span(file, e)))
-            });
+            let rev = property(node, "rev")
+                .and_then(|e| Some((e.value().as_string()?.to_owned(), value_span(file, e))));
             if is_remote(text) {
                 self.remote_import(text, rev, node, file, span);
             } else if let Some(importer) = &from_repository {
@@ -160,13 +159,7 @@ impl Compiler<'_> {
     }
 
     /// A relative import inside a file of a repository: the same repository, the same commit.
-    fn sibling_import(
-        &mut self,
-        importer: &RemoteFile,
-        text: &str,
-        rev: Option<Span>,
-        span: Span,
-    ) {
+    fn sibling_import(&mut self, importer: &RemoteFile, text: &str, rev: Option<Span>, span: Span) {
         if let Some(rev_span) = rev {
             self.diagnostics.push(
                 Diagnostic::new(

@@ -3,8 +3,8 @@
 mod check;
 mod compile;
 mod decode;
-mod imports;
 pub(crate) mod format;
+mod imports;
 pub(crate) mod kdl;
 pub(crate) mod loader;
 pub(crate) mod placeholders;

@@ -10,8 +10,8 @@ use super::documents::{Document, Documents, Overlay};
 use super::locate::{self, Hit, Part};
 use super::position::LineIndex;
 use super::workspace::{self, Found, Symbol, Workspace};
-use crate::language::kdl::tolerant::{Entry, Node};
 use crate::language::Loader;
+use crate::language::kdl::tolerant::{Entry, Node};
 use crate::language::schema::{Context, NodeSchema, ValueType};
 use crate::remote::{Source, is_remote};
 

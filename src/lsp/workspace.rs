@@ -317,7 +317,10 @@ pub(crate) fn import_target(
     }
     let source = Source::parse(text).ok()?;
     let rev = node.prop("rev")?.value_text()?;
-    loader.remote(root, &source, rev).ok().map(|fetched| fetched.path)
+    loader
+        .remote(root, &source, rev)
+        .ok()
+        .map(|fetched| fetched.path)
 }
 
 /// Where an import points: relative to the importing file's folder, else on the search path (the

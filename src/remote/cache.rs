@@ -60,7 +60,9 @@ impl Cache {
         let full = self.commit_dir(commit).join(path);
         let meta = std::fs::symlink_metadata(&full)?;
         if meta.file_type().is_symlink() {
-            return Err(io::Error::other("a symbolic link, which the cache never holds"));
+            return Err(io::Error::other(
+                "a symbolic link, which the cache never holds",
+            ));
         }
         let bytes = crate::regular::read(&full)?;
         Ok((full, bytes))

@@ -43,7 +43,10 @@ fn git(folder: &Path) -> Command {
 }
 
 fn run(mut command: Command) -> Result<Output, GitError> {
-    let output = command.stdout(Stdio::piped()).stderr(Stdio::piped()).output();
+    let output = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output();
     let output = output.map_err(|e| cannot_start(&command, &e))?;
     if output.status.success() {
         Ok(output)
@@ -70,7 +73,11 @@ fn cannot_start(command: &Command, e: &std::io::Error) -> GitError {
 /// terminal.
 fn said(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).take(2).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(2)
+        .collect();
     let tail = crate::text::one_line(&lines.join("; "));
     if tail.is_empty() {
         "git failed without saying why".to_owned()

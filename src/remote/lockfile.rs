@@ -158,7 +158,11 @@ fn repository(node: &kdl::KdlNode) -> Result<(Key, Pin), String> {
     let repository = string(node.get(0)).ok_or("a `repository` needs its URL")?;
     let rev = string(node.get("rev")).ok_or("a `repository` needs `rev=`")?;
     let mut pin = Pin::default();
-    for child in node.children().map(kdl::KdlDocument::nodes).unwrap_or_default() {
+    for child in node
+        .children()
+        .map(kdl::KdlDocument::nodes)
+        .unwrap_or_default()
+    {
         match child.name().value() {
             "commit" => {
                 let commit = string(child.get(0)).unwrap_or_default();
@@ -346,7 +350,8 @@ mod tests {
             ..Pin::default()
         };
         pin.files.insert("agents.kdl".into(), "0".repeat(64));
-        pin.files.insert("weird \"name\"\n.kdl".into(), "1".repeat(64));
+        pin.files
+            .insert("weird \"name\"\n.kdl".into(), "1".repeat(64));
         lock.pins.insert(
             Key {
                 repository: "git+file:///srv/lib.git".into(),

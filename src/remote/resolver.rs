@@ -45,7 +45,9 @@ impl Update {
             Update::Matching(url) => {
                 let bare = |s: &str| {
                     let s = s.trim_end_matches('/');
-                    s.strip_prefix(super::source::PREFIX).unwrap_or(s).to_owned()
+                    s.strip_prefix(super::source::PREFIX)
+                        .unwrap_or(s)
+                        .to_owned()
                 };
                 bare(&source.repository) == bare(url) || bare(&source.to_string()) == bare(url)
             }
@@ -157,7 +159,10 @@ impl Problem {
             Problem::Tampered { file, .. } => {
                 let folder = file
                     .ancestors()
-                    .find(|a| a.file_name().is_some_and(|n| is_full_sha(&n.to_string_lossy())))
+                    .find(|a| {
+                        a.file_name()
+                            .is_some_and(|n| is_full_sha(&n.to_string_lossy()))
+                    })
                     .unwrap_or(file);
                 Some(format!(
                     "Remove {} and run again: helixflow fetches the commit anew and checks it against the lock.",
@@ -360,9 +365,10 @@ impl Resolver {
     }
 
     fn lock_name(&self) -> String {
-        self.lock_path
-            .file_name()
-            .map_or_else(|| "the lock".to_owned(), |n| n.to_string_lossy().into_owned())
+        self.lock_path.file_name().map_or_else(
+            || "the lock".to_owned(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     }
 
     fn not_in_lock(&self, message: &str) -> Problem {
@@ -422,18 +428,16 @@ impl Resolver {
                 cache.root.display()
             )));
         }
-        cache
-            .fill(source.git_url(), commit)
-            .map_err(|e| match e {
-                FillError::Cache { path, error } => Problem::Cache {
-                    path: path.display().to_string(),
-                    detail: error.to_string(),
-                },
-                FillError::Git(e) => Problem::Unreachable {
-                    repository: source.repository.clone(),
-                    detail: format!("commit {}: {}", short(commit), e.detail),
-                },
-            })
+        cache.fill(source.git_url(), commit).map_err(|e| match e {
+            FillError::Cache { path, error } => Problem::Cache {
+                path: path.display().to_string(),
+                detail: error.to_string(),
+            },
+            FillError::Git(e) => Problem::Unreachable {
+                repository: source.repository.clone(),
+                detail: format!("commit {}: {}", short(commit), e.detail),
+            },
+        })
     }
 
     fn offline(&self, message: String) -> Problem {
@@ -441,7 +445,9 @@ impl Resolver {
             Network::Offline => {
                 "Run once without `--offline` (or `helixflow lock`) to fetch it into the cache."
             }
-            _ => "Run `helixflow lock` (or any command on the pipeline) to fetch it into the cache.",
+            _ => {
+                "Run `helixflow lock` (or any command on the pipeline) to fetch it into the cache."
+            }
         };
         Problem::NotCached {
             message,

@@ -185,7 +185,10 @@ mod tests {
         assert_eq!(f.path, "agents.kdl");
         let ssh = Source::parse("git+ssh://git@github.com/acme/lib.git//a.kdl").unwrap();
         assert_eq!(ssh.git_url(), "ssh://git@github.com/acme/lib.git");
-        assert_eq!(ssh.to_string(), "git+ssh://git@github.com/acme/lib.git//a.kdl");
+        assert_eq!(
+            ssh.to_string(),
+            "git+ssh://git@github.com/acme/lib.git//a.kdl"
+        );
     }
 
     #[test]

@@ -116,7 +116,11 @@ impl Remote {
             "--work-tree",
             work.to_str().unwrap(),
         ];
-        for args in [&["add", "-A"][..], &["commit", "--quiet", "-m", "fixtures"], &["tag", "v1"]] {
+        for args in [
+            &["add", "-A"][..],
+            &["commit", "--quiet", "-m", "fixtures"],
+            &["tag", "v1"],
+        ] {
             git(&[&tree[..], args].concat(), &same_everywhere);
         }
         let cache = if code == "HF512" {
@@ -128,7 +132,10 @@ impl Remote {
             ("GIT_CONFIG_GLOBAL", "/dev/null".to_owned()),
             ("GIT_CONFIG_NOSYSTEM", "1".to_owned()),
             ("GIT_CONFIG_COUNT", "1".to_owned()),
-            ("GIT_CONFIG_KEY_0", format!("url.file://{bare_text}.insteadOf")),
+            (
+                "GIT_CONFIG_KEY_0",
+                format!("url.file://{bare_text}.insteadOf"),
+            ),
             (
                 "GIT_CONFIG_VALUE_0",
                 "https://fixtures.helixflow.invalid/lib.git".to_owned(),

@@ -963,7 +963,8 @@ fn remote_imports_resolve_from_the_cache_and_are_never_fetched() {
 
     // Nothing in the cache and no lock: the server says so, and does not fetch.
     let uri = client.open("pipeline.kdl", &text);
-    let diagnostics = client.diagnostics_where(&uri, |p| !p["diagnostics"].as_array().unwrap().is_empty());
+    let diagnostics =
+        client.diagnostics_where(&uri, |p| !p["diagnostics"].as_array().unwrap().is_empty());
     assert_eq!(
         codes(diagnostics["diagnostics"].as_array().unwrap())[0],
         "HF513"
@@ -985,7 +986,8 @@ fn remote_imports_resolve_from_the_cache_and_are_never_fetched() {
         json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": format!("{text}\n")}]}),
     );
     client.diagnostics_where(&uri, |p| {
-        p["version"] == 2 && !codes(p["diagnostics"].as_array().unwrap()).contains(&"HF513".to_owned())
+        p["version"] == 2
+            && !codes(p["diagnostics"].as_array().unwrap()).contains(&"HF513".to_owned())
     });
 
     // Go to definition: the agent, in the cached file (read-only).
@@ -1009,9 +1011,19 @@ fn remote_imports_resolve_from_the_cache_and_are_never_fetched() {
     // Hover on the import: the repository, the rev and the commit.
     let hover = client.hover(&uri, position_of(&text, "agents.kdl", 0, 1));
     let markdown = hover["contents"]["value"].as_str().unwrap();
-    assert!(markdown.contains(&repo.repository().replace("git+", "")), "{markdown}");
-    assert!(markdown.contains(&format!("`rev` `v1` is commit `{commit}`")), "{markdown}");
+    assert!(
+        markdown.contains(&repo.repository().replace("git+", "")),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!("`rev` `v1` is commit `{commit}`")),
+        "{markdown}"
+    );
     assert!(markdown.contains(&copy.display().to_string()), "{markdown}");
-    assert_eq!(spy.calls(), Vec::<String>::new(), "the server never runs git");
+    assert_eq!(
+        spy.calls(),
+        Vec::<String>::new(),
+        "the server never runs git"
+    );
     assert!(client.shut_down().success());
 }

@@ -109,7 +109,13 @@ fn messages(outcome: &crate::common::Outcome) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| format!("{} {}", d["code"].as_str().unwrap(), d["message"].as_str().unwrap()))
+        .map(|d| {
+            format!(
+                "{} {}",
+                d["code"].as_str().unwrap(),
+                d["message"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -150,7 +156,7 @@ fn a_pipeline_runs_offline_from_the_cache_after_its_repository_is_gone() {
         sha256(AGENTS),
         sha256(TEMPLATES)
     )), "{lock}");
-    assert_eq!(cached(cache.path()), [commit.clone()]);
+    assert_eq!(cached(cache.path()), [commit.as_str()]);
     let copy = cache.path().join(&commit).join("agents.kdl");
     assert_eq!(std::fs::read_to_string(&copy).unwrap(), AGENTS);
     assert!(std::fs::metadata(&copy).unwrap().permissions().readonly());
@@ -159,7 +165,9 @@ fn a_pipeline_runs_offline_from_the_cache_after_its_repository_is_gone() {
     // The repository disappears: the cache and the lock are enough, offline or not, and git is
     // not even asked.
     std::fs::remove_dir_all(repo.bare()).unwrap();
-    test.with_args(&["run", "--offline", "--force"]).run().code(0);
+    test.with_args(&["run", "--offline", "--force"])
+        .run()
+        .code(0);
     assert_eq!(calls(&test).len(), 6);
     let spy = GitSpy::new("0");
     test.with_args(&["run", "--force"])
@@ -242,7 +250,11 @@ fn a_moved_tag_changes_nothing_until_lock_update_which_reruns_exactly_the_affect
         &new[..12]
     );
     assert!(status.stdout.contains(&expected), "{}", status.stdout);
-    assert!(status.stdout.contains("→ docs   will run"), "{}", status.stdout);
+    assert!(
+        status.stdout.contains("→ docs   will run"),
+        "{}",
+        status.stdout
+    );
     assert!(
         status.stdout.contains("✓ code   up to date"),
         "{}",
@@ -298,7 +310,10 @@ fn locked_fails_when_the_lock_is_missing_or_would_change() {
     // A file of the locked commit the lock does not list yet.
     let more = pipeline(&repo.url("agents.kdl"), "v1").replace(
         "phase \"docs\"",
-        &format!("import \"{}\" rev=\"v1\"\nphase \"docs\"", repo.url("extra.kdl")),
+        &format!(
+            "import \"{}\" rev=\"v1\"\nphase \"docs\"",
+            repo.url("extra.kdl")
+        ),
     );
     std::fs::write(test.path().join("pipeline.kdl"), &more).unwrap();
     let stale = test
@@ -380,10 +395,7 @@ fn a_tampered_cache_is_refused_naming_the_file() {
     std::fs::write(&copy, TEMPLATES.replace("retries 0", "retries 9")).unwrap();
     let refused = test.with_args(&["run", "--force"]).run().code(2);
     assert!(refused.stderr.contains("HF511"), "{}", refused.stderr);
-    let lint = test
-        .with_args(&["lint", "--format", "json"])
-        .run()
-        .code(1);
+    let lint = test.with_args(&["lint", "--format", "json"]).run().code(1);
     let wanted = format!("HF511 {} was changed after it was fetched", copy.display());
     assert!(
         messages(&lint).iter().any(|m| m.starts_with(&wanted)),
@@ -394,10 +406,7 @@ fn a_tampered_cache_is_refused_naming_the_file() {
 
     // A locked file gone from the cache is refused too.
     std::fs::remove_file(&copy).unwrap();
-    let gone = test
-        .with_args(&["lint", "--format", "json"])
-        .run()
-        .code(1);
+    let gone = test.with_args(&["lint", "--format", "json"]).run().code(1);
     let wanted = format!("HF511 {} is gone from the import cache", copy.display());
     assert!(
         messages(&gone).iter().any(|m| m.starts_with(&wanted)),
@@ -422,10 +431,16 @@ fn a_branch_that_advances_behind_git_daemon_moves_only_with_lock_update() {
     assert!(test.read("helixflow.lock").contains(&first));
 
     // The branch advances: the lock keeps the pipeline where it was.
-    repo.write("templates.kdl", &TEMPLATES.replace("retries 0", "retries 1"));
+    repo.write(
+        "templates.kdl",
+        &TEMPLATES.replace("retries 0", "retries 1"),
+    );
     let second = repo.commit("retries");
     let compiled = test.with_args(&["compile"]).run().code(0).json();
-    assert_eq!(compiled["remote"]["agents"]["writer"]["commit"], first.as_str());
+    assert_eq!(
+        compiled["remote"]["agents"]["writer"]["commit"],
+        first.as_str()
+    );
     assert_eq!(
         compiled["remote"]["templates"]["doc"]["import"],
         format!("{repository}//templates.kdl").as_str()
@@ -462,10 +477,17 @@ fn a_branch_that_advances_behind_git_daemon_moves_only_with_lock_update() {
     // With the daemon gone, a commit the cache lacks cannot be fetched: git's message says why.
     let unreachable = test
         .with_args(&["lint"])
-        .env("HELIXFLOW_CACHE", test.path().join("empty-cache").to_str().unwrap())
+        .env(
+            "HELIXFLOW_CACHE",
+            test.path().join("empty-cache").to_str().unwrap(),
+        )
         .run()
         .code(1);
-    assert!(unreachable.stdout.contains("HF507"), "{}", unreachable.stdout);
+    assert!(
+        unreachable.stdout.contains("HF507"),
+        "{}",
+        unreachable.stdout
+    );
 }
 
 #[test]
@@ -508,11 +530,15 @@ fn two_processes_fill_the_cache_at_once() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let archives = spy.calls().iter().filter(|c| c.starts_with("archive")).count();
+    let archives = spy
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("archive"))
+        .count();
     assert_eq!(archives, 2, "both fetched: {:?}", spy.calls());
     // One commit folder, whole, and no staging folder left behind.
     let commit = crate::common::repos::git(&repo.bare(), &["rev-parse", "v1^{commit}"]);
-    assert_eq!(cached(cache.path()), [commit.clone()]);
+    assert_eq!(cached(cache.path()), [commit.as_str()]);
     let folder = cache.path().join(&commit);
     assert_eq!(
         std::fs::read_to_string(folder.join("templates.kdl")).unwrap(),
@@ -560,7 +586,10 @@ fn a_remote_file_imports_a_sibling_in_the_same_commit() {
     assert_eq!(remote["agents"]["common"]["commit"], commit.as_str());
     let lock = test.read("helixflow.lock");
     for file in ["agents.kdl", "common.kdl", "python/templates.kdl"] {
-        assert!(lock.contains(&format!("    file \"{file}\" sha256=")), "{lock}");
+        assert!(
+            lock.contains(&format!("    file \"{file}\" sha256=")),
+            "{lock}"
+        );
     }
     let lint = test.with_args(&["lint"]).run().code(0);
     assert!(

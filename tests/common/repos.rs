@@ -42,7 +42,10 @@ impl Repo {
     /// An empty repository.
     pub(crate) fn new() -> Repo {
         let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "--quiet", "--bare", "-b", "main", "lib.git"]);
+        git(
+            dir.path(),
+            &["init", "--quiet", "--bare", "-b", "main", "lib.git"],
+        );
         git(dir.path(), &["init", "--quiet", "-b", "main", "work"]);
         git(
             &dir.path().join("work"),
