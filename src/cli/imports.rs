@@ -45,7 +45,7 @@ pub(crate) fn compile(input: &Input, options: Options, args: &ImportArgs) -> Com
         if args.locked {
             stale_lock(&outcome, &changes, &mut compilation);
         } else if !input.from_stdin {
-            match write(&outcome, &input.path, &changes) {
+            match write(&outcome, &changes) {
                 Ok(lines) => {
                     for line in lines {
                         say!("{line}");
@@ -111,7 +111,10 @@ fn stale_lock(outcome: &Outcome, changes: &[Change], compilation: &mut Compilati
         })
         .unwrap_or((0, 0));
     let file = compilation.sources.add(&outcome.path, text.as_str());
-    let what: Vec<String> = changes.iter().map(ToString::to_string).collect();
+    let what: Vec<String> = changes
+        .iter()
+        .map(|c| crate::text::one_line(&c.to_string()))
+        .collect();
     let message = if outcome.text.is_none() {
         format!("there is no {name}, and `--locked` forbids writing it")
     } else {
@@ -135,7 +138,7 @@ fn stale_lock(outcome: &Outcome, changes: &[Change], compilation: &mut Compilati
 
 /// Writes the lock (or removes it when no remote import is left), and says what changed, one
 /// line per change.
-fn write(outcome: &Outcome, pipeline: &Path, changes: &[Change]) -> Result<Vec<String>, String> {
+fn write(outcome: &Outcome, changes: &[Change]) -> Result<Vec<String>, String> {
     if changes.is_empty() {
         return Ok(Vec::new());
     }
@@ -143,10 +146,7 @@ fn write(outcome: &Outcome, pipeline: &Path, changes: &[Change]) -> Result<Vec<S
     let written = if outcome.new.pins.is_empty() {
         std::fs::remove_file(&outcome.path)
     } else {
-        let file_name = pipeline
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        replace(&outcome.path, &outcome.new.render(&file_name))
+        replace(&outcome.path, &outcome.new.render())
     };
     if let Err(e) = written {
         return Err(format!("cannot write {name}: {e}"));
@@ -154,7 +154,11 @@ fn write(outcome: &Outcome, pipeline: &Path, changes: &[Change]) -> Result<Vec<S
     if outcome.new.pins.is_empty() {
         return Ok(vec![format!("{name}: removed, no remote import is left")]);
     }
-    Ok(changes.iter().map(|c| format!("{name}: {c}")).collect())
+    // A pin's URL and files come from the lock file too: one clean line each.
+    Ok(changes
+        .iter()
+        .map(|c| crate::text::one_line(&format!("{name}: {c}")))
+        .collect())
 }
 
 /// Writes `text` to `path` through a synced temporary file beside it and a rename.
@@ -225,7 +229,7 @@ pub(crate) fn lock(args: &LockArgs) -> i32 {
             path.display()
         ));
     }
-    let mut out = match write(&outcome, &path, &changes) {
+    let mut out = match write(&outcome, &changes) {
         Ok(lines) => lines,
         Err(e) => return super::input::fail(&e),
     };

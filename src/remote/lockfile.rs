@@ -6,6 +6,7 @@
 //! ```kdl
 //! // helixflow.lock: …
 //! version 1
+//! pipeline "pipeline.kdl"
 //!
 //! repository "git+https://github.com/acme/lib.git" rev="v1.4.0" {
 //!     commit "3f2c1a9…"
@@ -59,6 +60,9 @@ pub(crate) struct Pin {
 /// The whole lock.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Lockfile {
+    /// The file name of the pipeline it pins (two pipelines of a folder could otherwise take
+    /// each other's lock).
+    pub pipeline: String,
     /// The pins.
     pub pins: BTreeMap<Key, Pin>,
     /// Where each pin is written in the file it was read from (byte offset and length).
@@ -96,6 +100,13 @@ impl Lockfile {
             let fail = |message: String| LockError { message, span };
             match node.name().value() {
                 "version" => version = node.get(0).and_then(kdl::KdlValue::as_integer),
+                "pipeline" => {
+                    string(node.get(0))
+                        .ok_or_else(|| {
+                            fail("`pipeline` needs the pipeline's file name".to_owned())
+                        })?
+                        .clone_into(&mut lock.pipeline);
+                }
                 "repository" => {
                     let (key, pin) = repository(node).map_err(fail)?;
                     if lock.pins.contains_key(&key) {
@@ -111,6 +122,10 @@ impl Lockfile {
             }
         }
         match version {
+            Some(VERSION) if lock.pipeline.is_empty() => Err(LockError {
+                message: "it has no `pipeline` line".to_owned(),
+                span: (0, 0),
+            }),
             Some(VERSION) => Ok(lock),
             Some(other) => Err(LockError {
                 message: format!(
@@ -125,13 +140,13 @@ impl Lockfile {
         }
     }
 
-    /// The lock as written to its file, for the pipeline file named `pipeline`.
-    pub(crate) fn render(&self, pipeline: &str) -> String {
-        let pipeline: String = pipeline.chars().filter(|c| !c.is_control()).collect();
+    /// The lock as written to its file.
+    pub(crate) fn render(&self) -> String {
         let mut out = format!(
-            "// The commit of every remote import of {pipeline} and the SHA-256 of every file read\n\
-             // from it. Written by helixflow (`helixflow lock --update` moves a pin); commit it.\n\
-             version {VERSION}\n"
+            "// The commit of every remote import of the pipeline and the SHA-256 of every file\n\
+             // read from it. Written by helixflow (`helixflow lock --update` moves a pin); commit it.\n\
+             version {VERSION}\npipeline {}\n",
+            quote(&self.pipeline)
         );
         for (key, pin) in &self.pins {
             let _ = write!(
@@ -344,7 +359,10 @@ mod tests {
     use super::*;
 
     fn sample() -> Lockfile {
-        let mut lock = Lockfile::default();
+        let mut lock = Lockfile {
+            pipeline: "pipeline.kdl".into(),
+            ..Lockfile::default()
+        };
         let mut pin = Pin {
             commit: "ab".repeat(20),
             ..Pin::default()
@@ -365,10 +383,11 @@ mod tests {
     #[test]
     fn reads_what_it_writes() {
         let lock = sample();
-        let text = lock.render("pipeline.kdl");
+        let text = lock.render();
         let read = Lockfile::parse(&text).unwrap();
         assert_eq!(read.pins, lock.pins);
-        assert_eq!(read.render("pipeline.kdl"), text);
+        assert_eq!(read.pipeline, "pipeline.kdl");
+        assert_eq!(read.render(), text);
         assert!(text.contains("    file \"agents.kdl\" sha256=\"000"));
     }
 
@@ -379,6 +398,7 @@ mod tests {
             "repository \"x\" rev=\"v1\" { commit \"ab\" }\nversion 1",
             "version 1\nrepository \"x\" rev=\"v1\" { }",
             "version 1\nfoo",
+            "version 1\nrepository \"x\" rev=\"v1\" { commit \"abababababababababababababababababababab\" }",
             "version 1\nrepository \"x\" {",
         ] {
             assert!(Lockfile::parse(bad).is_err(), "{bad}");

@@ -197,6 +197,8 @@ pub(crate) struct Outcome {
 #[derive(Debug)]
 pub(crate) struct Resolver {
     policy: Policy,
+    /// The pipeline's file name, which its lock records.
+    pipeline: String,
     lock_path: PathBuf,
     lock_text: Option<String>,
     lock: Result<Option<Lockfile>, LockError>,
@@ -218,10 +220,13 @@ impl Resolver {
     /// A resolver for the pipeline file `root`, reading the lock beside it.
     pub(crate) fn new(root: &Path, policy: Policy) -> Resolver {
         let lock_path = lockfile::path_for(root);
+        let pipeline = root
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let (lock_text, lock) = match std::fs::read_to_string(&lock_path) {
             Ok(text) => {
-                let lock = Lockfile::parse(&text).map(Some);
-                (Some(text), lock)
+                let lock = Lockfile::parse(&text).and_then(|lock| ours(lock, &pipeline));
+                (Some(text), lock.map(Some))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, Ok(None)),
             Err(e) => (
@@ -234,6 +239,7 @@ impl Resolver {
         };
         Resolver {
             policy,
+            pipeline,
             lock_path,
             lock_text,
             lock,
@@ -457,7 +463,10 @@ impl Resolver {
 
     /// What this resolution found, beside the lock it started from.
     pub(crate) fn outcome(&self) -> Outcome {
-        let mut new = Lockfile::default();
+        let mut new = Lockfile {
+            pipeline: self.pipeline.clone(),
+            ..Lockfile::default()
+        };
         for (key, pinned) in self.session().iter() {
             new.pins.insert(key.clone(), pinned.pin.clone());
         }
@@ -468,6 +477,21 @@ impl Resolver {
             new,
         }
     }
+}
+
+/// `lock` when it is the lock of the pipeline file `pipeline`; the lock of another pipeline (two
+/// files of a folder that share `helixflow.lock`) is not read as this one's.
+fn ours(lock: Lockfile, pipeline: &str) -> Result<Lockfile, LockError> {
+    if lock.pipeline == pipeline {
+        return Ok(lock);
+    }
+    Err(LockError {
+        message: format!(
+            "it is the lock of {}, not of {pipeline} (both use the same lock file: rename one of them)",
+            lock.pipeline
+        ),
+        span: (0, 0),
+    })
 }
 
 /// The cache folder, made when it is not there, for git to run in.

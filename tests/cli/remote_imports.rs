@@ -645,3 +645,34 @@ fn the_cache_is_under_xdg_cache_home_unless_helixflow_cache_moves_it() {
         .code(1);
     assert!(unwritable.stdout.contains("HF512"), "{}", unwritable.stdout);
 }
+
+#[test]
+fn a_pipeline_never_takes_the_lock_of_another_pipeline_of_its_folder() {
+    let repo = library();
+    let (test, _cache) = project(&pipeline(&repo.url("agents.kdl"), "v1"));
+    test.with_args(&["lint"]).run().code(0);
+    let lock = test.read("helixflow.lock");
+    assert!(lock.contains("pipeline \"pipeline.kdl\""), "{lock}");
+
+    // `helixflow.kdl` beside it maps to the same file: without remote imports it leaves the lock
+    // alone; with some, it is told whose lock it is.
+    let test = test.file(
+        "helixflow.kdl",
+        "pipeline \"other\"\nphase \"a\" {\n    run \"true\"\n}\n",
+    );
+    test.with_args(&["lint", "helixflow.kdl"]).run().code(0);
+    assert_eq!(test.read("helixflow.lock"), lock);
+    let test = test.file(
+        "helixflow.kdl",
+        &pipeline(&repo.url("agents.kdl"), "v1").replace("\"shared\"", "\"other\""),
+    );
+    let taken = test
+        .with_args(&["lint", "--format", "json", "helixflow.kdl"])
+        .run()
+        .code(1);
+    assert_eq!(
+        messages(&taken)[0],
+        "HF510 helixflow.lock cannot be read: it is the lock of pipeline.kdl, not of helixflow.kdl (both use the same lock file: rename one of them)"
+    );
+    assert_eq!(test.read("helixflow.lock"), lock);
+}
