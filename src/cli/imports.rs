@@ -4,10 +4,9 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use super::input::Input;
 use crate::diagnostics::{Diagnostic, Span, rules};
 use crate::language::{self, Compilation, Options};
-use crate::remote::{self, Change, Lockfile, Network, Outcome, Policy, Resolver, Update};
+use crate::remote::{self, Change, Network, Outcome, Policy, Resolver, Update};
 
 /// How the remote imports of a pipeline are resolved.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -22,7 +21,8 @@ pub(crate) struct ImportArgs {
 }
 
 impl ImportArgs {
-    fn policy(&self, update: Update) -> Policy {
+    /// The policy of these arguments, moving the pins `update` names.
+    pub(crate) fn policy(&self, update: Update) -> Policy {
         Policy {
             network: if self.offline {
                 Network::Offline
@@ -35,16 +35,23 @@ impl ImportArgs {
     }
 }
 
-/// Compiles `input` with its remote imports resolved as `args` allow; then writes the lock when
-/// it changed (not for standard input), or, with `--locked`, reports that it would change.
-pub(crate) fn compile(input: &Input, options: Options, args: &ImportArgs) -> Compilation {
-    let resolver = Resolver::new(&input.path, args.policy(Update::Nothing));
-    let mut compilation = language::compile(&input.path, &input.text, &resolver, options);
+/// Compiles `text`, the pipeline `path`, with its remote imports resolved as `args` allow; then
+/// writes the lock when it changed (not for a file read from standard input, `from_stdin`), or,
+/// with `--locked`, reports that it would change.
+pub(crate) fn compile(
+    path: &Path,
+    text: &str,
+    from_stdin: bool,
+    options: Options,
+    args: &ImportArgs,
+) -> Compilation {
+    let resolver = Resolver::new(path, args.policy(Update::Nothing));
+    let mut compilation = language::compile(path, text, &resolver, options);
     let outcome = resolver.outcome();
     if let Some(changes) = settled(&outcome, &compilation) {
         if args.locked {
             stale_lock(&outcome, &changes, &mut compilation);
-        } else if !input.from_stdin {
+        } else if !from_stdin {
             match write(&outcome, &changes) {
                 Ok(lines) => {
                     for line in lines {
@@ -61,7 +68,7 @@ pub(crate) fn compile(input: &Input, options: Options, args: &ImportArgs) -> Com
 /// What changes in the lock, when the compilation followed every import (nothing that could
 /// hide one failed) and the lock it started from could be read; `None` otherwise, when the lock
 /// must be left as it is.
-fn settled(outcome: &Outcome, compilation: &Compilation) -> Option<Vec<Change>> {
+pub(crate) fn settled(outcome: &Outcome, compilation: &Compilation) -> Option<Vec<Change>> {
     let unread_lock = outcome.text.is_some() && outcome.old.is_none();
     if unread_lock || !followed_every_import(compilation) {
         return None;
@@ -138,7 +145,7 @@ fn stale_lock(outcome: &Outcome, changes: &[Change], compilation: &mut Compilati
 
 /// Writes the lock (or removes it when no remote import is left), and says what changed, one
 /// line per change.
-fn write(outcome: &Outcome, changes: &[Change]) -> Result<Vec<String>, String> {
+pub(crate) fn write(outcome: &Outcome, changes: &[Change]) -> Result<Vec<String>, String> {
     if changes.is_empty() {
         return Ok(Vec::new());
     }
@@ -176,90 +183,4 @@ fn replace(path: &Path, text: &str) -> std::io::Result<()> {
         let _ = folder.sync_all();
     }
     Ok(())
-}
-
-/// Arguments of `helixflow lock`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct LockArgs {
-    /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
-    file: Option<std::path::PathBuf>,
-    /// Move pins to the commit their `rev` names now: without a value every pin, with one the
-    /// pins of that repository (its URL, or an import's). Write `--update=URL`, or put a bare
-    /// `--update` after the pipeline file.
-    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
-    update: Option<String>,
-}
-
-/// `helixflow lock`: resolves every remote import (fetching what the cache lacks), writes the
-/// lock and says what changed.
-pub(crate) fn lock(args: &LockArgs) -> i32 {
-    let path = match super::pipeline_path(args.file.clone()) {
-        Ok(path) => path,
-        Err(e) => return super::input::fail(&e),
-    };
-    let input = match super::input::read(&path, None) {
-        Ok(input) => input,
-        Err(e) => return super::input::fail(&e),
-    };
-    let update = match args.update.as_deref() {
-        None => Update::Nothing,
-        Some("") => Update::All,
-        Some(url) => Update::Matching(url.to_owned()),
-    };
-    let resolver = Resolver::new(&input.path, ImportArgs::default().policy(update.clone()));
-    let options = Options {
-        accept_library: true,
-        ..Options::default()
-    };
-    let compilation = language::compile(&input.path, &input.text, &resolver, options);
-    let outcome = resolver.outcome();
-    let Some(changes) = settled(&outcome, &compilation) else {
-        super::input::report(&compilation.diagnostics, &compilation.sources);
-        return super::input::fail(&format!(
-            "{} is not written: not every import of {} could be read",
-            outcome.path.display(),
-            path.display()
-        ));
-    };
-    if let Update::Matching(url) = &update
-        && !pins_of(&outcome.new, &update)
-    {
-        return super::input::fail(&format!(
-            "--update {url}: no remote import of {} is from this repository",
-            path.display()
-        ));
-    }
-    let mut out = match write(&outcome, &changes) {
-        Ok(lines) => lines,
-        Err(e) => return super::input::fail(&e),
-    };
-    if changes.is_empty() {
-        let pins = outcome.new.pins.len();
-        out.push(if pins == 0 {
-            format!("{}: no remote import, no lock", path.display())
-        } else {
-            format!(
-                "{}: up to date ({pins} {} pinned)",
-                outcome.path.display(),
-                if pins == 1 {
-                    "repository"
-                } else {
-                    "repositories"
-                }
-            )
-        });
-    }
-    super::emit(&(out.join("\n") + "\n"))
-}
-
-/// Whether `--update URL` names a repository the lock pins.
-fn pins_of(lock: &Lockfile, update: &Update) -> bool {
-    lock.pins.iter().any(|(key, pin)| {
-        pin.files.keys().any(|path| {
-            update.covers(&remote::Source {
-                repository: key.repository.clone(),
-                path: path.clone(),
-            })
-        })
-    })
 }

@@ -45,7 +45,13 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
 /// Compiles a read file against the real file system, as a pipeline, its remote imports
 /// resolved (and locked) as `imports` says.
 pub(crate) fn compile(input: &Input, imports: &ImportArgs) -> Compilation {
-    super::imports::compile(input, Options::default(), imports)
+    super::imports::compile(
+        &input.path,
+        &input.text,
+        input.from_stdin,
+        Options::default(),
+        imports,
+    )
 }
 
 /// Compiles a read file as lint checks it: a library for `import` is a file in its own right.
@@ -54,7 +60,7 @@ pub(crate) fn compile_for_lint(input: &Input, imports: &ImportArgs) -> Compilati
         accept_library: true,
         ..Options::default()
     };
-    super::imports::compile(input, options, imports)
+    super::imports::compile(&input.path, &input.text, input.from_stdin, options, imports)
 }
 
 /// Whether human output may use colour and Unicode graphics.

@@ -13,6 +13,7 @@ mod graph;
 mod imports;
 mod input;
 mod lint;
+mod lock;
 mod lsp;
 mod reporters;
 mod run;
@@ -121,7 +122,7 @@ enum Command {
     /// to helixflow.lock beside the pipeline. Pins already in the lock stay, unless `--update`
     /// moves them to the commit their `rev` names now. Other commands write the lock on first
     /// use too; `--locked` makes them fail instead.
-    Lock(imports::LockArgs),
+    Lock(lock::Args),
     /// Write (or check) the JSON Schema of the compiled pipeline in schema/.
     Schema(schema::Args),
     /// Start the language server (for editors), over standard input and output.
@@ -185,7 +186,7 @@ pub fn main() -> i32 {
         Command::Fmt(args) => fmt::run(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Compile(args) => compile::run(&args),
-        Command::Lock(args) => imports::lock(&args),
+        Command::Lock(args) => lock::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Lsp(args) => lsp::run(&args),
         Command::Completions { shell } => {

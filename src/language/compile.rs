@@ -8,7 +8,6 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::check;
 use super::decode::{Body, Decoder, Origin};
-use super::imports::RemoteFile;
 use super::kdl::parse;
 use super::loader::{Loader, normalize};
 use super::schema::Context;
@@ -19,6 +18,7 @@ use crate::model::{
     Agent, Gate, GateKind, OnFailure, Phase, Pipeline, RemoteDefinitions, RemoteOrigin, Spanned,
     VerifyMode, Worker,
 };
+use crate::remote::Source;
 
 /// Default `max-parallel`.
 pub(super) const DEFAULT_MAX_PARALLEL: u32 = 4;
@@ -95,6 +95,17 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         pipeline,
         remote,
     }
+}
+
+/// A file read from a repository: what it is, for the relative imports inside it.
+#[derive(Debug, Clone)]
+pub(super) struct RemoteFile {
+    /// The repository and the file's path in it.
+    pub source: Source,
+    /// The `rev` of the import that led to it.
+    pub rev: String,
+    /// The commit it was read at.
+    pub commit: String,
 }
 
 pub(super) struct Compiler<'c> {

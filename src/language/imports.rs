@@ -8,24 +8,13 @@ use std::path::{Path, PathBuf};
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::compile::{Compiler, nodes_named};
+use super::compile::{Compiler, RemoteFile, nodes_named};
 use super::loader::normalize;
 use super::schema::Context;
 use super::validate::{Validator, name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 use crate::model::{RemoteDefinitions, RemoteOrigin};
 use crate::remote::{Problem, Source, check_rev, is_remote};
-
-/// A file read from a repository: what it is, for the relative imports inside it.
-#[derive(Debug, Clone)]
-pub(super) struct RemoteFile {
-    /// The repository and the file's path in it.
-    pub source: Source,
-    /// The `rev` of the import that led to it.
-    pub rev: String,
-    /// The commit it was read at.
-    pub commit: String,
-}
 
 impl Compiler<'_> {
     /// Loads the `import`s of `document`, the file `importer`, depth first.

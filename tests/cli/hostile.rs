@@ -152,9 +152,13 @@ fn a_fifo_as_the_pipeline_file_is_refused() {
 fn bounded(source: &str, max: usize) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pipeline.kdl"), "bogus\n").unwrap();
-    let rules = run(dir.path(), &["lint", "--format", "sarif", "pipeline.kdl"], b"")
-        .stdout
-        .len();
+    let rules = run(
+        dir.path(),
+        &["lint", "--format", "sarif", "pipeline.kdl"],
+        b"",
+    )
+    .stdout
+    .len();
     std::fs::write(dir.path().join("pipeline.kdl"), source).unwrap();
     for args in [
         &["lint", "pipeline.kdl"][..],
@@ -173,8 +177,15 @@ fn bounded(source: &str, max: usize) {
         );
         // `fmt --check` prints the diff of the file, which grows with the file itself.
         let size = output.stdout.len() + output.stderr.len();
-        let allowed = if args.contains(&"sarif") { max + rules } else { max };
-        assert!(args[0] == "fmt" || size <= allowed, "{args:?}: {size} bytes");
+        let allowed = if args.contains(&"sarif") {
+            max + rules
+        } else {
+            max
+        };
+        assert!(
+            args[0] == "fmt" || size <= allowed,
+            "{args:?}: {size} bytes"
+        );
     }
 }
 
