@@ -27,6 +27,7 @@ pub mod model;
 pub(crate) mod process;
 pub(crate) mod redact;
 pub(crate) mod regular;
+pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod store;
 pub(crate) mod text;
@@ -95,6 +96,11 @@ pub mod schema {
     pub use crate::language::schema::{
         Arg, Choice, Context, NODES, NodeSchema, Prop, ValueType, nodes_in,
     };
+}
+
+/// Imports from git repositories, as a [`Loader`] resolves them.
+pub mod imports {
+    pub use crate::remote::{Fetched, Problem, Source};
 }
 
 /// The fast KDL reader the compiler uses.

@@ -99,6 +99,44 @@ pub struct Pipeline {
     /// US dollars per million tokens, by model, for agents that report tokens but no dollars.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// The agents and templates imported from git repositories, and where each came from.
+    #[serde(skip_serializing_if = "RemoteDefinitions::is_empty")]
+    pub remote: RemoteDefinitions,
+}
+
+/// Where an agent or template imported from a git repository came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct RemoteOrigin {
+    /// The file imported: its repository, `//` and its path there
+    /// (`git+https://github.com/acme/lib.git//agents.kdl`).
+    pub import: String,
+    /// The `rev` of the import, as written.
+    pub rev: String,
+    /// The commit it was read at.
+    pub commit: String,
+}
+
+impl std::fmt::Display for RemoteOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = self.commit.get(..12).unwrap_or(&self.commit);
+        write!(f, "{} rev \"{}\" (commit {short})", self.import, self.rev)
+    }
+}
+
+/// The agents and templates imported from git repositories, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct RemoteDefinitions {
+    /// Agents, by name.
+    pub agents: BTreeMap<String, RemoteOrigin>,
+    /// Templates, by name.
+    pub templates: BTreeMap<String, RemoteOrigin>,
+}
+
+impl RemoteDefinitions {
+    /// Whether nothing came from a repository.
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty() && self.templates.is_empty()
+    }
 }
 
 /// What a `max-cost` budget does when the cost of an attempt is unknown.

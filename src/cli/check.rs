@@ -16,10 +16,12 @@ pub(crate) struct Args {
     file: Option<PathBuf>,
     #[command(flatten)]
     reports: ReportArgs,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> Outcome {
-    let pipeline = input::runnable_pipeline(args.file.clone())?;
+    let pipeline = input::runnable_pipeline(args.file.clone(), &args.imports)?;
     input::warn_if_a_run_is_live(&pipeline);
     let grace = kill_grace()?;
     let (reporters, _progress) = args.reports.sinks(&pipeline)?;

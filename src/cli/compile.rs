@@ -10,10 +10,12 @@ use super::input;
 pub(crate) struct Args {
     /// The pipeline file (default: helixflow.kdl or pipeline.kdl here or in a parent folder).
     file: Option<PathBuf>,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> Outcome {
-    let (_, pipeline) = input::checked_pipeline(args.file.clone())?;
+    let (_, pipeline) = input::checked_pipeline(args.file.clone(), &args.imports)?;
     // `secret` values set in the pipeline's or a phase's `env` are redacted, as in the run's
     // `pipeline.json`.
     let json = pipeline

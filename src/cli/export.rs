@@ -3,7 +3,8 @@
 //! Each phase's job checks out the repository, installs helixflow, downloads the bundles of every
 //! phase it depends on (directly or not) and applies them in dependency order, runs the `--setup`
 //! commands (the agent's CLI, the project's test dependencies), runs the phase with
-//! `helixflow run --only PHASE --force` (verification and retries happen inside the job), and
+//! `helixflow run --only PHASE --force --locked` (verification and retries happen inside the job;
+//! remote imports at the commits the committed `helixflow.lock` pins, never another), and
 //! uploads its bundle, its run folder (the journal) and its `JUnit` report as artifacts. A last job
 //! applies every passing phase's bundle (the pipeline's result), joins the journals into one run
 //! (`helixflow runs merge`) and publishes the `JUnit` report and the summary.
@@ -33,7 +34,8 @@ enum Command {
     /// Write a GitHub Actions workflow that runs the pipeline, one job per phase.
     ///
     /// Jobs follow the DAG with `needs:`; each applies the bundles of the phases it depends on,
-    /// runs its phase with `helixflow run --only PHASE --force`, and uploads its bundle, run
+    /// runs its phase with `helixflow run --only PHASE --force --locked` (remote imports at the
+    /// commits of the committed helixflow.lock), and uploads its bundle, run
     /// folder and `JUnit` report as artifacts. A last job applies every bundle, joins the journals
     /// with `helixflow runs merge` and publishes the `JUnit` report. The pipeline's `secret`
     /// variables come from the repository's secrets of the same name; name more (the agents' API
@@ -83,7 +85,8 @@ const DEFAULT_GIT: &str = "https://github.com/helixflow/helixflow";
 
 pub(crate) fn run(args: &Args) -> Outcome {
     let Command::GithubActions(args) = &args.command;
-    let (_, pipeline) = input::checked_pipeline(args.file.clone())?;
+    let (_, pipeline) =
+        input::checked_pipeline(args.file.clone(), &super::imports::ImportArgs::default())?;
     let secrets = secrets(&pipeline, &args.secret)?;
     let paths = RepoPaths::of(&pipeline)?;
     let install = Install {
@@ -444,7 +447,7 @@ impl Workflow<'_> {
         }
         let _ = writeln!(out, "      - name: {}", quote(&format!("Run phase {name}")));
         out.push_str(
-            "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --bundles --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
+            "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --locked --bundles --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
         );
         upload_steps(out, name);
     }

@@ -14,10 +14,12 @@ pub(crate) struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
     format: GraphFormat,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> Outcome {
-    let (_, pipeline) = input::checked_pipeline(args.file.clone())?;
+    let (_, pipeline) = input::checked_pipeline(args.file.clone(), &args.imports)?;
     let graph = PhaseGraph::new(&pipeline);
     super::emit(&render(&pipeline, &graph, args.format))
 }

@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use super::failure::{Failure, color, report};
 
-use crate::language::{self, Compilation, FsLoader, Options};
+use super::imports::ImportArgs;
+use crate::language::{self, Compilation, Options};
 
 /// A file's path as shown in reports, and its text.
 pub(crate) struct Input {
     pub path: PathBuf,
     pub text: String,
+    /// Whether it was read from standard input (no lock is written beside its name).
+    pub from_stdin: bool,
 }
 
 /// Reads `path`, or standard input for `-` (shown as `stdin_name`).
@@ -23,7 +26,11 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
         let text =
             String::from_utf8(bytes).map_err(|_| "standard input is not valid UTF-8".to_owned())?;
         let path = stdin_name.map_or_else(|| PathBuf::from("<stdin>"), Path::to_owned);
-        return Ok(Input { path, text });
+        return Ok(Input {
+            path,
+            text,
+            from_stdin: true,
+        });
     }
     let bytes =
         crate::regular::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -32,31 +39,40 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
     Ok(Input {
         path: path.to_owned(),
         text,
+        from_stdin: false,
     })
 }
 
-/// Compiles a read file against the real file system, as a pipeline.
-pub(crate) fn compile(input: &Input) -> Compilation {
-    language::compile(&input.path, &input.text, &FsLoader, Options::default())
+/// Compiles a read file against the real file system, as a pipeline, its remote imports
+/// resolved (and locked) as `imports` says.
+pub(crate) fn compile(input: &Input, imports: &ImportArgs) -> Compilation {
+    super::imports::compile(
+        &input.path,
+        &input.text,
+        input.from_stdin,
+        Options::default(),
+        imports,
+    )
 }
 
 /// Compiles a read file as lint checks it: a library for `import` is a file in its own right.
-pub(crate) fn compile_for_lint(input: &Input) -> Compilation {
+pub(crate) fn compile_for_lint(input: &Input, imports: &ImportArgs) -> Compilation {
     let options = Options {
         accept_library: true,
         ..Options::default()
     };
-    language::compile(&input.path, &input.text, &FsLoader, options)
+    super::imports::compile(&input.path, &input.text, input.from_stdin, options, imports)
 }
 
 /// Compiles the pipeline a command works on; its diagnostics are the failure when it cannot be
 /// used.
 pub(crate) fn checked_pipeline(
     file: Option<PathBuf>,
+    imports: &ImportArgs,
 ) -> Result<(Compilation, crate::model::Pipeline), Failure> {
     let path = super::pipeline_path(file)?;
     let input = read(&path, None)?;
-    let mut compilation = compile(&input);
+    let mut compilation = compile(&input, imports);
     match compilation.pipeline.take() {
         Some(pipeline) if !compilation.has_errors() => Ok((compilation, pipeline)),
         _ => Err(Failure::Diagnostics {
@@ -68,8 +84,11 @@ pub(crate) fn checked_pipeline(
 
 /// A checked pipeline to run or check: its workspace made absolute (children run in it and get
 /// paths into the state folder), and its warnings reported.
-pub(crate) fn runnable_pipeline(file: Option<PathBuf>) -> Result<crate::model::Pipeline, Failure> {
-    let (compilation, mut pipeline) = checked_pipeline(file)?;
+pub(crate) fn runnable_pipeline(
+    file: Option<PathBuf>,
+    imports: &ImportArgs,
+) -> Result<crate::model::Pipeline, Failure> {
+    let (compilation, mut pipeline) = checked_pipeline(file, imports)?;
     match std::fs::canonicalize(&pipeline.workspace) {
         Ok(workspace) if workspace.is_dir() => pipeline.workspace = workspace,
         Ok(workspace) => {
@@ -104,7 +123,7 @@ pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, Failure> {
     let (state, problem) = match read(&path, None) {
         Err(e) => ((folder, PathBuf::from(".helixflow")), Some(e)),
         Ok(input) => {
-            let compilation = compile(&input);
+            let compilation = compile(&input, &ImportArgs::default());
             let problem = compilation.has_errors().then(|| {
                 format!(
                     "{} has errors (`helixflow lint {}` lists them)",

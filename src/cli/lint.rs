@@ -20,6 +20,8 @@ pub(crate) struct Args {
     /// The name shown for standard input; relative imports resolve from its folder.
     #[arg(long, value_name = "NAME")]
     stdin_filename: Option<PathBuf>,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> Outcome {
@@ -31,6 +33,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
     let mut sources = Sources::new();
     let mut found: Vec<Diagnostic> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut origins = Vec::new();
     let mut unreadable = false;
     for file in &files {
         let read = match input::read(file, args.stdin_filename.as_deref()) {
@@ -42,7 +45,8 @@ pub(crate) fn run(args: &Args) -> Outcome {
                 continue;
             }
         };
-        let compilation = input::compile_for_lint(&read);
+        let compilation = input::compile_for_lint(&read, &args.imports);
+        origins.extend(remote_lines(&read.path, &compilation.remote));
         let remap = sources.append(&compilation.sources);
         for diagnostic in compilation.diagnostics {
             let diagnostic = remap.diagnostic(diagnostic);
@@ -67,6 +71,11 @@ pub(crate) fn run(args: &Args) -> Outcome {
     {
         return Err(Failure::internal(format!("cannot write the report: {e}")));
     }
+    if args.format == Format::Human {
+        for line in &origins {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if args.format == Format::Human && found.is_empty() && !unreadable {
         let plural = if files.len() == 1 { "" } else { "s" };
         let _ = writeln!(
@@ -88,7 +97,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
 /// The diagnostics of one pipeline file (or library), as `lint --format json` prints them.
 pub(crate) fn as_json(path: &std::path::Path) -> Result<String, String> {
     let read = input::read(path, None)?;
-    let compilation = input::compile_for_lint(&read);
+    let compilation = input::compile_for_lint(&read, &super::imports::ImportArgs::READ_ONLY);
     let mut out = Vec::new();
     diagnostics::render(
         Format::Json,
@@ -99,4 +108,20 @@ pub(crate) fn as_json(path: &std::path::Path) -> Result<String, String> {
     )
     .map_err(|e| format!("cannot write the report: {e}"))?;
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Where each agent and template of `file` read from a git repository came from, one line each.
+fn remote_lines(file: &std::path::Path, remote: &crate::model::RemoteDefinitions) -> Vec<String> {
+    let kinds = [("agent", &remote.agents), ("template", &remote.templates)];
+    kinds
+        .into_iter()
+        .flat_map(|(kind, found)| {
+            found.iter().map(move |(name, origin)| {
+                crate::text::one_line(&format!(
+                    "{}: {kind} \"{name}\" from {origin}",
+                    file.display()
+                ))
+            })
+        })
+        .collect()
 }

@@ -192,7 +192,7 @@ impl ServerHandler for Server {
 fn pipeline(file: Option<PathBuf>) -> Result<(PathBuf, Pipeline), String> {
     let path = super::pipeline_path(file)?;
     let read = input::read(&path, None)?;
-    let compilation = input::compile(&read);
+    let compilation = input::compile(&read, &super::imports::ImportArgs::READ_ONLY);
     if compilation.has_errors() {
         return Err(format!(
             "{} has errors: the `lint` tool lists them",

@@ -12,8 +12,10 @@ pub(crate) mod failure;
 mod fmt;
 mod graph;
 mod hook;
+pub(crate) mod imports;
 mod input;
 mod lint;
+mod lock;
 mod lsp;
 mod mcp;
 mod reporters;
@@ -119,6 +121,14 @@ enum Command {
     Explain(explain::Args),
     /// Print the checked pipeline (imports, templates and defaults applied) as JSON.
     Compile(compile::Args),
+    /// Pin the pipeline's remote imports: write helixflow.lock, and say what changed.
+    ///
+    /// Resolves every `import "git+…" rev="…"` (fetching into the import cache what it lacks),
+    /// and writes the commit of each repository and `rev`, and the SHA-256 of every file read,
+    /// to helixflow.lock beside the pipeline. Pins already in the lock stay, unless `--update`
+    /// moves them to the commit their `rev` names now. Other commands write the lock on first
+    /// use too; `--locked` makes them fail instead.
+    Lock(lock::Args),
     /// Write (or check) the JSON Schema of the compiled pipeline in schema/.
     Schema(schema::Args),
     /// Verification inside an agent's own session: Stop hooks for Claude Code and Codex.
@@ -204,6 +214,7 @@ fn command(command: Command) -> Outcome {
         Command::Fmt(args) => fmt::run(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Compile(args) => compile::run(&args),
+        Command::Lock(args) => lock::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Lsp(args) => lsp::run(&args),
         Command::Hook(args) => hook::run(&args),

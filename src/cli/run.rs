@@ -56,6 +56,8 @@ pub(crate) struct Args {
     dry_run: bool,
     #[command(flatten)]
     reports: ReportArgs,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
     /// Write a bundle (`phases/<phase>/bundle.hxb`) for every phase that passes, `run` steps
     /// included (by default only agent and isolated phases leave one: two walks of the workspace
     /// per attempt cost little beside an agent, much beside a short step).
@@ -112,7 +114,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
             file.display()
         )));
     }
-    let pipeline = input::runnable_pipeline(args.file.clone())?;
+    let pipeline = input::runnable_pipeline(args.file.clone(), &args.imports)?;
     check_selection(&pipeline, &args.only)?;
     let force = force(args, &pipeline)?;
     if args.dry_run {

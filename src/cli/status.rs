@@ -21,10 +21,12 @@ pub(crate) struct Args {
     /// `reasons`, each with a `reason` kind, its details and a `text`.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    imports: super::imports::ImportArgs,
 }
 
 pub(crate) fn run(args: &Args) -> Outcome {
-    let pipeline = input::runnable_pipeline(args.file.clone())?;
+    let pipeline = input::runnable_pipeline(args.file.clone(), &args.imports)?;
     let text = if args.json {
         let mut text = serde_json::to_string_pretty(&as_json(&pipeline)).unwrap_or_default();
         text.push('\n');

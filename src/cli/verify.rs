@@ -141,7 +141,8 @@ impl OutputRecord {
 /// Runs the gates here, against the workspace as it is. Without an attempt's starting point,
 /// `scope`, `protect` and `changes` cannot be judged and are reported as skipped.
 fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), Failure> {
-    let (_, mut pipeline) = input::checked_pipeline(args.file.clone())?;
+    let (_, mut pipeline) =
+        input::checked_pipeline(args.file.clone(), &super::imports::ImportArgs::default())?;
     pipeline.workspace = std::fs::canonicalize(&pipeline.workspace).map_err(|e| {
         Failure::usage(format!(
             "the workspace {} cannot be used: {e}",

@@ -905,6 +905,155 @@ rules! {
         help: "Remove one of the imports; move what both need into a third file.";
 
     /// ## What it catches
+    /// An `import` of a file in a git repository (`git+https://…`, `git+ssh://…`,
+    /// `git+file://…`, `git+git://…`) without `rev`.
+    ///
+    /// ## Why
+    /// Without a pin, the agents and templates a pipeline runs with would be whatever the
+    /// repository holds on the day: two machines would run different pipelines. `rev` names a
+    /// tag, a branch or a full commit SHA, and `helixflow.lock` keeps the commit it resolved to.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// import "git+https://github.com/acme/helixflow-lib.git//agents.kdl"
+    /// ```
+    UNPINNED_IMPORT = "HF505" "unpinned-import" Error,
+        summary: "A remote import has no `rev`: it is not pinned.",
+        help: "Add `rev=` with a tag, a branch or a full commit SHA: import \"git+https://…//agents.kdl\" rev=\"v1.4.0\".";
+
+    /// ## What it catches
+    /// A remote import that cannot name a file of a repository: a scheme git is not asked to
+    /// fetch with (only `git+https://`, `git+ssh://`, `git+file://` and `git+git://` are), no
+    /// `//` between the repository and the file, a path that leaves the repository, a `rev`
+    /// that cannot be a tag, a branch or a commit, or `rev` on an import of a local file.
+    ///
+    /// ## Why
+    /// git would be asked for something that cannot exist, or something other than a file of
+    /// the repository.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// import "git+https://github.com/acme/helixflow-lib.git/agents.kdl" rev="v1.4.0"
+    /// ```
+    INVALID_REMOTE_IMPORT = "HF506" "invalid-remote-import" Error,
+        summary: "A remote import's URL or `rev` cannot name a file of a repository.",
+        help: "Write `git+SCHEME://HOST/REPOSITORY//PATH/IN/REPOSITORY` with `rev=\"TAG, BRANCH OR SHA\"`.";
+
+    /// ## What it catches
+    /// A repository that git cannot reach: a wrong URL, no network, missing credentials, or a
+    /// commit that the repository cannot give (git's own message is quoted).
+    ///
+    /// ## Why
+    /// The commit the lock pins is not in the import cache, so it must be fetched.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// import "git+file:///srv/git/no-such-repository.git//agents.kdl" rev="v1"
+    /// ```
+    REPOSITORY_UNREACHABLE = "HF507" "repository-unreachable" Error,
+        summary: "git cannot fetch from the repository of a remote import.",
+        help: "Check the URL and that `git ls-remote URL` works here (credentials, network, SSH keys); `--offline` uses the cache only.";
+
+    /// ## What it catches
+    /// A `rev` that is neither a tag nor a branch of the repository, nor a full commit SHA.
+    ///
+    /// ## Why
+    /// There is nothing to pin the import to. An abbreviated SHA cannot be looked up without
+    /// fetching the whole history: write all 40 characters.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// import "git+https://github.com/acme/helixflow-lib.git//agents.kdl" rev="v9.9.9"
+    /// ```
+    UNKNOWN_REV = "HF508" "unknown-rev" Error,
+        summary: "The repository has no tag or branch of that name.",
+        help: "List what it has with `git ls-remote --tags --heads URL`, or give a full commit SHA.";
+
+    /// ## What it catches
+    /// A remote import whose file is not in the repository at the pinned commit (or is not a
+    /// UTF-8 text file there). A relative import inside a remote file is looked for in the same
+    /// repository at the same commit.
+    ///
+    /// ## Why
+    /// Its agents and templates would be missing.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// import "git+https://github.com/acme/helixflow-lib.git//agnets.kdl" rev="v1.4.0"
+    /// ```
+    FILE_MISSING_AT_COMMIT = "HF509" "file-missing-at-commit" Error,
+        summary: "The imported file is not in the repository at the pinned commit.",
+        help: "Check the path after `//` (it is relative to the repository's root), or the `rev`.";
+
+    /// ## What it catches
+    /// A lock file (`helixflow.lock`) that cannot be read, and, under `--locked`, a lock that
+    /// does not match the pipeline: a remote import it does not pin, a file it does not list, a
+    /// pin no import uses any more, or no lock at all.
+    ///
+    /// ## Why
+    /// The lock is what makes every machine use the same commits. `--locked` (for CI) fails
+    /// rather than change it, as `cargo --locked` does; a lock that cannot be read is never
+    /// written over.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// // pipeline.kdl, with `helixflow run --locked` and no helixflow.lock
+    /// import "git+https://github.com/acme/helixflow-lib.git//agents.kdl" rev="v1.4.0"
+    /// ```
+    LOCK_MISMATCH = "HF510" "lock-mismatch" Error,
+        summary: "The lock does not match the pipeline, or cannot be read.",
+        help: "Run `helixflow lock` and commit the lock; `helixflow lock --update` moves pins to what their `rev` names now.";
+
+    /// ## What it catches
+    /// A file in the import cache whose SHA-256 is not the one the lock recorded when it was
+    /// first read (someone edited the cached copy), or a locked file gone from the cache.
+    ///
+    /// ## Why
+    /// The cache is trusted only as far as the lock vouches for it; a changed copy would run
+    /// agents and templates nobody reviewed. A tag moved upstream does not matter (the lock
+    /// pins the commit); a changed cache does.
+    ///
+    /// ## Example
+    /// ```text
+    /// ~/.cache/helixflow/imports/3f2c1a9…/agents.kdl edited by hand
+    /// ```
+    IMPORT_HASH_MISMATCH = "HF511" "import-hash-mismatch" Error,
+        summary: "A cached file of a remote import is not the one the lock recorded.",
+        help: "Remove the commit's folder from the import cache and run again: it is fetched anew and checked against the lock.";
+
+    /// ## What it catches
+    /// An import cache folder that cannot be created or written (`HELIXFLOW_CACHE`, else
+    /// `$XDG_CACHE_HOME/helixflow/imports`, else `~/.cache/helixflow/imports`).
+    ///
+    /// ## Why
+    /// A fetched commit is put in the cache before any of its files is read.
+    ///
+    /// ## Example
+    /// ```text
+    /// HELIXFLOW_CACHE=/read-only/folder helixflow lint
+    /// ```
+    IMPORT_CACHE_UNWRITABLE = "HF512" "import-cache-unwritable" Error,
+        summary: "The import cache folder cannot be written.",
+        help: "Set HELIXFLOW_CACHE to a folder this user can write.";
+
+    /// ## What it catches
+    /// A remote import that cannot be resolved without the network when the network may not be
+    /// used: with `--offline`, or in the language server, which never fetches: a `rev` that is
+    /// not in the lock, or a locked commit that is not in the import cache.
+    ///
+    /// ## Why
+    /// Offline, only the lock and the cache can answer.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// // helixflow lint --offline, before the first fetch
+    /// import "git+https://github.com/acme/helixflow-lib.git//agents.kdl" rev="v1.4.0"
+    /// ```
+    IMPORT_NOT_CACHED = "HF513" "import-not-cached" Error,
+        summary: "A remote import is not in the lock or the cache, and the network may not be used.",
+        help: "Run once with the network (`helixflow lock`) to fetch it into the cache.";
+
+    /// ## What it catches
     /// `glob PATTERN min=0` in `outputs`.
     ///
     /// ## Why

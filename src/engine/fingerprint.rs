@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::attempt::fingerprint_prompt;
-use crate::model::{Input, Phase, Pipeline, Prompt, Worker};
+use crate::model::{Input, Phase, Pipeline, Prompt, RemoteOrigin, Worker};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, RECORD_VERSION};
 use crate::verify::gates::{clean, glob_files};
@@ -28,6 +28,10 @@ pub(crate) struct Definition {
     pub prompt: String,
     /// BLAKE3 of the prompt before redaction.
     pub prompt_hash: String,
+    /// The agent and template the phase takes from git repositories (``agent `claude` ``,
+    /// ``template `python-module` ``), with the import and commit each came from. Not part of the
+    /// digest: a pin that moves changes a phase only where its content changed.
+    pub remote: BTreeMap<String, RemoteOrigin>,
 }
 
 /// The definition of `phase` as it stands in `pipeline`.
@@ -75,6 +79,7 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
         template: phase.template.clone(),
         prompt_hash: hex(prompt.as_bytes()),
         prompt: redactor.redact(&prompt),
+        remote: remote_origins(pipeline, phase),
     }
 }
 
@@ -101,6 +106,22 @@ fn attempt_blocks(pipeline: &Pipeline, phase: &Phase, parts: &mut BTreeMap<Strin
             flatten(&format!("{prefix} agent"), &Value::Object(fields), parts);
         }
     }
+}
+
+/// The agent and template of `phase` that came from git repositories, with where each came from.
+fn remote_origins(pipeline: &Pipeline, phase: &Phase) -> BTreeMap<String, RemoteOrigin> {
+    let mut found = BTreeMap::new();
+    if let Worker::Agent(name) = &phase.worker
+        && let Some(origin) = pipeline.remote.agents.get(&name.value)
+    {
+        found.insert(format!("agent `{}`", name.value), origin.clone());
+    }
+    if let Some(template) = &phase.template
+        && let Some(origin) = pipeline.remote.templates.get(template)
+    {
+        found.insert(format!("template `{template}`"), origin.clone());
+    }
+    found
 }
 
 /// Flattens a JSON value into named parts: objects by key (`agent.command`), each gate by its
@@ -333,6 +354,7 @@ pub(crate) fn record(
         template: definition.template,
         prompt: definition.prompt,
         prompt_hash: definition.prompt_hash,
+        remote: definition.remote,
         inputs,
         outputs,
         upstream,

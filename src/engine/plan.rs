@@ -80,6 +80,44 @@ impl fmt::Display for FileChanges {
     }
 }
 
+/// An import from a git repository that moved since a phase passed, with the agent or template
+/// of the phase that changed with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) struct ImportMove {
+    /// ``agent `claude` `` or ``template `python-module` ``.
+    pub what: String,
+    /// The file it is defined in: its repository, `//`, its path there.
+    pub import: String,
+    /// The import's `rev` when the phase passed.
+    pub old_rev: String,
+    /// Its `rev` now.
+    pub new_rev: String,
+    /// The commit it was read at when the phase passed.
+    pub old_commit: String,
+    /// The commit it is read at now.
+    pub new_commit: String,
+}
+
+impl fmt::Display for ImportMove {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = |c: &str| c.get(..12).unwrap_or(c).to_owned();
+        let rev = if self.old_rev == self.new_rev {
+            format!("rev \"{}\"", self.new_rev)
+        } else {
+            format!("rev \"{}\" → \"{}\"", self.old_rev, self.new_rev)
+        };
+        write!(
+            f,
+            "{} changed: its import {} moved ({rev}, commit {} → {})",
+            self.what,
+            self.import,
+            short(&self.old_commit),
+            short(&self.new_commit)
+        )
+    }
+}
+
 /// Why a phase will run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "reason")]
@@ -92,6 +130,9 @@ pub(crate) enum Reason {
     Forced,
     /// `--from PHASE`: it is that phase or downstream of it.
     From { phase: String },
+    /// An import from a git repository moved to another commit (or `rev`), and the agent or
+    /// template the phase takes from it changed with it.
+    ImportMoved(ImportMove),
     /// The compiled phase, its agent or its declared environment changed.
     DefinitionChanged {
         changes: Vec<PartChange>,
@@ -163,6 +204,7 @@ impl fmt::Display for Reason {
                 }
                 Ok(())
             }
+            Reason::ImportMoved(moved) => moved.fmt(f),
             Reason::PromptChanged { template, .. } => {
                 f.write_str("prompt changed")?;
                 if let Some(template) = template {
@@ -545,13 +587,15 @@ fn compare(
             new: definition.template.clone(),
         });
     }
+    let prompt_changed = record.prompt_hash != definition.prompt_hash;
+    reasons.extend(moved_imports(record, definition, &changes, prompt_changed));
     if !changes.is_empty() {
         reasons.push(Reason::DefinitionChanged {
             changes,
             template: definition.template.clone(),
         });
     }
-    if record.prompt_hash != definition.prompt_hash {
+    if prompt_changed {
         let diff = similar::TextDiff::from_lines(&record.prompt, &definition.prompt)
             .unified_diff()
             .context_radius(2)
@@ -574,6 +618,41 @@ fn compare(
     if !changed.is_empty() {
         reasons.push(Reason::UpstreamChanged { phases: changed });
     }
+}
+
+/// The imports from git repositories that moved since the phase passed, for the agent or template
+/// whose content changed with them: an agent by its parts (`agent.…`), a template by the rest of
+/// the definition and the prompt.
+fn moved_imports(
+    record: &PhaseRecord,
+    definition: &Definition,
+    changes: &[PartChange],
+    prompt_changed: bool,
+) -> Vec<Reason> {
+    let agent_changed = changes.iter().any(|c| c.part.starts_with("agent."));
+    let rest_changed = prompt_changed || changes.iter().any(|c| !c.part.starts_with("agent."));
+    definition
+        .remote
+        .iter()
+        .filter_map(|(what, now)| {
+            let then = record.remote.get(what)?;
+            let changed = if what.starts_with("agent ") {
+                agent_changed
+            } else {
+                rest_changed
+            };
+            (changed && (then.commit != now.commit || then.rev != now.rev)).then(|| {
+                Reason::ImportMoved(ImportMove {
+                    what: what.clone(),
+                    import: now.import.clone(),
+                    old_rev: then.rev.clone(),
+                    new_rev: now.rev.clone(),
+                    old_commit: then.commit.clone(),
+                    new_commit: now.commit.clone(),
+                })
+            })
+        })
+        .collect()
 }
 
 /// The latest run in the state folder when it did not pass (failed, interrupted or crashed): the

@@ -1,6 +1,6 @@
 //! One compilation: the pipeline file and its imports → a checked [`Pipeline`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,9 +15,10 @@ use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, Sources, Span, did_you_mean, rules};
 use crate::model::{
-    Agent, AttemptBlock, BlockOrigin, Gate, GateKind, OnFailure, Phase, Pipeline, Spanned,
-    VerifyMode, Worker,
+    Agent, AttemptBlock, BlockOrigin, Gate, GateKind, OnFailure, Phase, Pipeline,
+    RemoteDefinitions, RemoteOrigin, Spanned, VerifyMode, Worker,
 };
+use crate::remote::Source;
 
 /// Default `max-parallel`.
 pub(super) const DEFAULT_MAX_PARALLEL: u32 = 4;
@@ -35,6 +36,8 @@ pub struct Compilation {
     pub diagnostics: Vec<Diagnostic>,
     /// The pipeline, when the file declares one (also when there are errors: best effort).
     pub pipeline: Option<Pipeline>,
+    /// The agents and templates read from git repositories, and where each came from.
+    pub remote: RemoteDefinitions,
 }
 
 impl Compilation {
@@ -79,29 +82,54 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         templates: BTreeMap::new(),
         imports: Vec::new(),
         stack: vec![normalize(Path::new(""), path)],
+        root: path.to_owned(),
+        remote_files: HashMap::new(),
+        origins: HashMap::new(),
+        provenance: RemoteDefinitions::default(),
     };
     let pipeline = compiler.main(path, file, text);
+    let remote = std::mem::take(&mut compiler.provenance);
     Compilation {
         sources,
         diagnostics: diagnostics.into_sorted(),
         pipeline,
+        remote,
     }
 }
 
-struct Compiler<'c> {
-    loader: &'c dyn Loader,
+/// A file read from a repository: what it is, for the relative imports inside it.
+#[derive(Debug, Clone)]
+pub(super) struct RemoteFile {
+    /// The repository and the file's path in it.
+    pub source: Source,
+    /// The `rev` of the import that led to it.
+    pub rev: String,
+    /// The commit it was read at.
+    pub commit: String,
+}
+
+pub(super) struct Compiler<'c> {
+    pub(super) loader: &'c dyn Loader,
     options: Options,
-    diagnostics: &'c mut Diagnostics,
-    sources: &'c mut Sources,
-    agents: BTreeMap<String, Agent>,
-    templates: BTreeMap<String, TemplateDef>,
-    imports: Vec<PathBuf>,
+    pub(super) diagnostics: &'c mut Diagnostics,
+    pub(super) sources: &'c mut Sources,
+    pub(super) agents: BTreeMap<String, Agent>,
+    pub(super) templates: BTreeMap<String, TemplateDef>,
+    pub(super) imports: Vec<PathBuf>,
     /// The chain of files being imported, for cycle detection.
-    stack: Vec<PathBuf>,
+    pub(super) stack: Vec<PathBuf>,
+    /// The file compiled: its lock pins the remote imports.
+    pub(super) root: PathBuf,
+    /// The files read from repositories, by where their copy is.
+    pub(super) remote_files: HashMap<PathBuf, RemoteFile>,
+    /// Where each file read from a repository came from.
+    pub(super) origins: HashMap<FileId, RemoteOrigin>,
+    /// The agents and templates that came from repositories.
+    provenance: RemoteDefinitions,
 }
 
 impl Compiler<'_> {
-    fn parse(&mut self, file: FileId, text: &str) -> Option<KdlDocument> {
+    pub(super) fn parse(&mut self, file: FileId, text: &str) -> Option<KdlDocument> {
         match parse::parse(text, file, self.options.parse_budget) {
             Ok(document) => Some(document),
             Err(found) => {
@@ -131,8 +159,9 @@ impl Compiler<'_> {
         let Some(&pipeline_node) = pipelines.first() else {
             if is_library(&document) {
                 // Checked as it is when imported: its imports, agents and templates.
-                self.load_imports(&document, &folder, file);
+                self.load_imports(&document, path, file);
                 self.collect_definitions(&document, file, path, true);
+                self.provenance = self.provenance();
                 if !self.options.accept_library {
                     self.diagnostics.push(
                         Diagnostic::new(
@@ -172,8 +201,9 @@ impl Compiler<'_> {
             .and_then(first_string)
             .map_or_else(|| folder.clone(), |w| normalize(&folder, Path::new(&w)));
 
-        self.load_imports(&document, &folder, file);
+        self.load_imports(&document, path, file);
         self.collect_definitions(&document, file, path, false);
+        self.provenance = self.provenance();
 
         let mut decoder = Decoder {
             diagnostics: self.diagnostics,
@@ -207,6 +237,7 @@ impl Compiler<'_> {
         }
         pipeline.phases = phases;
         pipeline.agents = std::mem::take(&mut self.agents);
+        pipeline.remote = self.provenance.clone();
         pipeline.imports = std::mem::take(&mut self.imports);
         check::pipeline(
             &pipeline,
@@ -253,6 +284,7 @@ impl Compiler<'_> {
             max_cost: None,
             unknown_cost: crate::model::UnknownCost::default(),
             prices: BTreeMap::new(),
+            remote: crate::model::RemoteDefinitions::default(),
         };
         for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
             let arg = |i: usize| {
@@ -315,117 +347,8 @@ impl Compiler<'_> {
         pipeline
     }
 
-    /// Loads the `import`s of a document, depth first.
-    fn load_imports(&mut self, document: &KdlDocument, folder: &Path, file: FileId) {
-        for node in nodes_named(document, "import") {
-            let Some(entry) = positional(node).next() else {
-                continue;
-            };
-            let Some(relative) = entry.value().as_string() else {
-                continue;
-            };
-            let span = value_span(file, entry);
-            let Some(resolved) = self.resolve_import(folder, relative) else {
-                let searched: Vec<String> = std::iter::once(folder.display().to_string())
-                    .chain(
-                        self.loader
-                            .search_path()
-                            .iter()
-                            .map(|p| p.display().to_string()),
-                    )
-                    .collect();
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        &rules::IMPORT_NOT_FOUND,
-                        span,
-                        format!("cannot find import \"{relative}\""),
-                    )
-                    .label("not found")
-                    .help(format!(
-                        "searched: {} (set HELIXFLOW_PATH to add folders)",
-                        searched.join(", ")
-                    )),
-                );
-                continue;
-            };
-            if let Some(start) = self.stack.iter().position(|p| *p == resolved) {
-                let chain: Vec<String> = self.stack[start..]
-                    .iter()
-                    .chain(std::iter::once(&resolved))
-                    .map(|p| p.display().to_string())
-                    .collect();
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        &rules::IMPORT_CYCLE,
-                        span,
-                        format!("import cycle: {}", chain.join(" → ")),
-                    )
-                    .label("imports a file that imports this one"),
-                );
-                continue;
-            }
-            if self.imports.contains(&resolved) {
-                continue;
-            }
-            self.import_file(&resolved, span);
-        }
-    }
-
-    fn resolve_import(&self, folder: &Path, relative: &str) -> Option<PathBuf> {
-        std::iter::once(folder.to_owned())
-            .chain(self.loader.search_path())
-            .map(|dir| normalize(&dir, Path::new(relative)))
-            .find(|candidate| self.loader.is_file(candidate))
-    }
-
-    fn import_file(&mut self, path: &Path, span: Span) {
-        let text = match self.loader.read(path) {
-            Ok(text) => text,
-            Err(e) => {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        &rules::IMPORT_NOT_FOUND,
-                        span,
-                        format!("cannot read import {}: {e}", path.display()),
-                    )
-                    .label("unreadable"),
-                );
-                return;
-            }
-        };
-        self.imports.push(path.to_owned());
-        let file = self.sources.add(path, text.as_str());
-        let Some(document) = self.parse(file, &text) else {
-            return;
-        };
-        Validator {
-            diagnostics: self.diagnostics,
-            file,
-        }
-        .document(&document, Context::TopLevel);
-        for node in document.nodes() {
-            let name = node.name().value();
-            if matches!(name, "pipeline" | "phase" | "defaults") {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        &rules::NOT_ALLOWED_IN_IMPORT,
-                        name_span(file, node),
-                        format!("`{name}` is not allowed in an imported file"),
-                    )
-                    .label("in an imported file")
-                    .note(span, "imported here"),
-                );
-            }
-        }
-        self.stack.push(path.to_owned());
-        let folder = path.parent().unwrap_or(Path::new("")).to_owned();
-        self.load_imports(&document, &folder, file);
-        self.stack.pop();
-        self.collect_definitions(&document, file, path, true);
-    }
-
     /// Records the agents and templates of one file.
-    fn collect_definitions(
+    pub(super) fn collect_definitions(
         &mut self,
         document: &KdlDocument,
         file: FileId,
@@ -824,7 +747,7 @@ fn is_library(document: &KdlDocument) -> bool {
         && (has("agent") || has("template") || has("import"))
 }
 
-fn nodes_named<'d>(
+pub(super) fn nodes_named<'d>(
     document: &'d KdlDocument,
     name: &'static str,
 ) -> impl Iterator<Item = &'d KdlNode> {

@@ -4,6 +4,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::remote::{Fetched, Policy, Problem, Resolver, Source};
+
 /// Reads the files a pipeline refers to: imports and prompt files.
 pub trait Loader {
     /// The text of a file.
@@ -14,6 +16,13 @@ pub trait Loader {
 
     /// Folders searched for imports after the importing file's own folder.
     fn search_path(&self) -> Vec<PathBuf>;
+
+    /// The file `source` of a repository at the commit `rev` is pinned to, for the pipeline (or
+    /// library) `root`. By default from the lock beside `root` and the import cache only: nothing
+    /// is fetched and no lock is written (the language server, and tools that only look).
+    fn remote(&self, root: &Path, source: &Source, rev: &str) -> Result<Fetched, Problem> {
+        Resolver::new(root, Policy::CACHE_ONLY).resolve(source, rev)
+    }
 
     /// Whether `folder` is inside a git work tree: it or a folder above it holds a `.git` (a
     /// repository's folder, or the file a worktree or submodule has instead).
@@ -51,6 +60,26 @@ impl Loader for FsLoader {
                     .collect()
             })
             .unwrap_or_default()
+    }
+}
+
+/// The real file system, with remote imports resolved, fetched and locked as `resolver` allows:
+/// what the command line compiles with.
+impl Loader for Resolver {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        FsLoader.read(path)
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        FsLoader.is_file(path)
+    }
+
+    fn search_path(&self) -> Vec<PathBuf> {
+        FsLoader.search_path()
+    }
+
+    fn remote(&self, _root: &Path, source: &Source, rev: &str) -> Result<Fetched, Problem> {
+        self.resolve(source, rev)
     }
 }
 

@@ -4,6 +4,7 @@ mod check;
 mod compile;
 mod decode;
 pub(crate) mod format;
+mod imports;
 pub(crate) mod kdl;
 pub(crate) mod loader;
 pub(crate) mod placeholders;

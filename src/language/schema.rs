@@ -468,11 +468,16 @@ pub static NODES: &[NodeSchema] = &[
         args: &[arg(
             "PATH",
             ValueType::Path,
-            "A KDL file, relative to the importing file, else searched on HELIXFLOW_PATH.",
+            "A KDL file, relative to the importing file, else searched on HELIXFLOW_PATH; or a file of a git repository: `git+https://HOST/REPO.git//PATH/IN/REPO` (also `git+ssh://`, `git+file://`, `git+git://`).",
         )],
         min_args: 1,
+        props: &[prop(
+            "rev",
+            ValueType::String,
+            "For a file of a git repository (required there): the tag, branch or full commit SHA to read it at. `helixflow.lock` pins the commit it names; `helixflow lock --update` moves the pin.",
+        )],
         repeatable: true,
-        doc: "Load the `agent` and `template` nodes of another file. Resolved relative to the importing file, else on `HELIXFLOW_PATH` (`:`-separated folders).",
+        doc: "Load the `agent` and `template` nodes of another file. Resolved relative to the importing file, else on `HELIXFLOW_PATH` (`:`-separated folders). A file of a git repository (`git+https://…/lib.git//agents.kdl` with `rev=`) is read at the commit `helixflow.lock` pins, from the import cache or fetched with git; a relative import inside it is read from the same repository at the same commit.",
         ..BASE
     },
     NodeSchema {

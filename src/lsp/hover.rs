@@ -10,8 +10,10 @@ use super::documents::{Document, Documents, Overlay};
 use super::locate::{self, Hit, Part};
 use super::position::LineIndex;
 use super::workspace::{self, Found, Symbol, Workspace};
+use crate::language::Loader;
 use crate::language::kdl::tolerant::{Entry, Node};
 use crate::language::schema::{Context, NodeSchema, ValueType};
+use crate::remote::{Source, is_remote};
 
 /// The hover at `position` in `document`.
 pub(crate) fn hover(
@@ -84,6 +86,13 @@ fn value(
         },
         (None, None) => return None,
     };
+    if hit.context == Some(Context::TopLevel) && hit.node.name() == "import" {
+        let pinned = remote_import(hit.node, &document.path, overlay);
+        return Some(match pinned {
+            Some(text) => format!("{text}\n\n---\n\n{fallback}"),
+            None => fallback,
+        });
+    }
     match ty {
         ValueType::Choice(choices) => {
             let text = entry.value_text()?;
@@ -106,6 +115,41 @@ fn value(
         }
         _ => Some(fallback),
     }
+}
+
+/// For a remote import: its repository, file, `rev` and the commit the lock pins, and its copy in
+/// the import cache (from the lock and the cache only: hovering never fetches).
+fn remote_import(node: &Node, root: &std::path::Path, overlay: &Overlay) -> Option<String> {
+    let text = node.first_arg()?.text()?;
+    if !is_remote(text) {
+        return None;
+    }
+    let source = match Source::parse(text) {
+        Ok(source) => source,
+        Err(problem) => return Some(format!("Not a file of a repository: {problem}")),
+    };
+    let mut out = format!(
+        "A file of the git repository `{}`: `{}`.",
+        source.repository, source.path
+    );
+    let Some(rev) = node.prop("rev").and_then(Entry::value_text) else {
+        out.push_str("\n\nNot pinned: add `rev=` with a tag, a branch or a full commit SHA.");
+        return Some(out);
+    };
+    match overlay.remote(root, &source, rev) {
+        Ok(fetched) => {
+            let _ = write!(
+                out,
+                "\n\n`rev` `{rev}` is commit `{}`.\n\nRead from the import cache: `{}` (read-only).",
+                fetched.commit,
+                fetched.path.display()
+            );
+        }
+        Err(problem) => {
+            let _ = write!(out, "\n\n`rev` `{rev}`: {problem}.");
+        }
+    }
+    Some(out)
 }
 
 /// The template a top-level phase uses.

@@ -42,7 +42,8 @@ use super::check::{self, FileFindings, Finding, Job, Outcome};
 use super::documents::{Document, Documents};
 use super::position::LineIndex;
 use super::workspace::{self, Workspace};
-use super::{completion, edits, hover, symbols};
+use super::{completion, edits, hover, locate, symbols};
+use crate::language::schema::Context;
 use crate::language::{FsLoader, Loader};
 
 /// How long typing must pause before a document that changed in quick succession is checked.
@@ -243,10 +244,10 @@ impl Server {
             }),
             GotoDefinition::METHOD => self.answer::<GotoDefinition>(request, |s, p| {
                 let position = p.text_document_position_params;
-                let locations =
-                    s.locations(&position.text_document.uri, position.position, |o| {
-                        o.definition
-                    })?;
+                let uri = &position.text_document.uri;
+                let locations = s
+                    .locations(uri, position.position, |o| o.definition)
+                    .or_else(|| s.imported_file(uri, position.position))?;
                 Some(GotoDefinitionResponse::Array(locations))
             }),
             References::METHOD => self.answer::<References>(request, |s, p| {
@@ -387,6 +388,24 @@ impl Server {
             locations.push(Location::new(uri, index.range(span.start, span.end)));
         }
         Some(locations)
+    }
+
+    /// The file an `import` at `position` points to (for a remote import, its read-only copy in
+    /// the import cache), as a location at its start; `None` when no import path is there.
+    fn imported_file(&self, uri: &Uri, position: lsp_types::Position) -> Option<Vec<Location>> {
+        let document = self.documents.get(uri)?;
+        let offset = LineIndex::new(&document.text).offset(position);
+        let tree = document.tree();
+        let hit = locate::hit(&tree, offset)?;
+        let on_path = matches!(hit.part, locate::Part::Value { index: Some(0), .. });
+        if !on_path || hit.node.name() != "import" || hit.context != Some(Context::TopLevel) {
+            return None;
+        }
+        let overlay = self.documents.overlay(&self.search_path);
+        let folder = document.path.parent().unwrap_or(std::path::Path::new(""));
+        let target = workspace::import_target(&overlay, &document.path, folder, hit.node)?;
+        let uri = self.documents.uri_of(&target)?;
+        Some(vec![Location::new(uri, lsp_types::Range::default())])
     }
 
     /// Formats on a thread of its own: the parse before it has a budget, but a request must not

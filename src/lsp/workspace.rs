@@ -19,6 +19,7 @@ use crate::language::Loader;
 use crate::language::kdl::tolerant::{self, Node, Tree, Word};
 use crate::language::loader::normalize;
 use crate::language::schema::Context;
+use crate::remote::{Source, is_remote};
 
 /// What a name stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -194,7 +195,7 @@ impl Workspace {
     pub(crate) fn of(path: &Path, documents: &Documents, overlay: &Overlay) -> Self {
         let mut workspace = Workspace::default();
         let mut seen = HashSet::new();
-        workspace.add(path, documents, overlay, &mut seen);
+        workspace.add(path, path, documents, overlay, &mut seen);
         // Open documents that import this one bring their files along.
         for other in documents.iter().filter(|d| d.path != path) {
             let closure = Workspace::closure(&other.path, documents, overlay);
@@ -211,14 +212,16 @@ impl Workspace {
 
     fn closure(path: &Path, documents: &Documents, overlay: &Overlay) -> Self {
         let mut workspace = Workspace::default();
-        workspace.add(path, documents, overlay, &mut HashSet::new());
+        workspace.add(path, path, documents, overlay, &mut HashSet::new());
         workspace
     }
 
-    /// Adds `path` and, depth first, what it imports.
+    /// Adds `path` and, depth first, what it imports (for the remote imports, as the lock of
+    /// `root` pins them, from the import cache).
     fn add(
         &mut self,
         path: &Path,
+        root: &Path,
         documents: &Documents,
         overlay: &Overlay,
         seen: &mut HashSet<PathBuf>,
@@ -241,8 +244,7 @@ impl Workspace {
             .nodes
             .iter()
             .filter(|n| n.name() == "import")
-            .filter_map(|n| n.first_arg()?.text().map(str::to_owned))
-            .filter_map(|relative| resolve_import(overlay, &folder, &relative))
+            .filter_map(|n| import_target(overlay, root, &folder, n))
             .collect();
         self.files.push(File {
             path: path.to_owned(),
@@ -250,7 +252,7 @@ impl Workspace {
             tree,
         });
         for import in imports {
-            self.add(&import, documents, overlay, seen);
+            self.add(&import, root, documents, overlay, seen);
         }
     }
 
@@ -297,6 +299,28 @@ pub(crate) fn symbol_at(tree: &Tree, offset: usize) -> Option<Occurrence> {
     occurrences(tree)
         .into_iter()
         .find(|o| o.span.start <= offset && offset <= o.span.end)
+}
+
+/// The file an `import` node of a file in `folder` points to: for a remote import, its copy in the
+/// import cache at the commit the lock of `root` pins (the server never fetches); else as
+/// [`resolve_import`] finds it. A relative import inside a cached file is found beside it, in
+/// the same commit.
+pub(crate) fn import_target(
+    loader: &dyn Loader,
+    root: &Path,
+    folder: &Path,
+    node: &Node,
+) -> Option<PathBuf> {
+    let text = node.first_arg()?.text()?;
+    if !is_remote(text) {
+        return resolve_import(loader, folder, text);
+    }
+    let source = Source::parse(text).ok()?;
+    let rev = node.prop("rev")?.value_text()?;
+    loader
+        .remote(root, &source, rev)
+        .ok()
+        .map(|fetched| fetched.path)
 }
 
 /// Where an import points: relative to the importing file's folder, else on the search path (the

@@ -91,6 +91,10 @@ pub(crate) struct PhaseRecord {
     pub prompt: String,
     /// BLAKE3 of the rendered prompt before redaction.
     pub prompt_hash: String,
+    /// The agent and template taken from git repositories, with the import and commit each came
+    /// from (kept to name an import that moved).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remote: BTreeMap<String, crate::model::RemoteOrigin>,
     /// The input files, by workspace-relative path.
     pub inputs: BTreeMap<String, FileStamp>,
     /// The phase's outputs when it passed.
@@ -292,6 +296,7 @@ mod tests {
             template: None,
             prompt: "x".repeat(usize::from(n) * 100),
             prompt_hash: String::new(),
+            remote: BTreeMap::new(),
             inputs: BTreeMap::new(),
             outputs: BTreeMap::new(),
             upstream: BTreeMap::new(),

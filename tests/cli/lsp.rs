@@ -87,12 +87,17 @@ impl Client {
 
     /// Like `start`, for a client with these capabilities.
     fn start_with(capabilities: Value) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(capabilities, tempfile::tempdir().unwrap(), &[])
+    }
+
+    /// Like `start_with`, in `dir`, with these environment variables.
+    fn start_in(capabilities: Value, dir: tempfile::TempDir, env: &[(&str, &str)]) -> Self {
         let root = dir.path().canonicalize().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
             .args(["lsp", "--stdio"])
             .current_dir(&root)
             .env_remove("HELIXFLOW_PATH")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -986,4 +991,92 @@ fn requests_after_shutdown_are_refused() {
     assert_eq!(response["error"]["code"], -32600);
     client.notify("exit", Value::Null);
     assert_eq!(client.exit_status().code(), Some(0));
+}
+
+#[test]
+fn remote_imports_resolve_from_the_cache_and_are_never_fetched() {
+    let repo = crate::common::repos::Repo::new();
+    repo.write("agents.kdl", AGENTS);
+    let commit = repo.commit("agents");
+    repo.tag("v1");
+    let cache = tempfile::tempdir().unwrap();
+    let spy = crate::common::repos::GitSpy::new("0");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "pipeline \"p\"\nimport \"{}\" rev=\"v1\"\nphase \"a\" {{\n    agent \"claude\"\n    prompt \"Go\"\n}}\n",
+        repo.url("agents.kdl")
+    );
+    std::fs::write(dir.path().join("pipeline.kdl"), &text).unwrap();
+    let path = spy.path();
+    let env = [
+        ("HELIXFLOW_CACHE", cache.path().to_str().unwrap()),
+        ("PATH", path.as_str()),
+    ];
+    let mut client = Client::start_in(json!({}), dir, &env);
+
+    // Nothing in the cache and no lock: the server says so, and does not fetch.
+    let uri = client.open("pipeline.kdl", &text);
+    let diagnostics =
+        client.diagnostics_where(&uri, |p| !p["diagnostics"].as_array().unwrap().is_empty());
+    assert_eq!(
+        codes(diagnostics["diagnostics"].as_array().unwrap())[0],
+        "HF513"
+    );
+    assert_eq!(spy.calls(), Vec::<String>::new());
+
+    // `helixflow lock` fetches; the server then reads the cached copy.
+    let status = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .arg("lock")
+        .current_dir(&client.root)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    spy.clear();
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": format!("{text}\n")}]}),
+    );
+    client.diagnostics_where(&uri, |p| {
+        p["version"] == 2
+            && !codes(p["diagnostics"].as_array().unwrap()).contains(&"HF513".to_owned())
+    });
+
+    // Go to definition: the agent, in the cached file (read-only).
+    let copy = cache.path().join(&commit).join("agents.kdl");
+    let copy_uri = format!("file://{}", copy.display());
+    let position = position_of(&text, "\"claude\"", 0, 2);
+    let result = client.request(
+        "textDocument/definition",
+        json!({"textDocument": {"uri": uri}, "position": position}),
+    );
+    assert_eq!(result[0]["uri"], copy_uri.as_str());
+    assert!(std::fs::metadata(&copy).unwrap().permissions().readonly());
+    // On the import itself: the cached file.
+    let position = position_of(&text, "agents.kdl", 0, 1);
+    let result = client.request(
+        "textDocument/definition",
+        json!({"textDocument": {"uri": uri}, "position": position}),
+    );
+    assert_eq!(result[0]["uri"], copy_uri.as_str());
+
+    // Hover on the import: the repository, the rev and the commit.
+    let hover = client.hover(&uri, position_of(&text, "agents.kdl", 0, 1));
+    let markdown = hover["contents"]["value"].as_str().unwrap();
+    assert!(
+        markdown.contains(&repo.repository().replace("git+", "")),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!("`rev` `v1` is commit `{commit}`")),
+        "{markdown}"
+    );
+    assert!(markdown.contains(&copy.display().to_string()), "{markdown}");
+    assert_eq!(
+        spy.calls(),
+        Vec::<String>::new(),
+        "the server never runs git"
+    );
+    assert!(client.shut_down().success());
 }

@@ -33,6 +33,7 @@ mod lsp;
 mod mcp;
 mod misc;
 mod prompts;
+mod remote_imports;
 mod run;
 mod scope_protect;
 mod secrets;

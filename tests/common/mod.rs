@@ -1,6 +1,7 @@
 //! A fluent builder for running the real `helixflow` binary on files in a temporary folder.
 
 pub(crate) mod lsp_wire;
+pub(crate) mod repos;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

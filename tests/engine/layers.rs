@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["graph"],
     &["event"],
+    &["remote"],
     &["language"],
     &["agent"],
     &["process"],
@@ -33,6 +34,7 @@ const NARROWER: &[(&str, &[&str])] = &[(
     "lsp",
     &[
         "language",
+        "remote",
         "diagnostics",
         "model",
         "graph",

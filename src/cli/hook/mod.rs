@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::failure::{Failure, Outcome};
+use super::imports::ImportArgs;
 use super::input;
 
 /// Arguments of `helixflow hook`.
@@ -167,7 +168,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
 
 /// Fails unless the pipeline has a phase of that name.
 fn known_phase(file: Option<PathBuf>, phase: &str) -> Result<(), Failure> {
-    let (_, pipeline) = input::checked_pipeline(file)?;
+    let (_, pipeline) = input::checked_pipeline(file, &ImportArgs::default())?;
     if pipeline.phase(phase).is_some() {
         return Ok(());
     }
@@ -184,7 +185,7 @@ fn known_phase(file: Option<PathBuf>, phase: &str) -> Result<(), Failure> {
 
 /// `hook use`: records the phase and where it starts, or prints the phase chosen.
 fn choose(args: &UseArgs) -> Outcome {
-    let pipeline = input::runnable_pipeline(args.file.clone())?;
+    let pipeline = input::runnable_pipeline(args.file.clone(), &ImportArgs::default())?;
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let Some(name) = &args.phase else {
         return match crate::store::hooks::chosen(&state_dir) {

@@ -153,7 +153,8 @@ fn pipeline_file(args: &StopArgs, payload: &Payload) -> Result<PathBuf, String> 
 /// The pipeline, checked, with its workspace absolute.
 fn load(path: &Path) -> Result<Pipeline, String> {
     let input = crate::cli::input::read(path, None)?;
-    let compilation = crate::cli::input::compile(&input);
+    let compilation =
+        crate::cli::input::compile(&input, &crate::cli::imports::ImportArgs::default());
     if compilation.has_errors() {
         return Err(format!(
             "{} has errors (`helixflow lint {}` lists them)",
