@@ -63,7 +63,7 @@ fn answer(file: Option<PathBuf>, run_id: &str, phase: &str, approved: bool, reas
         Err(code) => return code,
     };
     let runs = list_runs(&runs_dir).unwrap_or_default();
-    let run = if run_id == "latest" {
+    let run = if run_id == crate::store::run::LATEST {
         runs.last()
     } else {
         runs.iter().find(|r| r.run_id == run_id)

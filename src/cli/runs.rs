@@ -9,7 +9,7 @@ use crate::event::usage::{FailureClass, Usage};
 use crate::event::{AttemptOutcome, Event};
 use crate::report::replay;
 use crate::store::journal;
-use crate::store::run::{RunDir, list_runs};
+use crate::store::run::{LATEST, RunDir, list_runs};
 use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow runs`.
@@ -194,7 +194,7 @@ pub(crate) fn show(args: &ShowArgs) -> i32 {
         Err(e) => return input::fail(&format!("cannot read {}: {e}", dir.display())),
     };
     // `latest` names the latest run, as for `approve`.
-    let wanted = args.run.as_deref().filter(|id| *id != "latest");
+    let wanted = args.run.as_deref().filter(|id| *id != LATEST);
     let run = match wanted {
         None => runs.last(),
         Some(id) => runs.iter().find(|r| r.run_id == id),
@@ -502,6 +502,10 @@ fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> i32 {
 
 /// The run folders at `dir` or below it, up to `depth` levels down, in name order.
 fn find_runs(dir: &std::path::Path, depth: u32, out: &mut Vec<PathBuf>) {
+    // `latest` is another run's folder again (a link, or its copy in a downloaded artifact).
+    if dir.file_name().is_some_and(|name| name == LATEST) {
+        return;
+    }
     if dir.join(journal::FILE_NAME).is_file() {
         out.push(dir.to_owned());
         return;

@@ -193,6 +193,7 @@ fn open(pipeline: &Pipeline, lock: &RunLock) -> std::io::Result<Opening> {
         )
     })?;
     lock.set_run(&folder.run_id)?;
+    folder.mark_latest()?;
     super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());
     let journal = Journal::open(&folder)?;

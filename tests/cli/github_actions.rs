@@ -553,11 +553,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn latest_run(workspace: &Path) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(workspace.join(".helixflow/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
+    let mut runs = crate::common::run_folders(&workspace.join(".helixflow/runs"));
     runs.pop().expect("a run")
 }
 
