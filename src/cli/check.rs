@@ -27,7 +27,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(grace) => grace,
         Err(message) => return input::fail(&message),
     };
-    let (reporters, _progress) = match args.reports.sinks(&pipeline) {
+    let (reporters, _progress) = match args.reports.sinks(&pipeline, false) {
         Ok(reporters) => reporters,
         Err(message) => return input::fail(&message),
     };

@@ -13,6 +13,7 @@ mod graph;
 mod input;
 mod lint;
 mod lsp;
+mod report;
 mod reporters;
 mod run;
 mod runs;
@@ -92,6 +93,13 @@ enum Command {
     Runs(runs::RunsArgs),
     /// Show a run's summary, or one phase's attempts with their gates and feedback.
     Show(runs::ShowArgs),
+    /// Write a run's HTML report: the DAG, a timeline of every attempt, each phase's attempts
+    /// with their gates, feedback, cost and changed files.
+    ///
+    /// One self-contained file (its styles and script inline; it makes no request), made from the
+    /// run's journal alone. Every run writes its own, `report.html` in its folder, kept current
+    /// while it goes on: `.helixflow/runs/latest/report.html` is the newest run's.
+    Report(report::Args),
     /// Apply or show a phase's bundle: the changes its passing attempt made, and its journal.
     ///
     /// Every phase that passes leaves its bundle in the run folder,
@@ -169,6 +177,7 @@ pub fn main() -> i32 {
         Command::Reject(args) => approve::reject(&args),
         Command::Runs(args) => runs::runs(&args),
         Command::Show(args) => runs::show(&args),
+        Command::Report(args) => report::run(&args),
         Command::Bundle(args) => bundle::run(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Graph(args) => graph::run(&args),

@@ -68,6 +68,10 @@ pub(crate) struct Args {
     /// instead of stopping at once.
     #[arg(long)]
     wait: bool,
+    /// Write no HTML report (by default every run keeps `report.html` in its folder current,
+    /// see `helixflow report`).
+    #[arg(long)]
+    no_report: bool,
 }
 
 /// What `--force` and `--from` ask, checked against the pipeline's phases.
@@ -135,7 +139,7 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(lock) => lock,
         Err(code) => return code,
     };
-    let (reporters, progress) = match args.reports.sinks(&pipeline) {
+    let (reporters, progress) = match args.reports.sinks(&pipeline, !args.no_report) {
         Ok(reporters) => reporters,
         Err(message) => return input::fail(&message),
     };
@@ -162,11 +166,22 @@ pub(crate) fn run(args: &Args) -> i32 {
     drop(lock);
     match result {
         Ok(outcome) => {
-            say!(
-                "run {} — journal in {}",
-                outcome.run.run_id,
-                from_here(&outcome.run.path).display()
-            );
+            let journal = from_here(&outcome.run.path);
+            let report = outcome.run.path.join(crate::report::html::FILE_NAME);
+            if args.no_report || !report.is_file() {
+                say!(
+                    "run {} — journal in {}",
+                    outcome.run.run_id,
+                    journal.display()
+                );
+            } else {
+                say!(
+                    "run {} — journal in {}, report {}",
+                    outcome.run.run_id,
+                    journal.display(),
+                    journal.join(crate::report::html::FILE_NAME).display()
+                );
+            }
             outcome.exit_code
         }
         Err(e) => {

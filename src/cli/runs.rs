@@ -98,7 +98,7 @@ impl ShowArgs {
 /// Whether a word of `show` is a pipeline file rather than a run id or a phase name: a `.kdl`
 /// file, or a path with a folder in it that is a file. A bare word (`latest`, `left`) is a run or
 /// a phase even when a file of that name happens to be in the current folder.
-fn names_a_file(word: &str) -> bool {
+pub(super) fn names_a_file(word: &str) -> bool {
     let path = std::path::Path::new(word);
     path.extension().is_some_and(|e| e == "kdl") || (word.contains('/') && path.is_file())
 }
