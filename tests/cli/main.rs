@@ -30,6 +30,7 @@ mod lock;
 mod lsp;
 mod misc;
 mod prompts;
+mod report;
 mod run;
 mod scope_protect;
 mod secrets;
