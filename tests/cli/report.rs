@@ -57,7 +57,10 @@ fn every_run_writes_its_report_and_markup_from_the_run_stays_text() {
     );
     let html = report_of(test.path());
     assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..100]);
-    assert!(!html.contains("data-live=\""), "the last page does not reload");
+    assert!(
+        !html.contains("data-live=\""),
+        "the last page does not reload"
+    );
     assert!(html.contains("default-src 'none'"), "no request is allowed");
     let text = without_own_code(&html);
     for hostile in ["<script", "</div><script", "<b>no such", "<img"] {
