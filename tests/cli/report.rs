@@ -240,7 +240,7 @@ fn the_report_is_live_while_the_run_goes_on() {
         .into_iter()
         .flat_map(|run| std::fs::read_dir(run).unwrap())
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".tmp"))
+        .filter(|name| name.contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }

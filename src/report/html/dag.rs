@@ -154,25 +154,21 @@ fn nodes_and_edges(view: &RunView) -> (Vec<Node>, Vec<(usize, usize)>) {
     let mut of_phase = vec![0; view.phases.len()];
     let mut groups: HashMap<&str, usize> = HashMap::new();
     for (p, phase) in view.phases.iter().enumerate() {
-        let node = match &phase.fan_out {
-            Some((base, _)) => *groups.entry(base.as_str()).or_insert_with(|| {
-                nodes.push(Node {
-                    phases: Vec::new(),
-                    fan_out: Some(base.clone()),
-                    level: 0,
-                    row: 0.0,
-                });
-                nodes.len() - 1
-            }),
-            None => {
-                nodes.push(Node {
-                    phases: Vec::new(),
-                    fan_out: None,
-                    level: 0,
-                    row: 0.0,
-                });
-                nodes.len() - 1
-            }
+        let mut new_node = |fan_out: Option<String>| {
+            nodes.push(Node {
+                phases: Vec::new(),
+                fan_out,
+                level: 0,
+                row: 0.0,
+            });
+            nodes.len() - 1
+        };
+        let node = if let Some((base, _)) = &phase.fan_out {
+            *groups
+                .entry(base.as_str())
+                .or_insert_with(|| new_node(Some(base.clone())))
+        } else {
+            new_node(None)
         };
         nodes[node].phases.push(p);
         of_phase[p] = node;
@@ -215,11 +211,10 @@ fn levels(nodes: &mut [Node], edges: &[(usize, usize)]) {
 /// it), a few sweeps: edges cross less.
 fn order(nodes: &mut [Node], edges: &[(usize, usize)]) {
     let mut seen = HashMap::new();
-    for (i, node) in nodes.iter_mut().enumerate() {
+    for node in nodes.iter_mut() {
         let row = seen.entry(node.level).or_insert(0usize);
         node.row = *row as f64;
         *row += 1;
-        let _ = i;
     }
     for sweep in 0..4 {
         let mut sums: Vec<(f64, usize)> = vec![(0.0, 0); nodes.len()];
@@ -250,6 +245,66 @@ fn order(nodes: &mut [Node], edges: &[(usize, usize)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::event::{Event, PhaseStatus, Stamped};
+    use crate::store::run::RunDir;
+
+    fn stamped(event: Event) -> Stamped {
+        Stamped {
+            time: "2026-01-01T00:00:00.000Z".to_owned(),
+            elapsed_ms: 0,
+            event,
+        }
+    }
+
+    #[test]
+    fn the_items_of_a_fan_out_are_one_box_with_their_count() {
+        let run = RunDir {
+            path: std::path::PathBuf::from("/nonexistent/run"),
+            run_id: "1".to_owned(),
+        };
+        let names = ["plan", "migrate[a]", "migrate[b]", "migrate[c]", "report"];
+        let mut events = vec![stamped(Event::RunStarted {
+            run_id: "1".to_owned(),
+            pipeline: "p".to_owned(),
+            phases: names.iter().map(|n| (*n).to_owned()).collect(),
+            max_parallel: 2,
+            resumes: None,
+        })];
+        for (name, status) in [
+            ("plan", PhaseStatus::Passed),
+            ("migrate[a]", PhaseStatus::Passed),
+            ("migrate[b]", PhaseStatus::Failed),
+            ("migrate[c]", PhaseStatus::Passed),
+            ("report", PhaseStatus::Skipped),
+        ] {
+            events.push(stamped(Event::PhaseFinished {
+                phase: name.to_owned(),
+                status,
+                attempts: 1,
+                duration_ms: 1,
+                reason: None,
+            }));
+        }
+        let mut view = super::super::model::Builder::new(&run)
+            .events(&events)
+            .finish(
+                Some(false),
+                &mut super::super::model::FolderCache::default(),
+            );
+        view.edges = vec![(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4)];
+        let (nodes, edges) = nodes_and_edges(&view);
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(edges, [(0, 1), (1, 2)]);
+        assert_eq!(nodes.iter().map(|n| n.level).collect::<Vec<_>>(), [0, 1, 2]);
+        let drawing = svg(&view);
+        assert!(drawing.contains("migrate[…]"), "{drawing}");
+        assert!(
+            drawing.contains("✗ 3 items: 2 passed, 1 failed"),
+            "{drawing}"
+        );
+        assert!(drawing.contains("class=\"node s-failed\""), "{drawing}");
+    }
 
     #[test]
     fn names_are_cut_with_an_ellipsis() {

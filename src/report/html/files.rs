@@ -50,6 +50,9 @@ pub(crate) const SAVED: &str = "report-files.json";
 /// The most bytes of contents kept in memory for finding what a modified file held before.
 const HASHED_LIMIT: usize = 16 << 20;
 
+/// The contents a bundle holds, by path, each cut to [`KEEP`] bytes.
+type Kept = BTreeMap<String, Vec<u8>>;
+
 /// The views made so far, by phase folder, and the contents bundles hold, by hash.
 #[derive(Debug, Default)]
 pub(crate) struct FilesCache {
@@ -70,7 +73,7 @@ pub(crate) fn bundled_files(
     redactor: Option<&Redactor>,
     cache: &mut FilesCache,
 ) -> HashMap<String, Vec<FileView>> {
-    let mut pending: Vec<(&str, Manifest, BTreeMap<String, Vec<u8>>)> = Vec::new();
+    let mut pending: Vec<(&str, Manifest, Kept)> = Vec::new();
     for &folder in folders {
         if cache.views.contains_key(folder) {
             continue;

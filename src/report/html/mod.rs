@@ -58,7 +58,7 @@ impl Writer {
         Self {
             run,
             redactor: Some(redactor),
-            folders: model::FolderCache::default(),
+            folders: model::FolderCache::keeping(),
             files: files::FilesCache::saving(),
         }
     }

@@ -71,8 +71,10 @@ pub(crate) struct PhaseView {
     /// Wall time from `PhaseFinished`.
     pub duration_ms: Option<u64>,
     pub spend: Spend,
-    /// The exit code of its `escalate` command, when that ran.
-    pub escalated: Option<Option<i32>>,
+    /// Whether its `escalate` command ran.
+    pub escalated: bool,
+    /// The exit code of its `escalate` command, when it had one.
+    pub escalate_code: Option<i32>,
     /// The name it shares with the other items of a fan-out (`migrate` of `migrate[a]`) and its
     /// item's key.
     pub fan_out: Option<(String, String)>,
@@ -216,7 +218,8 @@ impl PhaseView {
             backoffs: Vec::new(),
             duration_ms: None,
             spend: Spend::default(),
-            escalated: None,
+            escalated: false,
+            escalate_code: None,
             fan_out: fan_out_of(name),
         }
     }
@@ -262,28 +265,70 @@ fn fan_out_of(name: &str) -> Option<(String, String)> {
     (open > 0 && !key.is_empty()).then(|| (name[..open].to_owned(), key.to_owned()))
 }
 
-/// Reads attempt folders, remembering those that cannot change any more (the attempt ended).
+/// Reads attempt folders; a cache that keeps them remembers those that cannot change any more
+/// (the attempt ended), for the next page of a live report.
 #[derive(Debug, Default)]
 pub(crate) struct FolderCache {
+    keep: bool,
     ended: HashMap<(String, u32), AttemptFiles>,
 }
 
+/// One attempt folder to read: (phase, attempt) indices, the phase's folder, the attempt's number,
+/// whether it ended, whether its `gates.json` and `feedback.md` are needed (the events did not
+/// carry them).
+type FolderJob = ((usize, usize), String, u32, bool, bool);
+
+/// Attempt folders at or above this many are read on two threads.
+const PARALLEL_FOLDERS: usize = 64;
+
 impl FolderCache {
-    fn files(&mut self, run: &Path, folder: &str, attempt: u32, ended: bool) -> AttemptFiles {
-        let key = (folder.to_owned(), attempt);
-        if let Some(files) = self.ended.get(&key) {
-            return files.clone();
+    /// A cache that keeps the folders of attempts that ended.
+    pub(crate) fn keeping() -> Self {
+        Self {
+            keep: true,
+            ..Self::default()
         }
-        let files = read_attempt(run, folder, attempt);
-        if ended {
-            self.ended.insert(key, files.clone());
+    }
+
+    /// The folders of `jobs`, in their order.
+    fn read(&mut self, run: &Path, jobs: Vec<FolderJob>) -> Vec<((usize, usize), AttemptFiles)> {
+        let (known, unknown): (Vec<_>, Vec<_>) = jobs
+            .into_iter()
+            .partition(|(_, folder, n, ..)| self.ended.contains_key(&(folder.clone(), *n)));
+        let mut out: Vec<((usize, usize), AttemptFiles)> = known
+            .into_iter()
+            .map(|(at, folder, n, ..)| (at, self.ended[&(folder, n)].clone()))
+            .collect();
+        let read = |jobs: &[FolderJob]| -> Vec<AttemptFiles> {
+            jobs.iter()
+                .map(|(_, folder, n, _, need)| read_attempt(run, folder, *n, *need))
+                .collect()
+        };
+        let read_all = if unknown.len() >= PARALLEL_FOLDERS {
+            let (a, b) = unknown.split_at(unknown.len() / 2);
+            std::thread::scope(|scope| {
+                let first = scope.spawn(|| read(a));
+                let mut second = read(b);
+                let mut all = first.join().unwrap_or_else(|_| read(a));
+                all.append(&mut second);
+                all
+            })
+        } else {
+            read(&unknown)
+        };
+        for ((at, folder, n, ended, _), files) in unknown.into_iter().zip(read_all) {
+            if self.keep && ended {
+                self.ended.insert((folder, n), files.clone());
+            }
+            out.push((at, files));
         }
-        files
+        out
     }
 }
 
-/// The attempt folder `phases/<folder>/attempt-<n>`.
-fn read_attempt(run: &Path, folder: &str, attempt: u32) -> AttemptFiles {
+/// The attempt folder `phases/<folder>/attempt-<n>`; its `gates.json` and `feedback.md` only
+/// when `need_more`.
+fn read_attempt(run: &Path, folder: &str, attempt: u32, need_more: bool) -> AttemptFiles {
     let dir = format!("phases/{folder}/attempt-{attempt}");
     let path = run.join(&dir);
     let mut files = AttemptFiles {
@@ -309,10 +354,12 @@ fn read_attempt(run: &Path, folder: &str, attempt: u32) -> AttemptFiles {
             Some((round, serde_json::from_str(&text).ok()?))
         })
         .collect();
-    let gates = read("gates.json")
+    let gates = need_more
+        .then(|| read("gates.json"))
+        .flatten()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();
-    let feedback = read("feedback.md");
+    let feedback = need_more.then(|| read("feedback.md")).flatten();
     let invocation: Option<serde_json::Value> =
         read("invocation.json").and_then(|text| serde_json::from_str(&text).ok());
     files.changes = changes;
@@ -451,21 +498,30 @@ impl<'a> Builder<'a> {
         }
         self.summary(live);
         self.pipeline();
-        let run = self.run.path.clone();
-        for phase in &mut self.view.phases {
-            for attempt in &mut phase.attempts {
-                attempt.files = cache.files(
-                    &run,
-                    &phase.folder,
+        let mut jobs: Vec<FolderJob> = Vec::new();
+        for (p, phase) in self.view.phases.iter().enumerate() {
+            for (a, attempt) in phase.attempts.iter().enumerate() {
+                let need_more = attempt.gates.is_empty()
+                    || (attempt.feedback.is_none()
+                        && attempt.outcome == Some(AttemptOutcome::Failed));
+                let ended = attempt.ended_ms.is_some();
+                jobs.push((
+                    (p, a),
+                    phase.folder.clone(),
                     attempt.number,
-                    attempt.ended_ms.is_some(),
-                );
-                if attempt.gates.is_empty() {
-                    attempt.gates = std::mem::take(&mut attempt.files.gates);
-                }
-                if attempt.feedback.is_none() && attempt.outcome == Some(AttemptOutcome::Failed) {
-                    attempt.feedback = attempt.files.feedback.take();
-                }
+                    ended,
+                    need_more,
+                ));
+            }
+        }
+        for ((p, a), files) in cache.read(&self.run.path, jobs) {
+            let attempt = &mut self.view.phases[p].attempts[a];
+            attempt.files = files;
+            if attempt.gates.is_empty() {
+                attempt.gates = std::mem::take(&mut attempt.files.gates);
+            }
+            if attempt.feedback.is_none() && attempt.outcome == Some(AttemptOutcome::Failed) {
+                attempt.feedback = attempt.files.feedback.take();
             }
         }
         self.view
@@ -492,7 +548,7 @@ impl<'a> Builder<'a> {
                     .is_some_and(|s| s.current_status() == "running")
             });
         if running && !view.live {
-            view.status = "crashed".to_owned();
+            "crashed".clone_into(&mut view.status);
         }
     }
 
@@ -606,6 +662,10 @@ impl<'a> Builder<'a> {
         }
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event: the per-event match reads best whole"
+    )]
     fn apply(&mut self, stamped: &Stamped) {
         let now = stamped.elapsed_ms;
         self.view.duration_ms = self.view.duration_ms.max(now);
@@ -702,7 +762,8 @@ impl<'a> Builder<'a> {
             }
             Event::Escalated { phase, code } => {
                 let p = self.phase(phase);
-                self.view.phases[p].escalated = Some(*code);
+                self.view.phases[p].escalated = true;
+                self.view.phases[p].escalate_code = *code;
             }
             Event::Warning { message } => self.view.warnings.push(message.clone()),
             Event::RunFinished {
@@ -710,7 +771,7 @@ impl<'a> Builder<'a> {
                 duration_ms,
                 exit_code,
             } => {
-                self.view.status = run_status(*status).to_owned();
+                run_status(*status).clone_into(&mut self.view.status);
                 self.view.duration_ms = self.view.duration_ms.max(*duration_ms);
                 self.view.exit_code = Some(*exit_code);
             }

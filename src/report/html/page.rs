@@ -65,12 +65,14 @@ impl Page<'_> {
         warnings(&mut out, view);
         let _ = write!(
             out,
-            "</main><footer>Written by helixflow {} at {} from the journal of run {}.</footer><script nonce=\"{}\">{SCRIPT}</script></body></html>\n",
+            "</main><footer>Written by helixflow {} at {} from the journal of run {}.</footer><script nonce=\"{}\">{SCRIPT}</script></body></html>",
             env!("CARGO_PKG_VERSION"),
             esc(self.written),
             esc(&view.run_id),
             self.nonce
         );
+        // A text file ends with a newline.
+        out.push('\n');
         out
     }
 
@@ -401,10 +403,12 @@ fn phase_facts(out: &mut String, phase: &PhaseView, view: &RunView) {
     if let Some(verifier) = &phase.verifier {
         facts.push(format!("verifier {verifier}"));
     }
-    if let Some(code) = phase.escalated {
+    if phase.escalated {
         facts.push(format!(
             "escalated (exit code {})",
-            code.map_or_else(|| "none".to_owned(), |c| c.to_string())
+            phase
+                .escalate_code
+                .map_or_else(|| "none".to_owned(), |c| c.to_string())
         ));
     }
     if !facts.is_empty() {
