@@ -3,7 +3,8 @@
 # each took 3 attempts (two failures with feedback, then a pass; `run` steps, each failure printing
 # 40 lines), against `helixflow show` of the same run (the table, read from the same journal), as
 # the reference: the two commands alternate, RUNS times each (after one warm-up), and the script
-# prints the median wall time of each, the ratio, and the report's size.
+# prints the median wall time and CPU time (user and system) of each, the ratio, and the report's
+# size. On a machine busy with other work, the CPU time says more than the wall time.
 #
 # The run is made once, for real, by the release build. The time measured is the whole command:
 # starting helixflow, reading the journal and every attempt's folder, rendering, writing the file
@@ -41,25 +42,32 @@ attempts=$(grep -c '"event":"attempt-finished"' "$dir/work/.helixflow/runs/lates
 echo "run: $phases phases, $attempts attempts"
 
 python3 - "$runs" "$HELIXFLOW" "$dir/work" <<'PY'
-import os, statistics, subprocess, sys, time
+import os, resource, statistics, subprocess, sys, time
 runs, helixflow, work = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 commands = {
     "helixflow report": [helixflow, "report", "-o", os.path.join(work, "..", "report.html")],
     "helixflow show": [helixflow, "show"],
 }
-times = {name: [] for name in commands}
+wall = {name: [] for name in commands}
+cpu = {name: [] for name in commands}
 for cmd in commands.values():
     subprocess.run(cmd, cwd=work, stdout=subprocess.DEVNULL, check=True)
 for _ in range(runs):
     for name, cmd in commands.items():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(cmd, cwd=work, stdout=subprocess.DEVNULL, check=True)
-        times[name].append(time.perf_counter() - start)
-for name, samples in times.items():
-    print(f"{name:<18} median {statistics.median(samples) * 1000:7.1f} ms"
-          f"   (min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})")
-ratio = statistics.median(times["helixflow report"]) / statistics.median(times["helixflow show"])
-print(f"report / show: {ratio:.2f}")
+        wall[name].append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+# The machine's load counts: a wall time taken beside other work is that work's too.
+print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+for name in commands:
+    w, c = wall[name], cpu[name]
+    print(f"{name:<18} wall median {statistics.median(w) * 1000:6.1f} ms (min {min(w) * 1000:.1f})"
+          f"   cpu (user+sys) median {statistics.median(c) * 1000:5.1f} ms")
+ratio = statistics.median(wall["helixflow report"]) / statistics.median(wall["helixflow show"])
+print(f"report / show (wall): {ratio:.2f}")
 size = os.path.getsize(os.path.join(work, "..", "report.html"))
 print(f"report.html: {size / 1024:.0f} KiB")
 PY

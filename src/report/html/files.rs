@@ -324,7 +324,10 @@ mod tests {
         let shown: Vec<String> = modified
             .lines
             .iter()
-            .map(|l| format!("{}{}", l.tag, l.text))
+            .map(|l| match l.tag {
+                '@' => l.text.clone(),
+                tag => format!("{tag}{}", l.text),
+            })
             .collect();
         assert_eq!(shown, ["@@ -1,2 +1,2 @@", " one", "-two", "+three"]);
         let unknown = view(
