@@ -78,9 +78,14 @@ def helixflow(args, cwd, check=True, **kwargs):
     return result
 
 
+WORKSPACES = []
+
+
 def workspace(source):
-    """A fresh copy of a fixture or example folder, without its state folder."""
+    """A fresh copy of a fixture or example folder, without its state folder (removed at the
+    end, unless HELIXFLOW_BROWSER_KEEP is set)."""
     target = Path(tempfile.mkdtemp(prefix="helixflow-report-")) / Path(source).name
+    WORKSPACES.append(target.parent)
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(".helixflow", "out"))
     return target
 
@@ -98,6 +103,9 @@ class ReportTests(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.browser.close()
+        if not os.environ.get("HELIXFLOW_BROWSER_KEEP"):
+            for folder in WORKSPACES:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def load(self, path, name):
         """Opens a report, checks that it behaved, keeps its screenshot and PDF, returns its DOM."""
@@ -274,6 +282,25 @@ class ReportTests(unittest.TestCase):
         href = page.js("document.querySelector('.logs a').href")
         self.assertTrue(href.startswith("file://"), href)
         self.assertTrue(Path(href[len("file://"):].replace("%20", " ")).is_file(), href)
+
+
+    @unittest.skipUnless(shutil.which("firefox"), "Firefox is not installed")
+    def test_firefox_draws_the_report_too(self):
+        # A smoke test where Firefox is at hand (CI has Chromium only): it renders the page.
+        ws = workspace(FIXTURES / "showcase")
+        helixflow(["run", "--no-progress"], ws)
+        shot = ARTIFACTS / "showcase-firefox.png"
+        shot.unlink(missing_ok=True)
+        profile = tempfile.mkdtemp(prefix="helixflow-firefox-")
+        try:
+            subprocess.run(["firefox", "--headless", "--profile", profile,
+                            "--window-size=1300,1000", "--screenshot", str(shot),
+                            "file://" + str(report(ws))],
+                           capture_output=True, timeout=120, check=True)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+        # A blank page compresses to a few kilobytes; the report's drawing does not.
+        self.assertGreater(shot.stat().st_size, 50_000)
 
 
 if __name__ == "__main__":

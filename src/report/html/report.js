@@ -11,14 +11,16 @@
       (d.open ? open : closed).push(d.id);
     });
     var state = { x: window.scrollX, y: window.scrollY, open: open, closed: closed,
-                  dag: scroller ? scroller.scrollLeft : 0 };
+                  dag: scroller ? scroller.scrollLeft : 0, at: Date.now() };
     try { sessionStorage.setItem(key, JSON.stringify(state)); } catch (e) { /* storage off */ }
   }
 
+  // Only right after the page reloaded itself: a reader who comes back later, or follows a link
+  // into the page, lands where the address says.
   function restore() {
     var state = null;
     try { state = JSON.parse(sessionStorage.getItem(key) || "null"); } catch (e) { state = null; }
-    if (!state) { return; }
+    if (!state || !(Date.now() - (state.at || 0) < 30000)) { return false; }
     (state.open || []).forEach(function (id) {
       var d = document.getElementById(id);
       if (d && d.tagName === "DETAILS") { d.open = true; }
@@ -29,9 +31,10 @@
     });
     if (scroller) { scroller.scrollLeft = state.dag || 0; }
     window.scrollTo(state.x || 0, state.y || 0);
+    return true;
   }
 
-  if (!location.hash) { restore(); }
+  var restored = restore();
   var live = parseInt(root.getAttribute("data-live") || "0", 10);
   if (live > 0) {
     window.setTimeout(function () { save(); location.reload(); }, live * 1000);
@@ -48,7 +51,7 @@
     if (target) { target.scrollIntoView(); }
   }
   window.addEventListener("hashchange", reveal);
-  if (location.hash) { reveal(); }
+  if (location.hash && !restored) { reveal(); }
 
   // Keys: j and k move between phases, o opens or closes every attempt.
   var phases = Array.prototype.slice.call(document.querySelectorAll("section.phase"));
