@@ -182,6 +182,16 @@ class Page:
         return [e["params"]["request"]["url"]
                 for e in self.browser.events(self.session, "Network.requestWillBeSent")]
 
+    def key(self, key):
+        """Presses and releases a key (`Tab`, or a character)."""
+        if key == "Tab":
+            params = {"key": key, "code": key, "windowsVirtualKeyCode": 9}
+        else:
+            params = {"key": key, "code": f"Key{key.upper()}",
+                      "windowsVirtualKeyCode": ord(key.upper()), "text": key}
+        self.send("Input.dispatchKeyEvent", {"type": "keyDown", **params})
+        self.send("Input.dispatchKeyEvent", {"type": "keyUp", **params})
+
     def screenshot(self, path, full=True):
         params = {"format": "png", "captureBeyondViewport": full}
         if full:

@@ -120,6 +120,7 @@ class ReportTests(unittest.TestCase):
         self.assertEqual(dom["scripts"], 1, "the report's own script only")
         self.assertEqual(dom["injected"], 0, "markup from the run became elements")
         (ARTIFACTS / f"{name}.json").write_text(json.dumps(dom, indent=1))
+        self.last_page = (page, dom)
         return page, dom
 
     def phase(self, dom, name):
@@ -147,6 +148,21 @@ class ReportTests(unittest.TestCase):
         # code and docs ran at once: their first bars start at the same place.
         self.assertAlmostEqual(self.lane(dom, "code")["left"][0],
                                self.lane(dom, "docs")["left"][0], delta=12)
+        # The keyboard: Tab reaches the skip link first, j and k move from phase to phase, o
+        # opens or closes every attempt.
+        page, _ = self.last_page
+        page.key("Tab")
+        self.assertEqual(page.js("document.activeElement.className"), "skip")
+        page.key("j")
+        page.key("j")
+        self.assertEqual(page.js("document.activeElement.id"), "p1")
+        page.key("k")
+        self.assertEqual(page.js("document.activeElement.id"), "p0")
+        states = "[...document.querySelectorAll('details.attempt')].map(d => d.open)"
+        page.key("o")
+        self.assertEqual(set(page.js(states)), {False}, "all were open: o closes them")
+        page.key("o")
+        self.assertEqual(set(page.js(states)), {True})
         self.assertRegex(dom["totals"]["Cost"], r"^\$0\.0\d+$")
         self.assertEqual(dom["totals"]["Attempts"], "5")
         self.assertEqual(dom["totals"]["Retries spent"], "1 of the retry-budget of 3")
