@@ -857,6 +857,116 @@ pub(crate) fn path_url(path: &Path) -> String {
 mod tests {
     use super::*;
 
+    fn at(elapsed_ms: u64, event: Event) -> Stamped {
+        Stamped {
+            time: "2026-01-01T00:00:00.000Z".to_owned(),
+            elapsed_ms,
+            event,
+        }
+    }
+
+    fn step(elapsed_ms: u64, attempt: u32, step: Step) -> Stamped {
+        at(
+            elapsed_ms,
+            Event::Step {
+                phase: "a".to_owned(),
+                attempt,
+                step,
+            },
+        )
+    }
+
+    fn finished(elapsed_ms: u64, attempt: u32, outcome: AttemptOutcome) -> Stamped {
+        at(
+            elapsed_ms,
+            Event::AttemptFinished {
+                phase: "a".to_owned(),
+                attempt,
+                outcome,
+                duration_ms: 0,
+                failed_gates: Vec::new(),
+                feedback: None,
+                error: None,
+                usage: None,
+                class: Some(FailureClass::Work),
+            },
+        )
+    }
+
+    #[test]
+    fn an_attempt_is_cut_into_what_it_did_and_a_backoff_waits_between_two() {
+        let started = |elapsed_ms, attempt| {
+            at(
+                elapsed_ms,
+                Event::AttemptStarted {
+                    phase: "a".to_owned(),
+                    attempt,
+                    max_attempts: 2,
+                },
+            )
+        };
+        let events = [
+            started(0, 1),
+            step(0, 1, Step::Snapshot),
+            step(5, 1, Step::Agent),
+            step(100, 1, Step::Verify),
+            step(120, 1, Step::SubAgentVerification { round: 1, of: 2 }),
+            step(
+                300,
+                1,
+                Step::AwaitingApproval {
+                    command: "helixflow approve".to_owned(),
+                },
+            ),
+            finished(900, 1, AttemptOutcome::Failed),
+            at(
+                900,
+                Event::RetryScheduled {
+                    phase: "a".to_owned(),
+                    next_attempt: 2,
+                    backoff_ms: 1000,
+                },
+            ),
+            started(1900, 2),
+            step(1900, 2, Step::Agent),
+        ];
+        let run = RunDir {
+            path: Path::new("/nonexistent/run").to_owned(),
+            run_id: "1".to_owned(),
+        };
+        let view = Builder::new(&run)
+            .events(&events)
+            .finish(Some(true), &mut FolderCache::default());
+        let phase = &view.phases[0];
+        let kinds: Vec<(SegmentKind, u64, u64)> = phase.attempts[0]
+            .segments
+            .iter()
+            .map(|s| (s.kind, s.start, s.end))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (SegmentKind::Worker, 0, 100),
+                (SegmentKind::Verification, 100, 120),
+                (SegmentKind::Review, 120, 300),
+                (SegmentKind::Approval, 300, 900),
+            ]
+        );
+        assert_eq!(phase.backoffs, [(900, 1900)]);
+        // The second attempt runs on: its segment reaches the latest event.
+        assert_eq!(phase.attempts[1].ended_ms, None);
+        assert_eq!(
+            phase.attempts[1].segments,
+            [Segment {
+                kind: SegmentKind::Worker,
+                start: 1900,
+                end: 1900
+            }]
+        );
+        assert!(view.live);
+        assert_eq!(phase.retries_spent(), 1);
+    }
+
     #[test]
     fn fan_out_items_are_named_base_and_key() {
         assert_eq!(
