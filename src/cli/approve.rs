@@ -67,7 +67,7 @@ fn answer(
 ) -> Outcome {
     let runs_dir = input::runs_dir(file)?;
     let runs = list_runs(&runs_dir).unwrap_or_default();
-    let run = if run_id == "latest" {
+    let run = if run_id == crate::store::run::LATEST {
         runs.last()
     } else {
         runs.iter().find(|r| r.run_id == run_id)

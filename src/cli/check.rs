@@ -24,7 +24,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
     let pipeline = input::runnable_pipeline(args.file.clone(), &args.imports)?;
     input::warn_if_a_run_is_live(&pipeline);
     let grace = kill_grace()?;
-    let (reporters, _progress) = args.reports.sinks(&pipeline)?;
+    let (reporters, _progress) = args.reports.sinks(&pipeline, false)?;
     let options = CheckOptions {
         grace,
         reports: args.reports.files(),

@@ -7,7 +7,8 @@
 //! remote imports at the commits the committed `helixflow.lock` pins, never another), and
 //! uploads its bundle, its run folder (the journal) and its `JUnit` report as artifacts. A last job
 //! applies every passing phase's bundle (the pipeline's result), joins the journals into one run
-//! (`helixflow runs merge`) and publishes the `JUnit` report and the summary.
+//! (`helixflow runs merge`) and publishes the `JUnit` report, the HTML report (linked from the
+//! job's summary) and the summary.
 //!
 //! Nothing the pipeline's author wrote reaches a shell: phase names go into the workflow as YAML
 //! strings and environment values, and into file and artifact names only as [`folder_name`]s.
@@ -331,7 +332,8 @@ impl Workflow<'_> {
         out.push_str(
             "# One job per phase, following the pipeline's DAG; each applies the bundles of the phases it\n\
              # depends on, runs its phase (verification and retries inside the job) and uploads its bundle,\n\
-             # run folder and JUnit report. The last job joins the journals into one run.\n",
+             # run folder and JUnit report. The last job joins the journals into one run, and uploads its\n\
+             # JUnit and HTML reports (linked from the job's summary).\n",
         );
         let _ = writeln!(
             out,
@@ -474,22 +476,42 @@ impl Workflow<'_> {
         out.push_str(
             "      - name: Summary\n        run: helixflow show --file \"$HELIXFLOW_PIPELINE\" >> \"$GITHUB_STEP_SUMMARY\"\n",
         );
+        out.push_str(
+            "      - name: Write the HTML report\n        run: helixflow report --file \"$HELIXFLOW_PIPELINE\" -o \"$RUNNER_TEMP/report.html\"\n",
+        );
         for (kind, path) in [
             ("junit", "${{ runner.temp }}/junit.xml"),
-            ("run", "${{ env.HELIXFLOW_RUNS }}/"),
+            ("report", "${{ runner.temp }}/report.html"),
+            ("run", RUNS_BUT_LATEST),
         ] {
             let _ = writeln!(
                 out,
                 "      - name: {}",
                 quote(&format!("Upload the {kind}"))
             );
+            if kind == "report" {
+                out.push_str("        id: report\n");
+            }
             out.push_str("        uses: actions/upload-artifact@v4\n        with:\n");
             let _ = writeln!(out, "          name: helixflow-{kind}");
             let _ = writeln!(out, "          path: {path}");
             out.push_str("          include-hidden-files: true\n");
         }
+        // The artifact's address is known once it is uploaded.
+        out.push_str(
+            "      - name: Link the report from the summary\n        env:\n          REPORT_URL: ${{ steps.report.outputs.artifact-url }}\n        run: |\n          echo \"The HTML report of the run: [report.html]($REPORT_URL)\" >> \"$GITHUB_STEP_SUMMARY\"\n",
+        );
     }
 }
+
+/// Leaves out the runs folder's `latest` link, which the upload would follow: every file of the
+/// newest run would be there twice (and a bundle found twice would not be where the next job
+/// looks for it).
+const NOT_LATEST: &str = "!${{ env.HELIXFLOW_RUNS }}/latest/**";
+
+/// The runs folder without its `latest` link.
+const RUNS_BUT_LATEST: &str =
+    "|\n            ${{ env.HELIXFLOW_RUNS }}/\n            !${{ env.HELIXFLOW_RUNS }}/latest/**";
 
 /// A phase job's uploads: its bundle (which must be there), then its journal and `JUnit` report
 /// whatever happened.
@@ -504,12 +526,12 @@ fn upload_steps(out: &mut String, name: &str) {
     let _ = writeln!(out, "          name: {}", artifact("bundle", name));
     let _ = writeln!(
         out,
-        "          path: ${{{{ env.HELIXFLOW_RUNS }}}}/*/phases/{folder}/bundle.hxb"
+        "          path: |\n            ${{{{ env.HELIXFLOW_RUNS }}}}/*/phases/{folder}/bundle.hxb\n            {NOT_LATEST}"
     );
     out.push_str("          include-hidden-files: true\n          if-no-files-found: error\n");
     for (kind, path) in [
-        ("journal", "${{ env.HELIXFLOW_RUNS }}/".to_owned()),
-        ("junit", "${{ runner.temp }}/junit.xml".to_owned()),
+        ("journal", RUNS_BUT_LATEST),
+        ("junit", "${{ runner.temp }}/junit.xml"),
     ] {
         let _ = writeln!(
             out,

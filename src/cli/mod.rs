@@ -18,6 +18,7 @@ mod lint;
 mod lock;
 mod lsp;
 mod mcp;
+mod report;
 mod reporters;
 mod run;
 mod runs;
@@ -100,6 +101,13 @@ enum Command {
     Runs(runs::RunsArgs),
     /// Show a run's summary, or one phase's attempts with their gates and feedback.
     Show(runs::ShowArgs),
+    /// Write a run's HTML report: the DAG, a timeline of every attempt, each phase's attempts
+    /// with their gates, feedback, cost and changed files.
+    ///
+    /// One self-contained file (its styles and script inline; it makes no request), made from the
+    /// run's journal alone. Every run writes its own, `report.html` in its folder, kept current
+    /// while it goes on: `.helixflow/runs/latest/report.html` is the newest run's.
+    Report(report::Args),
     /// Apply or show a phase's bundle: the changes its passing attempt made, and its journal.
     ///
     /// Every phase that passes leaves its bundle in the run folder,
@@ -207,6 +215,7 @@ fn command(command: Command) -> Outcome {
         Command::Reject(args) => approve::reject(&args),
         Command::Runs(args) => runs::runs(&args),
         Command::Show(args) => runs::show(&args),
+        Command::Report(args) => report::run(&args),
         Command::Bundle(args) => bundle::run(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Graph(args) => graph::run(&args),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::event::sink::{EventSink, Sinks};
 use crate::model::Pipeline;
+use crate::report::html::LiveReport;
 use crate::report::{Junit, Ndjson, Plain, Progress, ProgressPause, Summary};
 
 /// The reporter arguments of `helixflow run` and `helixflow check`.
@@ -50,11 +51,12 @@ impl ReportArgs {
         Ok(())
     }
 
-    /// The reporters asked for, then the summary, and the handle that pauses the progress bars
-    /// when they are drawn.
+    /// The reporters asked for, then the run's HTML report (with `html`: a run's, not a check's),
+    /// then the summary, and the handle that pauses the progress bars when they are drawn.
     pub(super) fn sinks(
         &self,
         pipeline: &Pipeline,
+        html: bool,
     ) -> Result<(Sinks, Option<ProgressPause>), String> {
         // Checked before anything is written or run: a report that cannot be written is found
         // out now, not after the work is done.
@@ -84,6 +86,10 @@ impl ReportArgs {
         }
         if let Some(path) = &self.junit {
             list.push(Box::new(Junit::new(path)));
+        }
+        if html {
+            let runs = pipeline.workspace.join(&pipeline.state_dir).join("runs");
+            list.push(Box::new(LiveReport::new(runs, pipeline.redactor())));
         }
         list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
         Ok((Sinks::new(list), pause))

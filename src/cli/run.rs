@@ -71,6 +71,10 @@ pub(crate) struct Args {
     /// instead of stopping at once.
     #[arg(long)]
     wait: bool,
+    /// Write no HTML report (by default every run keeps `report.html` in its folder current,
+    /// see `helixflow report`).
+    #[arg(long)]
+    no_report: bool,
 }
 
 /// What `--force` and `--from` ask, checked against the pipeline's phases.
@@ -125,7 +129,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
     args.reports.check()?;
     // One run at a time per state folder, from before the records are read until the end.
     let lock = lock(&pipeline, args.wait)?;
-    let (reporters, progress) = args.reports.sinks(&pipeline)?;
+    let (reporters, progress) = args.reports.sinks(&pipeline, !args.no_report)?;
     let grace = kill_grace()?;
     // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
     if let Err(e) = crate::process::watchdog::start(grace, Some(lock.descriptor())) {
@@ -142,11 +146,22 @@ pub(crate) fn run(args: &Args) -> Outcome {
     crate::process::watchdog::finish();
     drop(lock);
     let outcome = result.map_err(|e| Failure::internal(format!("the run failed: {e}")))?;
-    say!(
-        "run {} — journal in {}",
-        outcome.run.run_id,
-        from_here(&outcome.run.path).display()
-    );
+    let journal = from_here(&outcome.run.path);
+    let report = outcome.run.path.join(crate::report::html::FILE_NAME);
+    if args.no_report || !report.is_file() {
+        say!(
+            "run {} — journal in {}",
+            outcome.run.run_id,
+            journal.display()
+        );
+    } else {
+        say!(
+            "run {} — journal in {}, report {}",
+            outcome.run.run_id,
+            journal.display(),
+            journal.join(crate::report::html::FILE_NAME).display()
+        );
+    }
     Ok(outcome.exit_code)
 }
 

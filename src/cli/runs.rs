@@ -10,7 +10,7 @@ use crate::event::usage::{FailureClass, Usage};
 use crate::event::{AttemptOutcome, Event, Tier};
 use crate::report::replay;
 use crate::store::journal;
-use crate::store::run::{RunDir, list_runs};
+use crate::store::run::{LATEST, RunDir, list_runs};
 use crate::store::run_json::RunSummary;
 
 /// Arguments of `helixflow runs`.
@@ -106,7 +106,7 @@ impl ShowArgs {
 /// Whether a word of `show` is a pipeline file rather than a run id or a phase name: a `.kdl`
 /// file, or a path with a folder in it that is a file. A bare word (`latest`, `left`) is a run or
 /// a phase even when a file of that name happens to be in the current folder.
-fn names_a_file(word: &str) -> bool {
+pub(super) fn names_a_file(word: &str) -> bool {
     let path = std::path::Path::new(word);
     path.extension().is_some_and(|e| e == "kdl") || (word.contains('/') && path.is_file())
 }
@@ -196,7 +196,7 @@ pub(crate) fn show(args: &ShowArgs) -> Outcome {
     let runs = list_runs(&dir)
         .map_err(|e| Failure::usage(format!("cannot read {}: {e}", dir.display())))?;
     // `latest` names the latest run, as for `approve`.
-    let wanted = args.run.as_deref().filter(|id| *id != "latest");
+    let wanted = args.run.as_deref().filter(|id| *id != LATEST);
     let run = match wanted {
         None => runs.last(),
         Some(id) => runs.iter().find(|r| r.run_id == id),
@@ -549,6 +549,10 @@ fn merge_runs(runs_dir: &std::path::Path, args: &MergeArgs) -> Outcome {
 
 /// The run folders at `dir` or below it, up to `depth` levels down, in name order.
 fn find_runs(dir: &std::path::Path, depth: u32, out: &mut Vec<PathBuf>) {
+    // `latest` is another run's folder again (a link, or its copy in a downloaded artifact).
+    if dir.file_name().is_some_and(|name| name == LATEST) {
+        return;
+    }
     if dir.join(journal::FILE_NAME).is_file() {
         out.push(dir.to_owned());
         return;

@@ -12,6 +12,8 @@ pub(crate) enum RunError {
     RunFolder { runs: PathBuf, source: io::Error },
     /// The run's id could not be written into the state folder's lock.
     Lock(io::Error),
+    /// The runs folder's `latest` link could not be pointed at the new run.
+    Latest(io::Error),
     /// The run's journal, `pipeline.json` or `run.json` could not be started.
     Journal(io::Error),
     /// The journal or `run.json` could not be written while the run went on.
@@ -28,6 +30,7 @@ impl fmt::Display for RunError {
                 "cannot create a run folder in {}: {source}",
                 runs.display()
             ),
+            Self::Latest(e) => write!(f, "cannot point the runs folder's `latest` at the run: {e}"),
             Self::Lock(e) | Self::Journal(e) | Self::Records(e) => write!(f, "{e}"),
             Self::Dispatcher(what) => write!(f, "the event dispatcher {what}"),
         }

@@ -216,6 +216,7 @@ fn open(pipeline: &Pipeline, lock: &RunLock) -> Result<(Opening, Journal), RunEr
         source,
     })?;
     lock.set_run(&folder.run_id).map_err(RunError::Lock)?;
+    folder.mark_latest().map_err(RunError::Latest)?;
     super::isolation::remove_leftovers(&pipeline.workspace, &state_dir);
     let redactor = Arc::new(pipeline.redactor());
     let journal = Journal::open(&folder).map_err(RunError::Journal)?;

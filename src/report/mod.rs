@@ -5,6 +5,7 @@
 //! Events are expected to be redacted already (the engine applies `secret` redaction before it
 //! emits), so reporters write what they receive.
 
+pub(crate) mod html;
 mod junit;
 mod ndjson;
 mod plain;

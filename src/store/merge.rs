@@ -200,6 +200,8 @@ pub(crate) fn merge(
         &run, &sources, &owner, &pipeline, &phases, &joined, &first, &last,
     )
     .map_err(|e| MergeError(format!("cannot write {}: {e}", run.path.display())))?;
+    run.mark_latest()
+        .map_err(|e| MergeError(format!("cannot link {}: {e}", run.path.display())))?;
     Ok((run, joined))
 }
 

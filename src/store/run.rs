@@ -45,6 +45,20 @@ impl RunDir {
         unreachable!("some suffix is free")
     }
 
+    /// Points `<runs>/latest` at this run (a relative symlink, replaced through a rename), so that
+    /// `.helixflow/runs/latest/report.html` is the newest run's report whatever its id.
+    pub fn mark_latest(&self) -> io::Result<()> {
+        let Some(runs_dir) = self.path.parent() else {
+            return Ok(());
+        };
+        let tmp = runs_dir.join(format!(".{LATEST}-{}.tmp", std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&self.run_id, &tmp)?;
+        fs::rename(&tmp, runs_dir.join(LATEST)).inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })
+    }
+
     /// The folder of one attempt, created on demand: `phases/<phase>/attempt-<n>`.
     pub fn attempt_dir(&self, phase: &str, attempt: u32) -> io::Result<PathBuf> {
         let phase_dir = self.phase_dir(phase);
@@ -84,6 +98,10 @@ pub(crate) fn folder_name(phase: &str) -> String {
     }
 }
 
+/// The name of the link to the newest run in a runs folder, and the word `show`, `report`,
+/// `approve` and `reject` take for it.
+pub(crate) const LATEST: &str = "latest";
+
 /// Writes a file through a temporary sibling, synced to the disk, and a rename.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
@@ -98,6 +116,8 @@ pub(crate) fn list_runs(runs_dir: &Path) -> io::Result<Vec<RunDir>> {
     let mut runs: Vec<RunDir> = match fs::read_dir(runs_dir) {
         Ok(entries) => entries
             .filter_map(Result::ok)
+            // `latest` is a link to one of the others, and `.latest-*.tmp` one on its way.
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter(|e| e.path().join("run.json").is_file())
             .map(|e| RunDir {
                 run_id: e.file_name().to_string_lossy().into_owned(),
@@ -168,6 +188,25 @@ mod tests {
             ids,
             ["20260101-000000", "20260101-000000-2", "20260101-000000-10"]
         );
+    }
+
+    #[test]
+    fn latest_points_at_the_newest_run_and_is_not_listed_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..2 {
+            let run = RunDir::create(dir.path()).unwrap();
+            std::fs::write(run.path.join("run.json"), "{}").unwrap();
+            run.mark_latest().unwrap();
+            assert_eq!(
+                std::fs::read_link(dir.path().join(LATEST)).unwrap(),
+                Path::new(&run.run_id)
+            );
+            assert!(dir.path().join(LATEST).join("run.json").is_file());
+        }
+        let listed = list_runs(dir.path()).unwrap();
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().all(|run| run.run_id != LATEST));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
     }
 
     #[test]

@@ -48,8 +48,7 @@ while [ ! -f b-daemon.txt ]; do sleep 0.1; done
 "#;
 
 fn events(workspace: &Path) -> Vec<Value> {
-    let started = std::fs::read_dir(workspace.join(".helixflow/runs"))
-        .is_ok_and(|mut runs| runs.next().is_some());
+    let started = !common::run_folders(&workspace.join(".helixflow/runs")).is_empty();
     if !started {
         return Vec::new();
     }

@@ -496,12 +496,7 @@ phase "a" {
     );
     assert_eq!(code, 0, "{stderr}");
     let runs = dir.path().join(".helixflow/runs");
-    let run = std::fs::read_dir(&runs)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run = crate::common::run_folders(&runs).remove(0);
     let bundle = run.join("phases/a/bundle.hxb");
     assert!(
         std::fs::metadata(&bundle).unwrap().len() > 100_000_000,

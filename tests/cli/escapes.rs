@@ -49,11 +49,7 @@ phase "b" {
         .run()
         .code(1);
     let runs = test.path().join(".helixflow/runs");
-    let mut folders: Vec<_> = std::fs::read_dir(&runs)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    folders.sort();
+    let folders = crate::common::run_folders(&runs);
     let feedback = std::fs::read_to_string(
         folders
             .last()

@@ -209,6 +209,8 @@ struct Runner {
     folders: Vec<tempfile::TempDir>,
     /// Each job's result (`success` or `failure`) and clone.
     results: BTreeMap<String, (String, PathBuf)>,
+    /// The outputs of the steps of the job under way that have an `id`, by `<id>.<output>`.
+    outputs: BTreeMap<String, String>,
 }
 
 impl Runner {
@@ -222,6 +224,7 @@ impl Runner {
             artifacts: tempfile::tempdir().unwrap(),
             folders: Vec::new(),
             results: BTreeMap::new(),
+            outputs: BTreeMap::new(),
         }
     }
 
@@ -295,6 +298,13 @@ impl Runner {
             if !runs {
                 continue;
             }
+            let mut env = env.clone();
+            if let Some(vars) = step["env"].as_hash() {
+                for (k, v) in vars {
+                    let value = self.expression(v.as_str().unwrap(), &env);
+                    env.insert(k.as_str().unwrap().to_owned(), value);
+                }
+            }
             let ok = if let Some(uses) = step["uses"].as_str() {
                 let with = |key: &str| step["with"][key].as_str().map(|v| self.expression(v, &env));
                 match uses.split('@').next().unwrap() {
@@ -302,12 +312,20 @@ impl Runner {
                         clone(&self.repo, &clone_dir);
                         true
                     }
-                    "actions/upload-artifact" => self.upload(
-                        &clone_dir,
-                        &with("name").unwrap(),
-                        &with("path").unwrap(),
-                        with("if-no-files-found").as_deref() == Some("error"),
-                    ),
+                    "actions/upload-artifact" => {
+                        let name = with("name").unwrap();
+                        let uploaded = self.upload(
+                            &clone_dir,
+                            &name,
+                            &with("path").unwrap(),
+                            with("if-no-files-found").as_deref() == Some("error"),
+                        );
+                        if let Some(id) = step["id"].as_str() {
+                            self.outputs
+                                .insert(format!("{id}.artifact-url"), format!("artifact:{name}"));
+                        }
+                        uploaded
+                    }
                     "actions/download-artifact" => self.download(
                         &clone_dir,
                         with("name"),
@@ -318,6 +336,8 @@ impl Runner {
                 }
             } else if step["name"].as_str() == Some("Install helixflow") {
                 true
+            } else if step["name"].as_str() == Some("Link the report from the summary") {
+                Self::shell(step["run"].as_str().expect("a run step"), &clone_dir, &env)
             } else if let Some(dir) = step["working-directory"].as_str() {
                 let name = step["name"].as_str().unwrap_or_default();
                 assert!(name.starts_with("Set up: "), "a shell step: {name}");
@@ -348,6 +368,11 @@ impl Runner {
                 env[name].clone()
             } else if inner == "runner.temp" {
                 env["RUNNER_TEMP"].clone()
+            } else if let Some(output) = inner
+                .strip_prefix("steps.")
+                .and_then(|rest| rest.split_once(".outputs."))
+            {
+                self.outputs[&format!("{}.{}", output.0, output.1)].clone()
             } else {
                 panic!("an expression this runner does not know: {inner}")
             };
@@ -383,16 +408,41 @@ impl Runner {
         found
     }
 
+    /// The files of `path` (one pattern a line; a line `!PATTERN/**` leaves out what is below
+    /// PATTERN), symlinks followed as Actions follows them.
     fn upload(&self, clone: &Path, name: &str, path: &str, required: bool) -> bool {
-        let found = Self::expand(clone, path);
+        let (excluded, included): (Vec<&str>, Vec<&str>) = path
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .partition(|line| line.starts_with('!'));
+        let excluded: Vec<PathBuf> = excluded
+            .iter()
+            .map(|line| {
+                let pattern = line[1..].strip_suffix("/**").expect("`!FOLDER/**`");
+                Self::expand(clone, pattern)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default()
+            })
+            .collect();
+        let found: Vec<PathBuf> = included
+            .iter()
+            .flat_map(|pattern| Self::expand(clone, pattern))
+            .filter(|found| !excluded.iter().any(|ex| found.starts_with(ex)))
+            .collect();
         if found.is_empty() {
             return !required;
         }
         let into = self.artifacts.path().join(name);
         assert!(!into.exists(), "artifact {name} uploaded twice");
+        assert!(
+            found.len() == 1 || found.iter().all(|f| !f.is_dir()),
+            "{found:?}"
+        );
         for source in found {
             if source.is_dir() {
-                copy_dir(&source, &into);
+                copy_dir_but(&source, &into, &excluded);
             } else {
                 std::fs::create_dir_all(&into).unwrap();
                 std::fs::copy(&source, into.join(source.file_name().unwrap())).unwrap();
@@ -539,6 +589,23 @@ fn split_words(line: &str, env: &BTreeMap<String, String>) -> Vec<String> {
     words
 }
 
+/// `copy_dir`, following symlinks, without what is below `excluded`.
+fn copy_dir_but(from: &Path, to: &Path, excluded: &[PathBuf]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        if excluded.iter().any(|ex| path.starts_with(ex)) {
+            continue;
+        }
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir_but(&path, &target, excluded);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -553,11 +620,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn latest_run(workspace: &Path) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(workspace.join(".helixflow/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
+    let mut runs = crate::common::run_folders(&workspace.join(".helixflow/runs"));
     runs.pop().expect("a run")
 }
 
@@ -664,6 +727,27 @@ fn the_exported_jobs_run_in_fresh_clones_end_as_one_local_run_does() {
     let junit =
         std::fs::read_to_string(runner.artifacts.path().join("helixflow-junit/junit.xml")).unwrap();
     assert!(junit.contains(r#"<testsuite name="final""#), "{junit}");
+    // The HTML report of the joined run, uploaded and linked from the job's summary.
+    let report =
+        std::fs::read_to_string(runner.artifacts.path().join("helixflow-report/report.html"))
+            .unwrap();
+    for phase in ["plan", "left", "right", "final"] {
+        assert!(
+            report.contains(&format!("<span class=\"pname\">{phase}</span>")),
+            "{phase}"
+        );
+    }
+    let summary =
+        std::fs::read_to_string(runner.folders.last().unwrap().path().join("summary.md")).unwrap();
+    assert!(
+        summary.contains("[report.html](artifact:helixflow-report)"),
+        "{summary}"
+    );
+    // The journals hold each run once: not again through the `latest` link.
+    for entry in std::fs::read_dir(runner.artifacts.path()).unwrap() {
+        let artifact = entry.unwrap().path();
+        assert!(!artifact.join("latest").exists(), "{}", artifact.display());
+    }
 }
 
 /// What the phases need besides helixflow (the agent's CLI, the project's test dependencies) is

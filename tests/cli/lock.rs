@@ -175,9 +175,7 @@ fn a_second_run_stops_at_once_naming_the_live_run_and_starts_nothing() {
     );
     assert_eq!(calls(&test), 1, "the refused run started the phase again");
     assert_eq!(
-        std::fs::read_dir(test.path().join(".helixflow/runs"))
-            .unwrap()
-            .count(),
+        crate::common::run_folders(&test.path().join(".helixflow/runs")).len(),
         1,
         "the refused run made a run folder"
     );

@@ -34,6 +34,7 @@ mod mcp;
 mod misc;
 mod prompts;
 mod remote_imports;
+mod report;
 mod run;
 mod scope_protect;
 mod secrets;

@@ -418,13 +418,7 @@ fn a_retry_continues_its_own_session_never_a_verifier_s_or_a_sibling_s() {
     let again = recorded(&test, "worker", "a", 1);
     assert_eq!(again["argv"][0], "--id");
     let first_run_id = std::fs::read_to_string(
-        test.path()
-            .join(".helixflow/runs")
-            .read_dir()
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .min()
-            .unwrap()
+        common::run_folders(&test.path().join(".helixflow/runs"))[0]
             .join("phases/a/attempt-1/invocation.json"),
     )
     .unwrap();

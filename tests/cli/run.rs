@@ -1579,12 +1579,11 @@ fn runs_and_show_keep_working_while_the_pipeline_has_errors() {
         "pipeline \"p\" {\n    state-dir \"state\"\n}\nphase \"a\" {\n    run \"true\"\n}\n";
     let test = Test::new().pipeline(valid);
     test.with_args(&["run", "--no-progress"]).run().code(0);
-    let run_id = std::fs::read_dir(test.path().join("state/runs"))
-        .unwrap()
-        .next()
+    let run_id = common::run_folders(&test.path().join("state/runs"))
+        .first()
         .expect("a run in the state-dir")
-        .unwrap()
         .file_name()
+        .unwrap()
         .to_string_lossy()
         .into_owned();
     // A lint error, then a syntax error (a brace never closed), as while editing the file.

@@ -40,12 +40,7 @@ phase "a" {
         .run()
         .code(0);
     let runs = test.path().join(".helixflow/runs");
-    let run = std::fs::read_dir(&runs)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run = crate::common::run_folders(&runs).remove(0);
     let journal = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
     assert!(journal.contains("\"models\""), "{journal}");
     assert!(journal.contains("[REDACTED:TOKEN]"), "{journal}");

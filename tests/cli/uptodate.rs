@@ -439,11 +439,8 @@ fn recorded(workspace: &Path) -> BTreeSet<String> {
 /// Every phase any run's journal shows as passed.
 fn journalled_passes(workspace: &Path) -> BTreeSet<String> {
     let mut passed = BTreeSet::new();
-    let Ok(runs) = std::fs::read_dir(workspace.join(".helixflow/runs")) else {
-        return passed;
-    };
-    for run in runs.flatten() {
-        let journal = std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default();
+    for run in crate::common::run_folders(&workspace.join(".helixflow/runs")) {
+        let journal = std::fs::read_to_string(run.join("events.jsonl")).unwrap_or_default();
         for line in journal.lines() {
             let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;

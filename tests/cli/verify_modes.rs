@@ -266,16 +266,12 @@ phase "a" {
 fn wait_for_request(workspace: &Path, attempt: u32) -> String {
     let start = Instant::now();
     loop {
-        if let Some(run) = std::fs::read_dir(workspace.join(".helixflow/runs"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(Result::ok)
+        if let Some(run) = common::run_folders(&workspace.join(".helixflow/runs")).pop()
             && run
-                .path()
                 .join(format!("phases/a/attempt-{attempt}/approval-request.json"))
                 .is_file()
         {
-            return run.file_name().to_string_lossy().into_owned();
+            return run.file_name().unwrap().to_string_lossy().into_owned();
         }
         assert!(
             start.elapsed() < Duration::from_mins(1),
@@ -407,12 +403,9 @@ fn a_plain_report_says_the_run_awaits_approval_and_how_to_give_it() {
         .map(Result::unwrap)
         .find(|line| line.contains("awaiting approval"))
         .expect("a line saying the run awaits approval");
-    let run_id = std::fs::read_dir(test.path().join(".helixflow/runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
+    let run_id = common::run_folders(&test.path().join(".helixflow/runs"))[0]
         .file_name()
+        .unwrap()
         .to_string_lossy()
         .into_owned();
     assert_eq!(

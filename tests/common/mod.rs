@@ -244,21 +244,37 @@ pub(crate) fn redact(text: &str, dir: &Path) -> String {
 /// The newest run folder of `workspace` (`.helixflow/runs/<id>`). A second run in the same second
 /// gets the id `<stamp>-N`: ordered by N, not as text, so `-10` comes after `-9`.
 pub(crate) fn latest_run(workspace: &Path) -> PathBuf {
-    let mut runs: Vec<(String, u64, PathBuf)> =
-        std::fs::read_dir(workspace.join(".helixflow/runs"))
-            .expect("a runs folder")
-            .map(|entry| {
-                let path = entry.expect("a readable runs folder").path();
-                let id = path.file_name().unwrap().to_string_lossy().into_owned();
-                let (stamp, n) = match id.match_indices('-').nth(1) {
-                    Some((at, _)) => (id[..at].to_owned(), id[at + 1..].parse().unwrap_or(0)),
-                    None => (id.clone(), 0),
-                };
-                (stamp, n, path)
-            })
-            .collect();
+    let mut runs: Vec<(String, u64, PathBuf)> = run_folders(&workspace.join(".helixflow/runs"))
+        .into_iter()
+        .map(|path| {
+            let id = path.file_name().unwrap().to_string_lossy().into_owned();
+            let (stamp, n) = match id.match_indices('-').nth(1) {
+                Some((at, _)) => (id[..at].to_owned(), id[at + 1..].parse().unwrap_or(0)),
+                None => (id.clone(), 0),
+            };
+            (stamp, n, path)
+        })
+        .collect();
     runs.sort();
     runs.pop().expect("a run").2
+}
+
+/// The run folders in a runs folder (`.helixflow/runs`), in name order: every entry but the
+/// `latest` link to the newest one. Empty when there is no runs folder yet.
+pub(crate) fn run_folders(runs: &Path) -> Vec<PathBuf> {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(runs)
+        .map(|entries| {
+            entries
+                .map(|entry| entry.expect("a readable runs folder").path())
+                .filter(|path| {
+                    let name = path.file_name().unwrap().to_string_lossy();
+                    name != "latest" && !name.starts_with('.')
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    folders.sort();
+    folders
 }
 
 /// A phase's entry in the `run.json` of the newest run.

@@ -34,7 +34,7 @@ use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use read::Bundle;
+pub(crate) use read::{Bundle, contents};
 pub(crate) use write::{Source, create};
 
 /// The bundle's file name in a phase's folder of the run.

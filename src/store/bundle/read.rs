@@ -114,6 +114,41 @@ pub(super) fn scan(
     reader: impl Read,
     on_file: &mut dyn FnMut(&FileChange, Contents<'_>) -> io::Result<()>,
 ) -> Result<Scanned, String> {
+    scan_until(reader, on_file, false)
+}
+
+/// The contents after of the files a bundle creates or modifies, by path, each cut to its first
+/// `keep` bytes (symlinks: their targets), with its manifest. The walk stops where the files end:
+/// the journal after them is not read.
+pub(crate) fn contents(
+    path: &Path,
+    keep: usize,
+) -> Result<(Manifest, BTreeMap<String, Vec<u8>>), ReadError> {
+    let file = open(path).map_err(|e| ReadError(format!("cannot read {}: {e}", path.display())))?;
+    let mut kept = BTreeMap::new();
+    let mut on_file = |change: &FileChange, contents: Contents<'_>| {
+        let bytes = match contents {
+            Contents::Symlink(target) => target.to_vec(),
+            Contents::File(reader) => {
+                let mut bytes = Vec::new();
+                reader.take(keep as u64).read_to_end(&mut bytes)?;
+                bytes
+            }
+        };
+        kept.insert(change.path.clone(), bytes);
+        Ok(())
+    };
+    let scanned = scan_until(io::BufReader::new(file), &mut on_file, true)
+        .map_err(|e| ReadError(format!("{} is not a readable bundle: {e}", path.display())))?;
+    Ok((scanned.manifest, kept))
+}
+
+/// [`scan`], stopping at the first entry after the files when `files_only`.
+fn scan_until(
+    reader: impl Read,
+    on_file: &mut dyn FnMut(&FileChange, Contents<'_>) -> io::Result<()>,
+    files_only: bool,
+) -> Result<Scanned, String> {
     let mut archive = tar::Archive::new(reader);
     // Raw entries: the tar crate would otherwise read a GNU long name or a PAX header of any
     // size into memory before we see it.
@@ -182,6 +217,7 @@ pub(super) fn scan(
             }
             None => return Err(format!("the first entry is {name}, not {MANIFEST}")),
             Some(_) if name == MANIFEST => return Err(format!("two {MANIFEST} entries")),
+            Some(_) if files_only && !name.starts_with(FILES) => break,
             Some(state) => state.entry(&name, item, &mut entry, on_file)?,
         }
     }
