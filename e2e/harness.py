@@ -208,7 +208,9 @@ class Result:
     workspace: Path
 
     def run_dir(self) -> Path:
-        runs = sorted((self.workspace / ".helixflow" / "runs").iterdir())
+        folder = self.workspace / ".helixflow" / "runs"
+        # `latest` links to the newest run; the runs are the folders.
+        runs = sorted(p for p in folder.iterdir() if not p.is_symlink())
         return runs[-1]
 
     def run_json(self) -> dict:

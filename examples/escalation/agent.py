@@ -31,7 +31,8 @@ COST = {"claude-sonnet": 0.04, "claude-opus": 0.60}
 
 def day():
     runs = Path(os.environ["HELIXFLOW_RUN_DIR"]).parent
-    return sum(1 for run in runs.iterdir() if run.is_dir())
+    # `latest` is a link to the newest run, not a run of its own.
+    return sum(1 for run in runs.iterdir() if run.is_dir() and not run.is_symlink())
 
 
 def passes(model, attempt):
