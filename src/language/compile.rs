@@ -213,6 +213,7 @@ impl Compiler<'_> {
             self.diagnostics,
         );
         check::worktrees_outside_git(&pipeline, self.loader, self.diagnostics);
+        super::run_time::agents_outside_for_each(&pipeline, self.diagnostics);
         Some(pipeline)
     }
 
@@ -572,6 +573,8 @@ impl Compiler<'_> {
             }
         };
         let body = base.overlay(own).fill_from(defaults);
+        super::run_time::check_body(&body, &name, self.diagnostics);
+        let for_each = super::run_time::for_each(&body);
         let prompt_includes = match &body.prompt {
             Some(prompt) => {
                 // A parameter the phase does not give is reported already (HF501); its uses in
@@ -591,7 +594,7 @@ impl Compiler<'_> {
                     loader: self.loader,
                     workspace: workspace.to_owned(),
                 }
-                .check_prompt(&name.value, prompt, &vars)
+                .check_prompt(&name.value, prompt, &vars, for_each.is_some())
             }
             None => BTreeMap::new(),
         };
@@ -662,6 +665,9 @@ impl Compiler<'_> {
             max_cost: body.max_cost,
             transient_retries: body.transient_retries.unwrap_or(DEFAULT_TRANSIENT_RETRIES),
             max_turns: body.max_turns,
+            for_each,
+            generates: body.run_time.generates.map(|g| g.value),
+            made_by: None,
             spans: crate::model::PhaseSpans {
                 verify: body.verify.map(|v| v.span),
                 scope: body.scope.iter().map(|s| s.span).collect(),

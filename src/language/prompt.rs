@@ -250,6 +250,8 @@ impl Place {
 /// One prompt's check: the phase it belongs to and what is found along the way.
 struct PromptCheck<'p> {
     phase: &'p str,
+    /// Whether the phase has `for-each`, and so an `item`.
+    items: bool,
     vars: &'p BTreeMap<String, String>,
     env: Environment<'static>,
     /// Whether each filter or test name exists, asked once.
@@ -266,9 +268,11 @@ impl Decoder<'_> {
         phase: &str,
         prompt: &PromptDecl,
         vars: &BTreeMap<String, String>,
+        items: bool,
     ) -> BTreeMap<String, String> {
         let mut check = PromptCheck {
             phase,
+            items,
             vars,
             env: prompt_environment(&BTreeMap::new()),
             known: HashMap::new(),
@@ -340,6 +344,7 @@ impl Decoder<'_> {
         // A name the template assigns anywhere counts as defined: MiniJinja's analysis scopes
         // `{% set %}` inside `{% if %}` to the block, where rendering does not.
         let defined = PROMPT_VARIABLES.contains(&root)
+            || (check.items && root == "item")
             || check.vars.contains_key(root)
             || outer.contains(root)
             || uses.assigned.contains(root)
@@ -351,6 +356,21 @@ impl Decoder<'_> {
                 .find(|(name, _, _)| name == root)
                 .and_then(|(_, _, range)| range.clone());
             let span = name_in(text, place, at, root);
+            if root == "item" && !check.vars.contains_key(root) {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        &rules::ITEM_OUTSIDE_FOR_EACH,
+                        span,
+                        format!(
+                            "the prompt of phase \"{}\" uses `item`, and the phase has no `for-each`",
+                            check.phase
+                        ),
+                    )
+                    .label("no item here")
+                    .help(rules::ITEM_OUTSIDE_FOR_EACH.help),
+                );
+                return;
+            }
             let candidates = PROMPT_VARIABLES
                 .iter()
                 .copied()
@@ -507,6 +527,10 @@ impl Decoder<'_> {
         };
         for (arg, at) in args {
             for placeholder in placeholders(&arg.value) {
+                // Replaced in the phases of `for-each` items; elsewhere reported per phase.
+                if super::item::uses_item(&arg.value[placeholder.range.clone()]) {
+                    continue;
+                }
                 let span =
                     text_span(&arg.value, *at, placeholder.range.clone()).unwrap_or(arg.span);
                 let word: &str = placeholder

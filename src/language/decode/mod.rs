@@ -184,8 +184,20 @@ impl Decoder<'_> {
         }
     }
 
-    /// Checks that a glob is not empty, compiles, names files and stays inside the workspace.
+    /// Checks that a glob is not empty, compiles, names files and stays inside the workspace. An
+    /// item placeholder of a `for-each` phase stands for one plain name here (its value is
+    /// escaped when the item's phase is made).
     pub(crate) fn glob(&mut self, value: &Spanned<String>) {
+        let neutral;
+        let value = if crate::language::item::uses_item(&value.value) {
+            neutral = Spanned::new(
+                crate::language::item::neutral(&value.value).into_owned(),
+                value.span,
+            );
+            &neutral
+        } else {
+            value
+        };
         if self.empty(
             value,
             "an empty glob matches no file",
