@@ -143,6 +143,11 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The phase with this id: one of the pipeline's, or one made while the run goes on.
+    pub(crate) fn phase(&self, id: PhaseId) -> &Phase {
+        self.state.phases.get(id)
+    }
+
     /// Sends an event to the journal and the reporters.
     pub(crate) fn emit(&self, event: Event) {
         self.state.events.emit(event);
@@ -156,17 +161,16 @@ impl Run {
     /// The phases that ran at some time during the attempt of `id` under way, in pipeline
     /// order; none for an isolated phase.
     pub(crate) fn phases_alongside(&self, id: PhaseId) -> Vec<&Phase> {
-        let pipeline = &self.ctx.pipeline;
         // An attempt in a worktree of its own sees no other phase's changes: every change there
         // is its own, whatever other phases claim.
-        if pipeline[id].isolation == crate::model::Isolation::Worktree {
+        if self.phase(id).isolation == crate::model::Isolation::Worktree {
             return Vec::new();
         }
         self.state
             .alongside
             .of(id)
             .into_iter()
-            .map(|other| &pipeline[other])
+            .map(|other| self.phase(other))
             .collect()
     }
 }

@@ -6,6 +6,7 @@ mod approver;
 mod attempt;
 pub(crate) mod check;
 mod context;
+mod expand;
 pub(crate) mod control;
 pub(crate) mod fingerprint;
 mod isolation;

@@ -115,6 +115,9 @@ pub(crate) enum Reason {
     /// Phases it depends on have no record of a pass now (they failed, or were interrupted, since
     /// it passed) and do not run in this run.
     UpstreamNotPassed { phases: Vec<String> },
+    /// A `for-each` phase: its items are read once it is ready, and each is up to date or runs
+    /// on its own.
+    ForEach,
     /// A run that is live has not finished it (it is running, or has not started yet): a new
     /// run waits for that one to end (or stops at once), and then continues it.
     Running { run_id: String, pid: u32 },
@@ -181,6 +184,9 @@ impl fmt::Display for Reason {
             Reason::UpstreamNotPassed { phases } => {
                 write!(f, "upstream has no record of a pass: {}", list(phases))
             }
+            Reason::ForEach => f.write_str(
+                "its items are read once it is ready; each is up to date or runs on its own",
+            ),
             Reason::Running { run_id, pid } => {
                 write!(
                     f,
@@ -255,6 +261,11 @@ pub(crate) struct PhasePlan {
     /// not change: `run` writes it back.
     #[serde(skip)]
     pub restamped: Option<PhaseRecord>,
+    /// Up to date as far as is known before the run, but downstream of work made while it runs
+    /// (a `for-each` phase, a planner): decided once its dependencies are, and up to date only
+    /// if none of them ran.
+    #[serde(skip)]
+    pub deferred: bool,
 }
 
 impl PhasePlan {
@@ -309,10 +320,83 @@ pub(crate) fn plan(
             read: HashMap::new(),
         },
     };
+    // Phases downstream of work made while the run goes on are decided once their
+    // dependencies are.
+    let mut made_upstream = vec![false; pipeline.phases.len()];
+    for &i in &everything {
+        let phase = &pipeline.phases[i];
+        made_upstream[i] = phase.depends_on.iter().any(|d| {
+            pipeline.phase_id(&d.value).is_some_and(|d| {
+                let dependency = &pipeline[d];
+                made_upstream[d.index()]
+                    || dependency.for_each.is_some()
+                    || dependency.generates.is_some()
+            })
+        });
+    }
     everything
         .into_iter()
         .filter(|&i| is_selected[i])
-        .map(|i| planner.phase_plan(i, ids[i]))
+        .map(|i| {
+            let mut plan = planner.phase_plan(&pipeline.phases[i], ids[i]);
+            plan.deferred = plan.is_up_to_date() && made_upstream[i];
+            plan
+        })
+        .collect()
+}
+
+/// The plan of phases made while the run goes on (the items of a `for-each` phase, the phases a
+/// planner wrote), in the order given, each after its dependencies. `ran` names the phases that
+/// ran in this run so far: a phase that depends on one runs too.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "what plan() reads, and the phases run so far"
+)]
+pub(crate) fn plan_made(
+    pipeline: &Pipeline,
+    made: &[(PhaseId, &Phase)],
+    force: &Force,
+    records: &Records,
+    redactor: &Redactor,
+    exclude: &[PathBuf],
+    previous: Option<&RunSummary>,
+    ran: &BTreeSet<String>,
+) -> Vec<PhasePlan> {
+    let mut from = BTreeSet::new();
+    if let Some(start) = &force.from {
+        from.insert(start.as_str());
+    }
+    let mut planner = Planner {
+        pipeline,
+        force,
+        redactor,
+        exclude,
+        previous,
+        from,
+        will_run: ran.iter().map(String::as_str).collect(),
+        records: RecordCache {
+            records,
+            read: HashMap::new(),
+        },
+    };
+    made.iter()
+        .map(|&(id, phase)| {
+            // Downstream of `--from`: a phase made by one it selects.
+            let made_by = match &phase.made_by {
+                Some(crate::model::MadeBy::Item { of, .. }) => Some(of.as_str()),
+                Some(crate::model::MadeBy::Generated { by }) => Some(by.as_str()),
+                None => None,
+            };
+            if made_by.is_some_and(|by| planner.from.contains(by))
+                || phase
+                    .depends_on
+                    .iter()
+                    .any(|d| planner.from.contains(d.value.as_str()))
+            {
+                planner.from.insert(phase.name.value.as_str());
+            }
+            planner.phase_plan(phase, id)
+        })
         .collect()
 }
 
@@ -371,13 +455,24 @@ struct Planner<'a> {
     records: RecordCache<'a>,
 }
 
-impl Planner<'_> {
-    /// The plan of the phase at `index`; its dependencies are planned already.
-    fn phase_plan(&mut self, index: usize, id: PhaseId) -> PhasePlan {
-        let pipeline = self.pipeline;
-        let phase = &pipeline.phases[index];
+impl<'a> Planner<'a> {
+    /// The plan of `phase`; its dependencies are planned already.
+    fn phase_plan(&mut self, phase: &'a Phase, id: PhaseId) -> PhasePlan {
         let name = phase.name.value.as_str();
         let mut reasons = self.asked_for(phase);
+        if phase.for_each.is_some() {
+            // Its items are planned once they are known; the phase itself is not a reason for
+            // its dependents to run.
+            reasons.push(Reason::ForEach);
+            return PhasePlan {
+                phase: name.to_owned(),
+                id,
+                up_to_date: None,
+                reasons,
+                restamped: None,
+                deferred: false,
+            };
+        }
         let upstream_runs: Vec<String> = phase
             .depends_on
             .iter()
@@ -413,6 +508,7 @@ impl Planner<'_> {
             up_to_date,
             reasons,
             restamped,
+            deferred: false,
         }
     }
 
@@ -420,7 +516,15 @@ impl Planner<'_> {
     fn asked_for(&self, phase: &Phase) -> Vec<Reason> {
         let name = phase.name.value.as_str();
         let mut reasons = Vec::new();
-        if self.force.all || self.force.phases.iter().any(|p| p == name) {
+        // `--force migrate` forces every item of `migrate`.
+        let of = phase.item_of();
+        if self.force.all
+            || self
+                .force
+                .phases
+                .iter()
+                .any(|p| p == name || Some(p.as_str()) == of)
+        {
             reasons.push(Reason::Forced);
         }
         if self.from.contains(name) {

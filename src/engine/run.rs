@@ -91,7 +91,7 @@ pub(crate) async fn execute(
     let run = Arc::new(Run {
         state: RunState::new(
             Events::new(sender, opening.redactor),
-            ctx.pipeline.retry_budget,
+            &ctx.pipeline,
         ),
         ctx,
     });

@@ -75,7 +75,7 @@ struct AttemptResult {
 /// spending `retries` or the run's `retry-budget` (up to `transient-retries`); a fatal one ends
 /// the phase at once; before each attempt the `max-cost` budgets are checked.
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
-    let phase = &run.ctx.pipeline[id];
+    let phase = &run.phase(id);
     let _running = PhaseRunning::start(&run.state.alongside, id);
     // From here on, the phases running alongside are noted: their changes are not this phase's.
     // The window spans every attempt, as the verdict covers what they changed together.
@@ -176,7 +176,7 @@ async fn attempt_once(
         max_attempts,
     } = number;
     run.emit(Event::AttemptStarted {
-        phase: run.ctx.pipeline[id].name.value.clone(),
+        phase: run.phase(id).name.value.clone(),
         attempt,
         max_attempts,
     });
@@ -196,7 +196,7 @@ async fn attempt_once(
         Err(e) => conclude::fatal(format!("helixflow could not run the attempt: {e}")),
     };
     if let Some(reason) = &result.fatal {
-        let phase = &run.ctx.pipeline[id];
+        let phase = &run.phase(id);
         conclude::could_not_run(run, phase, attempt, max_attempts, started, reason);
     }
     result
@@ -320,7 +320,7 @@ impl<'s> Attempt<'s> {
         number: u32,
         max_attempts: u32,
     ) -> std::io::Result<Attempt<'s>> {
-        let phase = &run.ctx.pipeline[id];
+        let phase = &run.phase(id);
         let worktree = if phase.isolation == Isolation::Worktree {
             Some(Worktree::create(run, phase, number).await?)
         } else {
