@@ -294,11 +294,28 @@ impl Pipeline {
         (0..self.phases.len()).map(PhaseId)
     }
 
-    /// The phases a run selects: those named in `only`, or every phase when it is empty.
+    /// The phases a run selects: those named in `only`, or every phase when it is empty. Naming
+    /// an item (`migrate[parser]`) selects its `for-each` phase (which then makes that item only).
     pub(crate) fn select(&self, only: &[String]) -> Vec<PhaseId> {
         self.phase_ids()
-            .filter(|&id| only.is_empty() || only.contains(&self[id].name.value))
+            .filter(|&id| {
+                let name = &self[id].name.value;
+                only.is_empty()
+                    || only.contains(name)
+                    || only
+                        .iter()
+                        .any(|o| split_item_name(o).is_some_and(|(of, _)| of == name))
+            })
             .collect()
+    }
+
+    /// Whether `name` names a phase: one of the pipeline's, or an item of a `for-each` phase
+    /// (`migrate[parser]`), whose items are known only once it runs.
+    pub fn names_phase(&self, name: &str) -> bool {
+        self.phase(name).is_some()
+            || split_item_name(name).is_some_and(|(of, key)| {
+                !key.is_empty() && self.phase(of).is_some_and(|p| p.for_each.is_some())
+            })
     }
 }
 

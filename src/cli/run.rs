@@ -85,7 +85,7 @@ fn force(args: &Args, pipeline: &Pipeline) -> Result<Force, String> {
     }
     let named = force.phases.iter().map(|n| ("--force", n));
     for (option, name) in named.chain(force.from.iter().map(|n| ("--from", n))) {
-        if pipeline.phase(name).is_none() {
+        if !pipeline.names_phase(name) {
             let names = pipeline.phases.iter().map(|p| p.name.value.as_str());
             return Err(match did_you_mean(name, names) {
                 Some(s) => format!("{option}: no phase \"{name}\"; did you mean \"{s}\"?"),
@@ -322,7 +322,7 @@ pub(super) fn kill_grace() -> Result<std::time::Duration, String> {
 
 fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     for name in only {
-        if pipeline.phase(name).is_none() {
+        if !pipeline.names_phase(name) {
             let names = pipeline.phases.iter().map(|p| p.name.value.as_str());
             return Err(match did_you_mean(name, names) {
                 Some(s) => format!("--only: no phase \"{name}\"; did you mean \"{s}\"?"),

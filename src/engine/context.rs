@@ -129,6 +129,8 @@ pub(crate) struct RunContext {
     /// The unfinished run this one continues: a phase that did not pass there is judged from
     /// where it started there (its `start.json`).
     pub resumes: Option<Resumed>,
+    /// That run's summary, for the plans of the phases made while this one goes on.
+    pub previous: Option<crate::store::run_json::RunSummary>,
     /// The parts of the workspace's git repository no agent or verifier may change.
     pub repository: crate::workspace::RepositoryGuard,
     /// Whether agents and steps are started from the blocking pool: when more may run at once

@@ -398,7 +398,7 @@ fn inside(template: &str, made: &str) -> Result<(), String> {
     }
     match escape_problem(made) {
         Some(problem) => Err(format!(
-            "`{template}` becomes {} for this item, which {problem}",
+            "turns `{template}` into {}, which {problem}",
             crate::text::one_line(&format!("`{made}`"))
         )),
         None => Ok(()),
@@ -431,4 +431,81 @@ mod tests {
             "items 0 and 2 have the same key `a`: keys must be unique"
         );
     }
+}
+
+/// What a `for-each` phase became once it was ready.
+pub(crate) struct Made {
+    /// One phase per item, in the items' order.
+    pub phases: Vec<Phase>,
+    /// The items of an earlier run that are no longer in the list; their records are removed.
+    pub dropped: Vec<String>,
+}
+
+/// The phases of `template`'s items, read now, with the records of items no longer in the list
+/// removed. `Err` is why the phase fails before any item starts: its items cannot be read, or
+/// there are more than its `max-items`.
+pub(crate) fn make_items(run: &super::context::Run, template: &Phase) -> Result<Made, String> {
+    let Some(for_each) = &template.for_each else {
+        return Ok(Made {
+            phases: Vec::new(),
+            dropped: Vec::new(),
+        });
+    };
+    let ctx = &run.ctx;
+    let items = items(&ctx.pipeline.workspace, &ctx.excluded, for_each)?;
+    if items.len() > for_each.max_items as usize {
+        return Err(format!(
+            "{} items, more than its `max-items` of {}: no item started",
+            items.len(),
+            for_each.max_items
+        ));
+    }
+    // `--only migrate[parser]`: only the items named; the others are left as they are.
+    let name = &template.name.value;
+    let only: Vec<&str> = ctx
+        .options
+        .only
+        .iter()
+        .filter_map(|o| crate::model::split_item_name(o).filter(|(of, _)| of == name))
+        .map(|(_, key)| key)
+        .collect();
+    let picked = !only.is_empty() && !ctx.options.only.contains(name);
+    let mut phases = Vec::with_capacity(items.len());
+    for item in items {
+        if picked && !only.contains(&item.key.as_str()) {
+            continue;
+        }
+        let (index, key) = (item.index, item.key.clone());
+        phases.push(item_phase(template, item).map_err(|e| {
+            format!("item {index} ({}) {e}", shown(&key))
+        })?);
+    }
+    let dropped = if picked {
+        Vec::new()
+    } else {
+        dropped(run, name, &phases)
+    };
+    Ok(Made { phases, dropped })
+}
+
+/// The items of `of` with a record that are not among `phases`: their records are removed (a
+/// removal that fails is told).
+fn dropped(run: &super::context::Run, of: &str, phases: &[Phase]) -> Vec<String> {
+    let current: std::collections::HashSet<&str> =
+        phases.iter().map(|p| p.name.value.as_str()).collect();
+    let gone: Vec<String> = run
+        .ctx
+        .records
+        .items_of(of)
+        .into_iter()
+        .filter(|name| !current.contains(name.as_str()))
+        .collect();
+    for name in &gone {
+        if let Err(e) = run.ctx.records.remove(name) {
+            run.emit(crate::event::Event::Warning {
+                message: format!("cannot remove the record of the dropped item \"{name}\": {e}"),
+            });
+        }
+    }
+    gone
 }

@@ -40,10 +40,27 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
             "prompt-includes",
             "prompt_includes",
             "template",
+            "made-by",
         ] {
             fields.remove(key);
         }
         flatten("", &Value::Object(fields), &mut parts);
+    }
+    if let Some(item) = phase.item() {
+        // The item's value, once: the variables that carry it to shell commands follow from
+        // it, and its place in the list is not part of its work (a prompt that shows it
+        // changes with it).
+        parts.retain(|part, _| !part.starts_with("env.HELIXFLOW_ITEM"));
+        match &item.value {
+            Value::Object(fields) => {
+                for (field, value) in fields {
+                    parts.insert(format!("item.{field}"), text(value));
+                }
+            }
+            value => {
+                parts.insert("item".to_owned(), text(value));
+            }
+        }
     }
     if let Worker::Agent(name) = &phase.worker
         && let Some(agent) = pipeline.agents.get(&name.value)
@@ -64,6 +81,10 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
         }
     }
     let prompt = match phase.worker {
+        // A `for-each` phase's prompt is rendered for each item: its own is the template.
+        Worker::Agent(_) if phase.for_each.is_some() => {
+            phase.prompt.as_ref().map_or("", Prompt::text).to_owned()
+        }
         Worker::Agent(_) => fingerprint_prompt(phase)
             .unwrap_or_else(|e| format!("(the prompt cannot be rendered: {e})")),
         Worker::Run(_) => String::new(),
@@ -308,6 +329,34 @@ pub(crate) fn record(
         prompt_hash: definition.prompt_hash,
         inputs,
         outputs,
+        upstream,
+    }
+}
+
+/// The record of a `for-each` phase whose items all passed: its definition, its dependencies,
+/// and each item's fingerprint as an upstream of its own, so that its fingerprint (what its
+/// dependents record) changes when an item ran again, came or went.
+pub(crate) fn fan_out_record(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    run_id: &str,
+    redactor: &Redactor,
+    mut upstream: BTreeMap<String, String>,
+    items: BTreeMap<String, String>,
+) -> PhaseRecord {
+    let definition = definition(pipeline, phase, redactor);
+    upstream.extend(items);
+    PhaseRecord {
+        version: RECORD_VERSION,
+        phase: phase.name.value.clone(),
+        run_id: run_id.to_owned(),
+        fingerprint: digest(&definition, &BTreeMap::new(), &upstream),
+        definition: definition.parts,
+        template: definition.template,
+        prompt: definition.prompt,
+        prompt_hash: definition.prompt_hash,
+        inputs: BTreeMap::new(),
+        outputs: BTreeMap::new(),
         upstream,
     }
 }

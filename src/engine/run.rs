@@ -77,6 +77,7 @@ pub(crate) async fn execute(
     let ctx = RunContext {
         repository: crate::workspace::RepositoryGuard::new(&pipeline.workspace),
         resumes: resumed,
+        previous: opening.previous.clone(),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
@@ -106,13 +107,8 @@ pub(crate) async fn execute(
 
     let signals = tokio::spawn(watch_signals(run.clone()));
     let started = Instant::now();
-    let up_to_date: Vec<PhaseId> = plans
-        .iter()
-        .filter(|p| p.is_up_to_date())
-        .map(|p| p.id)
-        .collect();
     let any_failed =
-        super::schedule::schedule(&run, &selected, &up_to_date, max_parallel, timeout).await;
+        super::schedule::schedule(&run, &selected, plans, max_parallel, timeout).await;
     // Aborted tasks let go of their `Run` (and its event sender) only once they are dropped.
     for task in std::iter::once(signals).chain(server) {
         task.abort();
@@ -230,29 +226,36 @@ fn announce(
         max_parallel: u32::try_from(max_parallel).unwrap_or(u32::MAX),
         resumes: previous.map(|p| p.run_id.clone()),
     });
-    for plan in plans {
-        if let Some(record) = &plan.restamped
-            && let Err(e) = run.ctx.records.write(record)
-        {
-            run.emit(Event::Warning {
-                message: format!("cannot update the record of \"{}\": {e}", plan.phase),
-            });
-        }
-        match &plan.up_to_date {
-            Some(run_id) => run.emit(Event::PhaseFinished {
-                phase: plan.phase.clone(),
-                status: PhaseStatus::UpToDate,
-                attempts: 0,
-                duration_ms: 0,
-                reason: Some(format!(
-                    "passed in run {run_id}; nothing it depends on changed since"
-                )),
-            }),
-            None => run.emit(Event::PhaseQueued {
-                phase: plan.phase.clone(),
-                reasons: plan.reasons.iter().map(ToString::to_string).collect(),
-            }),
-        }
+    // A phase downstream of work made while the run goes on is told once it is decided.
+    for plan in plans.iter().filter(|plan| !plan.deferred) {
+        tell_plan(run, plan);
+    }
+}
+
+/// A phase's plan in the journal: up to date (its record written back with its new file
+/// stamps), or why it runs.
+pub(super) fn tell_plan(run: &Run, plan: &plan::PhasePlan) {
+    if let Some(record) = &plan.restamped
+        && let Err(e) = run.ctx.records.write(record)
+    {
+        run.emit(Event::Warning {
+            message: format!("cannot update the record of \"{}\": {e}", plan.phase),
+        });
+    }
+    match &plan.up_to_date {
+        Some(run_id) => run.emit(Event::PhaseFinished {
+            phase: plan.phase.clone(),
+            status: PhaseStatus::UpToDate,
+            attempts: 0,
+            duration_ms: 0,
+            reason: Some(format!(
+                "passed in run {run_id}; nothing it depends on changed since"
+            )),
+        }),
+        None => run.emit(Event::PhaseQueued {
+            phase: plan.phase.clone(),
+            reasons: plan.reasons.iter().map(ToString::to_string).collect(),
+        }),
     }
 }
 

@@ -368,11 +368,6 @@ impl PhaseTable {
             .collect()
     }
 
-    /// How many phases there are now.
-    pub(crate) fn len(&self) -> usize {
-        self.phases.count()
-    }
-
     /// Every phase now, in id order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (PhaseId, &Phase)> {
         self.phases

@@ -171,7 +171,7 @@ pub(crate) fn substitute(text: &str, item: &Item, reader: Reader) -> Result<Stri
     for placeholder in found {
         let Some(reference) = placeholder.reference else {
             return Err(format!(
-                "`{{{{ {} }}}}` is not replaced outside the prompt: only `{{{{ item }}}}`, `{{{{ item.FIELD }}}}`, `{{{{ item.key }}}}` and `{{{{ item.index }}}}` are",
+                "cannot fill `{{{{ {} }}}}`: outside the prompt only `{{{{ item }}}}`, `{{{{ item.FIELD }}}}`, `{{{{ item.key }}}}` and `{{{{ item.index }}}}` are replaced",
                 placeholder.inner
             ));
         };

@@ -156,6 +156,24 @@ pub(crate) struct PhaseSummary {
     pub failure_class: Option<FailureClass>,
 }
 
+impl PhaseSummary {
+    /// A phase that has not started.
+    fn pending(name: String) -> Self {
+        PhaseSummary {
+            name,
+            status: "pending".into(),
+            attempts: 0,
+            duration_ms: 0,
+            failed_gates: Vec::new(),
+            error: None,
+            reason: None,
+            reasons: Vec::new(),
+            cost: Spend::default(),
+            failure_class: None,
+        }
+    }
+}
+
 /// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
 /// change, and at once when the run ends.
 pub(crate) struct RunJson {
@@ -191,21 +209,7 @@ impl RunJson {
             exit_code: None,
             pid: std::process::id(),
             resumes,
-            phases: phases
-                .into_iter()
-                .map(|name| PhaseSummary {
-                    name,
-                    status: "pending".into(),
-                    attempts: 0,
-                    duration_ms: 0,
-                    failed_gates: Vec::new(),
-                    error: None,
-                    reason: None,
-                    reasons: Vec::new(),
-                    cost: Spend::default(),
-                    failure_class: None,
-                })
-                .collect(),
+            phases: phases.into_iter().map(PhaseSummary::pending).collect(),
             cost: Spend::default(),
             live: None,
         };
@@ -309,6 +313,18 @@ impl RunJson {
                 if let Some(i) = at(phase) {
                     phases[i].reasons.clone_from(reasons);
                 }
+                true
+            }
+            Event::PhasesMade { phase, made, .. } => {
+                // Listed right after the phase that made them (a `for-each` phase's items under
+                // it), or at the end.
+                let mut place = at(phase).map_or(phases.len(), |i| i + 1);
+                for name in made.iter().filter(|name| !index.contains_key(*name)) {
+                    phases.insert(place, PhaseSummary::pending(name.clone()));
+                    place += 1;
+                }
+                index.clear();
+                index.extend(phases.iter().enumerate().map(|(i, p)| (p.name.clone(), i)));
                 true
             }
             Event::RunFinished {

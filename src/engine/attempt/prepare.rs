@@ -169,6 +169,18 @@ fn agent_child(
     if let Some(given) = &given_feedback {
         give_feedback(a, given, feedback_file, &mut values)?;
     }
+    // An item's values, in the same pass: a value is never read again for placeholders.
+    if let Some(item) = phase.item() {
+        for arg in argv_template {
+            for placeholder in crate::language::item::item_placeholders(arg) {
+                if let Some(reference) = placeholder.reference {
+                    let value = crate::language::item::value_of(item, reference)
+                        .map_err(|e| std::io::Error::other(format!("the item {e}")))?;
+                    values.insert(placeholder.inner, value);
+                }
+            }
+        }
+    }
     let mut argv = render_argv(argv_template, &values);
     argv.extend(agent.turn_limit_args(phase.max_turns));
     // Standard input carries the message of this invocation: the prompt that starts a
