@@ -118,6 +118,11 @@ pub(crate) enum Reason {
     /// A `for-each` phase: its items are read once it is ready, and each is up to date or runs
     /// on its own.
     ForEach,
+    /// A `for-each` phase whose items cannot be read now (its dependencies may write them).
+    ItemsUnknown { why: String },
+    /// Items of a `for-each` phase that passed before and are no longer in its list: their
+    /// records go.
+    Dropped { phases: Vec<String> },
     /// A run that is live has not finished it (it is running, or has not started yet): a new
     /// run waits for that one to end (or stops at once), and then continues it.
     Running { run_id: String, pid: u32 },
@@ -187,6 +192,11 @@ impl fmt::Display for Reason {
             Reason::ForEach => f.write_str(
                 "its items are read once it is ready; each is up to date or runs on its own",
             ),
+            Reason::ItemsUnknown { why } => write!(f, "its items cannot be read now: {why}"),
+            Reason::Dropped { phases } => {
+                let noun = if phases.len() == 1 { "item" } else { "items" };
+                write!(f, "dropped: {} {noun} ({})", phases.len(), list(phases))
+            }
             Reason::Running { run_id, pid } => {
                 write!(
                     f,
@@ -704,14 +714,134 @@ pub(crate) fn for_run(
         .chain(reports.iter().cloned())
         .collect();
     let previous = unfinished_run(&state_dir);
+    let records = Records::new(&state_dir);
+    let redactor = pipeline.redactor();
     let plans = plan(
         pipeline,
         &selected,
         force,
-        &Records::new(&state_dir),
-        &pipeline.redactor(),
+        &records,
+        &redactor,
         &excluded,
         previous.as_ref(),
     );
-    (plans, previous)
+    let looked = Looked {
+        pipeline,
+        force,
+        records: &records,
+        redactor: &redactor,
+        excluded: &excluded,
+        previous: previous.as_ref(),
+    };
+    (with_items(&looked, plans), previous)
+}
+
+/// What `status` and `run --dry-run` read to plan the items of `for-each` phases now.
+struct Looked<'a> {
+    pipeline: &'a Pipeline,
+    force: &'a Force,
+    records: &'a Records,
+    redactor: &'a Redactor,
+    excluded: &'a [PathBuf],
+    previous: Option<&'a RunSummary>,
+}
+
+/// The plans with the items of each `for-each` phase planned under it, as far as they can be
+/// read now; a phase downstream of an item that runs runs too.
+fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
+    let mut runs: BTreeSet<String> = plans
+        .iter()
+        .filter(|p| !p.is_up_to_date() && p.reasons != [Reason::ForEach])
+        .map(|p| p.phase.clone())
+        .collect();
+    let mut out = Vec::with_capacity(plans.len());
+    for mut plan in plans {
+        let phase = &looked.pipeline[plan.id];
+        if plan.deferred {
+            let ran: Vec<String> = phase
+                .depends_on
+                .iter()
+                .filter(|d| runs.contains(&d.value))
+                .map(|d| d.value.clone())
+                .collect();
+            if !ran.is_empty() {
+                plan.up_to_date = None;
+                plan.restamped = None;
+                plan.reasons = vec![Reason::UpstreamRuns { phases: ran }];
+                runs.insert(plan.phase.clone());
+            }
+        }
+        if phase.for_each.is_none() {
+            out.push(plan);
+            continue;
+        }
+        let items = items_now(looked, phase, &runs, &mut plan);
+        if items.iter().any(|p| !p.is_up_to_date())
+            || plan.reasons.iter().any(|r| matches!(r, Reason::Dropped { .. }))
+        {
+            runs.insert(plan.phase.clone());
+        }
+        out.push(plan);
+        out.extend(items);
+    }
+    out
+}
+
+/// The plans of a `for-each` phase's items as they can be read now; when they cannot, why is
+/// added to the phase's reasons, as are the items no longer in the list.
+fn items_now(
+    looked: &Looked<'_>,
+    phase: &Phase,
+    runs: &BTreeSet<String>,
+    plan: &mut PhasePlan,
+) -> Vec<PhasePlan> {
+    let Some(for_each) = &phase.for_each else {
+        return Vec::new();
+    };
+    let made = super::expand::items(&looked.pipeline.workspace, looked.excluded, for_each)
+        .and_then(|items| {
+            if items.len() > for_each.max_items as usize {
+                return Err(format!(
+                    "{} items, more than its `max-items` of {}",
+                    items.len(),
+                    for_each.max_items
+                ));
+            }
+            items
+                .into_iter()
+                .map(|item| super::expand::item_phase(phase, item))
+                .collect::<Result<Vec<_>, _>>()
+        });
+    let made = match made {
+        Ok(made) => made,
+        Err(why) => {
+            plan.reasons.push(Reason::ItemsUnknown { why });
+            return Vec::new();
+        }
+    };
+    let names: BTreeSet<&str> = made.iter().map(|p| p.name.value.as_str()).collect();
+    let dropped: Vec<String> = looked
+        .records
+        .items_of(&phase.name.value)
+        .into_iter()
+        .filter(|name| !names.contains(name.as_str()))
+        .collect();
+    if !dropped.is_empty() {
+        plan.reasons.push(Reason::Dropped { phases: dropped });
+    }
+    let with_ids: Vec<(PhaseId, &Phase)> = made
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (PhaseId::from_table(looked.pipeline.phases.len() + k), p))
+        .collect();
+    plan_made(
+        looked.pipeline,
+        &with_ids,
+        looked.force,
+        looked.records,
+        looked.redactor,
+        looked.excluded,
+        looked.previous,
+        runs,
+    )
 }

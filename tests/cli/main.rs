@@ -20,6 +20,7 @@ mod editors;
 mod escapes;
 mod examples;
 mod fmt;
+mod for_each;
 mod github_actions;
 mod graph;
 mod hostile;

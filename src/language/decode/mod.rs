@@ -169,8 +169,10 @@ impl Decoder<'_> {
 
     /// Checks that a regex compiles.
     pub(crate) fn regex(&mut self, value: &Spanned<String>) {
+        // An item placeholder stands for text that is escaped when the item's phase is made.
+        let pattern = crate::language::item::neutral(&value.value);
         // Parsing is enough to find every syntax error, and much cheaper than compiling.
-        if let Err(e) = regex_syntax::Parser::new().parse(&value.value) {
+        if let Err(e) = regex_syntax::Parser::new().parse(&pattern) {
             let detail = e.to_string();
             let last = detail.lines().last().unwrap_or_default().trim().to_owned();
             self.report(
