@@ -7,6 +7,7 @@ mod attempt;
 pub(crate) mod check;
 mod context;
 mod expand;
+mod generated;
 pub(crate) mod control;
 pub(crate) mod fingerprint;
 mod isolation;

@@ -28,6 +28,12 @@ pub(super) async fn schedule(
     timeout: Option<Duration>,
 ) -> bool {
     let mut scheduler = Scheduler::new(run, selected, plans, max_parallel);
+    // A planner that is up to date still has its phases: they join now.
+    for i in 0..scheduler.state.len() {
+        if scheduler.state[i] == Some(PhaseStatus::UpToDate) {
+            scheduler.join_generated(i);
+        }
+    }
     let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
     loop {
@@ -251,6 +257,7 @@ impl<'r> Scheduler<'r> {
         if ran.is_empty() {
             self.state[i] = Some(PhaseStatus::UpToDate);
             super::run::tell_plan(self.run, &plan);
+            self.join_generated(i);
             return false;
         }
         self.run.emit(Event::PhaseQueued {
@@ -319,6 +326,9 @@ impl<'r> Scheduler<'r> {
             duration_ms: millis(result.duration),
             reason: result.reason,
         });
+        if done(Some(result.status)) {
+            self.join_generated(i);
+        }
         if let Some(g) = self.group_of[i] {
             if let Some(group) = self.groups.get_mut(&g)
                 && self.started[i]
@@ -387,6 +397,72 @@ impl<'r> Scheduler<'r> {
             }
         }
         self.conclude_group(i);
+    }
+
+    /// Adds the phases planner `i` wrote, once it passed or is up to date: they join after it,
+    /// each with its own plan, and the phases that depend on it wait for them too.
+    fn join_generated(&mut self, i: usize) {
+        let run = self.run;
+        let planner = run.phase(PhaseId::from_table(i));
+        if planner.generates.is_none() {
+            return;
+        }
+        let workspace = &run.ctx.pipeline.workspace;
+        let made = match super::generated::phases(&run.ctx.pipeline, planner, workspace) {
+            Ok(made) => dependencies_first(made),
+            Err(errors) => {
+                run.emit(Event::Warning {
+                    message: format!(
+                        "the phases \"{}\" wrote do not join the run: {}",
+                        planner.name.value,
+                        errors.join("; ")
+                    ),
+                });
+                return;
+            }
+        };
+        let names: Vec<String> = made.iter().map(|p| p.name.value.clone()).collect();
+        let ids = run.state.phases.add(made);
+        run.emit(Event::PhasesMade {
+            phase: planner.name.value.clone(),
+            made: names,
+            dropped: Vec::new(),
+        });
+        let joined: Vec<usize> = ids.iter().map(|id| id.index()).collect();
+        for &id in &ids {
+            let dependencies = run
+                .phase(id)
+                .depends_on
+                .iter()
+                .filter_map(|d| run.state.phases.id(&d.value))
+                .map(PhaseId::index)
+                .collect();
+            self.add(id.index(), dependencies, None);
+        }
+        for j in 0..self.dependencies.len() {
+            if !joined.contains(&j) && self.dependencies[j].contains(&i) {
+                self.dependencies[j].extend(&joined);
+            }
+        }
+        let made_phases: Vec<_> = ids.iter().map(|&id| (id, run.phase(id))).collect();
+        let plans = plan::plan_made(
+            &run.ctx.pipeline,
+            &made_phases,
+            &run.ctx.options.force,
+            &run.ctx.records,
+            &run.ctx.redactor,
+            &run.ctx.excluded,
+            run.ctx.previous.as_ref(),
+            &self.ran,
+        );
+        for plan in plans {
+            super::run::tell_plan(run, &plan);
+            if plan.is_up_to_date() {
+                self.state[plan.id.index()] = Some(PhaseStatus::UpToDate);
+            } else {
+                self.waiting.push(plan.id.index());
+            }
+        }
     }
 
     /// A phase made while the run goes on joins the tables.
@@ -500,6 +576,29 @@ impl<'r> Scheduler<'r> {
         }
         PhaseStatus::Passed
     }
+}
+
+/// The phases a planner wrote, each after the ones it depends on (a cycle is reported by lint
+/// before they get here).
+fn dependencies_first(mut made: Vec<crate::model::Phase>) -> Vec<crate::model::Phase> {
+    let mut ordered = Vec::with_capacity(made.len());
+    let mut placed: BTreeSet<String> = BTreeSet::new();
+    let names: BTreeSet<String> = made.iter().map(|p| p.name.value.clone()).collect();
+    while !made.is_empty() {
+        let before = made.len();
+        let (ready, later): (Vec<_>, Vec<_>) = made.into_iter().partition(|p| {
+            p.depends_on
+                .iter()
+                .all(|d| !names.contains(&d.value) || placed.contains(&d.value))
+        });
+        placed.extend(ready.iter().map(|p| p.name.value.clone()));
+        ordered.extend(ready);
+        made = later;
+        if made.len() == before {
+            ordered.append(&mut made);
+        }
+    }
+    ordered
 }
 
 /// How an item is counted under its phase.

@@ -78,11 +78,61 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         templates: BTreeMap::new(),
         imports: Vec::new(),
         stack: vec![normalize(Path::new(""), path)],
+        generated: None,
     };
     let pipeline = compiler.main(path, file, text);
     Compilation {
         sources,
         diagnostics: diagnostics.into_sorted(),
+        pipeline,
+    }
+}
+
+/// A file of `phase` nodes a planner wrote (`generates`): its path (absolute), its text, and the
+/// planner's name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GeneratedFile<'a> {
+    /// Where it is.
+    pub(crate) path: &'a Path,
+    /// What it holds.
+    pub(crate) text: &'a str,
+    /// The phase whose `generates` names it.
+    pub(crate) planner: &'a str,
+}
+
+/// Compiles the pipeline in `text` (read from `path`) with the phases of a planner's `generates`
+/// file added: they use the pipeline's agents, templates and `defaults`. Only the findings in the
+/// generated file are kept (the pipeline was checked when it was run).
+pub(crate) fn compile_generated(
+    path: &Path,
+    text: &str,
+    loader: &dyn Loader,
+    generated: GeneratedFile<'_>,
+) -> Compilation {
+    let mut sources = Sources::new();
+    let mut diagnostics = Diagnostics::default();
+    let file = sources.add(path, text);
+    let mut compiler = Compiler {
+        loader,
+        options: Options::default(),
+        diagnostics: &mut diagnostics,
+        sources: &mut sources,
+        agents: BTreeMap::new(),
+        templates: BTreeMap::new(),
+        imports: Vec::new(),
+        stack: vec![normalize(Path::new(""), path)],
+        generated: Some((generated, None)),
+    };
+    let pipeline = compiler.main(path, file, text);
+    let generated_file = compiler.generated.and_then(|(_, file)| file);
+    let diagnostics = diagnostics
+        .into_sorted()
+        .into_iter()
+        .filter(|d| Some(d.span.file) == generated_file)
+        .collect();
+    Compilation {
+        sources,
+        diagnostics,
         pipeline,
     }
 }
@@ -97,6 +147,8 @@ struct Compiler<'c> {
     imports: Vec<PathBuf>,
     /// The chain of files being imported, for cycle detection.
     stack: Vec<PathBuf>,
+    /// A planner's file of phases to add, and its id once read.
+    generated: Option<(GeneratedFile<'c>, Option<FileId>)>,
 }
 
 impl Compiler<'_> {
@@ -191,6 +243,10 @@ impl Compiler<'_> {
             if let Some(phase) = self.phase(node, file, &defaults, &workspace) {
                 phases.push(phase);
             }
+        }
+        if let Some((generated, _)) = self.generated {
+            let made = self.generated_phases(generated, &defaults, &workspace, &phases);
+            phases.extend(made);
         }
         if phases.is_empty() {
             self.diagnostics.push(
@@ -633,6 +689,18 @@ impl Compiler<'_> {
                 self.response_in_run_step(gate, &name.value, run.span);
             }
         }
+        // A planner's file of phases is one of its outputs.
+        let mut outputs: Vec<crate::model::Output> =
+            body.outputs.into_iter().map(|o| o.value).collect();
+        if let Some(generates) = &body.run_time.generates
+            && !outputs.iter().any(|o| {
+                matches!(o, crate::model::Output::File { path } if *path == generates.value)
+            })
+        {
+            outputs.push(crate::model::Output::File {
+                path: generates.value.clone(),
+            });
+        }
         Some(Phase {
             name,
             template: template_name,
@@ -642,7 +710,7 @@ impl Compiler<'_> {
             prompt_includes,
             vars: body.vars,
             depends_on: body.depends_on,
-            outputs: body.outputs.into_iter().map(|o| o.value).collect(),
+            outputs,
             inputs: body.inputs,
             always_run: body.always_run.unwrap_or(false),
             scope: body.scope.iter().map(|s| s.value.clone()).collect(),
@@ -675,6 +743,55 @@ impl Compiler<'_> {
                 isolation: body.isolation.map(|i| i.span),
             },
         })
+    }
+
+    /// The phases of a planner's file, decoded like the pipeline's own; what only the pipeline
+    /// may declare is reported (HF703).
+    fn generated_phases(
+        &mut self,
+        generated: GeneratedFile<'_>,
+        defaults: &Body,
+        workspace: &Path,
+        existing: &[Phase],
+    ) -> Vec<Phase> {
+        let file = self.sources.add(generated.path, generated.text);
+        if let Some((_, id)) = &mut self.generated {
+            *id = Some(file);
+        }
+        let Some(document) = self.parse(file, generated.text) else {
+            return Vec::new();
+        };
+        Validator {
+            diagnostics: self.diagnostics,
+            file,
+        }
+        .document(&document, Context::TopLevel);
+        let mut made: Vec<Phase> = Vec::new();
+        for node in document.nodes() {
+            let kind = node.name().value();
+            if kind != "phase" {
+                if super::schema::lookup(Context::TopLevel, kind).is_some() {
+                    self.diagnostics.push(super::run_time::not_generated(
+                        name_span(file, node),
+                        format!("a file of generated phases declares a `{kind}`: only `phase` nodes belong there"),
+                    ));
+                }
+                continue;
+            }
+            let Some(mut phase) = self.phase(node, file, defaults, workspace) else {
+                continue;
+            };
+            if let Some(problem) = super::run_time::generated_problem(&phase, existing, generated.planner) {
+                self.diagnostics
+                    .push(super::run_time::not_generated(phase.name.span, problem));
+                continue;
+            }
+            phase.made_by = Some(crate::model::MadeBy::Generated {
+                by: generated.planner.to_owned(),
+            });
+            made.push(phase);
+        }
+        made
     }
 
     /// A `matches`/`absent` gate on the response in a `run` step, which has no agent response.

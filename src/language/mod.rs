@@ -16,6 +16,7 @@ mod template;
 mod validate;
 
 pub use compile::{Compilation, Options, compile};
+pub(crate) use compile::{GeneratedFile, compile_generated};
 pub(crate) use decode::escape_problem;
 pub use loader::{FsLoader, Loader};
 pub(crate) use state_location::state_location;

@@ -175,3 +175,55 @@ pub(super) fn agents_outside_for_each(pipeline: &Pipeline, diagnostics: &mut Dia
         }
     }
 }
+
+/// A finding in a planner's file of phases.
+pub(super) fn not_generated(span: Span, message: String) -> Diagnostic {
+    Diagnostic::new(&rules::GENERATED_PHASES, span, message)
+        .label("not in a generated file")
+        .help(rules::GENERATED_PHASES.help)
+}
+
+/// Why a phase a planner wrote may not join the pipeline: it redefines a phase, plans phases
+/// itself, or depends on a phase that waits for the planner's phases (it would wait for itself).
+pub(super) fn generated_problem(
+    phase: &crate::model::Phase,
+    existing: &[crate::model::Phase],
+    planner: &str,
+) -> Option<String> {
+    let name = &phase.name.value;
+    if existing.iter().any(|p| &p.name.value == name) {
+        return Some(format!(
+            "phase \"{name}\" is a phase of the pipeline already: a generated phase may not redefine one"
+        ));
+    }
+    if phase.generates.is_some() {
+        return Some(format!(
+            "phase \"{name}\" uses `generates`: generated phases may not plan phases themselves"
+        ));
+    }
+    // The phases downstream of the planner wait for its phases.
+    let mut downstream: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    downstream.insert(planner);
+    loop {
+        let before = downstream.len();
+        for p in existing {
+            if p.depends_on.iter().any(|d| downstream.contains(d.value.as_str())) {
+                downstream.insert(&p.name.value);
+            }
+        }
+        if downstream.len() == before {
+            break;
+        }
+    }
+    downstream.remove(planner);
+    phase
+        .depends_on
+        .iter()
+        .find(|d| downstream.contains(d.value.as_str()))
+        .map(|d| {
+            format!(
+                "phase \"{name}\" depends on \"{}\", which waits for the phases \"{planner}\" writes: it would wait for itself",
+                d.value
+            )
+        })
+}

@@ -422,3 +422,44 @@ phase "dup" {
         out.stderr
     );
 }
+
+#[test]
+fn items_stop_starting_once_the_phase_s_budget_is_spent_and_the_rest_never_start() {
+    let test = Test::new()
+        .file("agent.py", "import os\nopen('calls.log', 'a').write(os.environ['HELIXFLOW_ITEM_KEY'] + '\\n')\n")
+        .pipeline(
+            r#"pipeline "p"
+agent "paid" {
+    command "python3" "agent.py"
+    cost 0.1
+}
+phase "each" {
+    for-each "a" "b" "c" "d"
+    max-parallel 1
+    max-cost 0.15
+    agent "paid"
+    prompt "do {{ item }}"
+    retries 0
+    on-failure "continue"
+}
+"#,
+        );
+    let out = test
+        .with_args(&["run", "--no-progress", "pipeline.kdl"])
+        .run()
+        .code(1);
+    assert_eq!(take_calls(&test), ["a", "b"], "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[each] failed after 2 attempts")
+            && out.stderr.contains("2 passed, 2 never started"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(
+            "[each[c]] skipped: never started: \"each\"'s (for all its items) max-cost of $0.15 is spent: $0.20 so far"
+        ),
+        "{}",
+        out.stderr
+    );
+}

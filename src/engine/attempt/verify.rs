@@ -81,6 +81,12 @@ pub(super) async fn verify(
         };
         reports.extend(external(a, seen, &emit).await);
     }
+    // A planner's file of phases must lint: its findings are the feedback.
+    if passing(&reports) && phase.generates.is_some() {
+        let report = super::super::generated::report(&run.ctx.pipeline, phase, a.workspace());
+        emit(&report);
+        reports.push(report);
+    }
     if passing(&reports) {
         approvals::decide(run, phase, attempt, dir, &mut reports, &emit).await;
     }
