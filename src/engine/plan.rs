@@ -771,6 +771,13 @@ fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
                 runs.insert(plan.phase.clone());
             }
         }
+        if phase.generates.is_some() {
+            let made = generated_now(looked, phase, &runs);
+            runs.extend(made.iter().filter(|p| !p.is_up_to_date()).map(|p| p.phase.clone()));
+            out.push(plan);
+            out.extend(made);
+            continue;
+        }
         if phase.for_each.is_none() {
             out.push(plan);
             continue;
@@ -785,6 +792,29 @@ fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
         out.extend(items);
     }
     out
+}
+
+/// The plans of the phases a planner's file declares now, when it exists and lints.
+fn generated_now(looked: &Looked<'_>, planner: &Phase, runs: &BTreeSet<String>) -> Vec<PhasePlan> {
+    let workspace = &looked.pipeline.workspace;
+    let Ok(made) = super::generated::phases(looked.pipeline, planner, workspace) else {
+        return Vec::new();
+    };
+    let with_ids: Vec<(PhaseId, &Phase)> = made
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (PhaseId::from_table(looked.pipeline.phases.len() + k), p))
+        .collect();
+    plan_made(
+        looked.pipeline,
+        &with_ids,
+        looked.force,
+        looked.records,
+        looked.redactor,
+        looked.excluded,
+        looked.previous,
+        runs,
+    )
 }
 
 /// The plans of a `for-each` phase's items as they can be read now; when they cannot, why is

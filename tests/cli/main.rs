@@ -30,6 +30,7 @@ mod lint_fixtures;
 mod lock;
 mod lsp;
 mod misc;
+mod planner;
 mod prompts;
 mod run;
 mod scope_protect;
