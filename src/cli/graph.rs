@@ -20,6 +20,9 @@ pub(crate) fn run(args: &Args) -> i32 {
         Ok(checked) => checked,
         Err(code) => return code,
     };
+    // What is known now of the work made at run time: the phases planners wrote, and how
+    // many items each `for-each` phase has.
+    let (pipeline, items) = crate::engine::plan::known_now(pipeline);
     let graph = PhaseGraph::new(&pipeline);
-    super::emit(&render(&pipeline, &graph, args.format))
+    super::emit(&render(&pipeline, &graph, args.format, &items))
 }

@@ -875,3 +875,38 @@ fn items_now(
         runs,
     )
 }
+
+/// The pipeline with the phases its planners wrote that lint now, and the number of items of each
+/// `for-each` phase whose items can be read now: what `graph` shows of the work made at run time.
+pub(crate) fn known_now(mut pipeline: Pipeline) -> (Pipeline, BTreeMap<String, usize>) {
+    let excluded = [pipeline.state_dir.clone()];
+    let mut made = Vec::new();
+    for planner in pipeline.phases.iter().filter(|p| p.generates.is_some()) {
+        let phases = super::generated::phases(&pipeline, planner, &pipeline.workspace);
+        made.push((planner.name.value.clone(), phases.unwrap_or_default()));
+    }
+    for (planner, phases) in made {
+        // The phases that depend on the planner wait for its phases too.
+        for phase in &mut pipeline.phases {
+            if phase.depends_on.iter().any(|d| d.value == planner) {
+                let span = phase.name.span;
+                phase.depends_on.extend(
+                    phases
+                        .iter()
+                        .map(|p| crate::model::Spanned::new(p.name.value.clone(), span)),
+                );
+            }
+        }
+        pipeline.phases.extend(phases);
+    }
+    let items = pipeline
+        .phases
+        .iter()
+        .filter_map(|phase| {
+            let for_each = phase.for_each.as_ref()?;
+            let items = super::expand::items(&pipeline.workspace, &excluded, for_each).ok()?;
+            Some((phase.name.value.clone(), items.len()))
+        })
+        .collect();
+    (pipeline, items)
+}

@@ -156,6 +156,15 @@ fn three_json_items_become_three_verified_phases_with_their_own_prompts_and_fold
         names,
         ["plan", "migrate", "migrate[parser]", "migrate[lexer]", "migrate[docs]", "index"]
     );
+    // `graph` draws the phase as one node, with its items counted.
+    let graph = test.with_args(&["graph", "pipeline.kdl"]).run().code(0);
+    assert!(
+        graph
+            .stdout
+            .contains("\"migrate\" [label=\"migrate (3 items)\"];"),
+        "{}",
+        graph.stdout
+    );
     // `show` knows an item as a phase.
     let shown = test
         .with_args(&["show", "pipeline.kdl", "latest", "migrate[lexer]"])

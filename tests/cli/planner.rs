@@ -90,6 +90,25 @@ fn a_planner_s_unknown_node_is_its_retry_s_feedback_and_then_its_phases_run() {
     // Once they exist, `status` and `graph` show them; a second run finds them up to date.
     let status = test.with_args(&["status", "pipeline.kdl"]).run().code(0);
     assert!(status.stdout.contains("gen-b"), "{}", status.stdout);
+    let graph = test
+        .with_args(&["graph", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(0)
+        .json();
+    let gen_b = graph["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "gen-b")
+        .expect("gen-b in the graph");
+    assert_eq!(gen_b["generated-by"], "planner");
+    assert!(
+        graph["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["from"] == "gen-b" && e["to"] == "report")
+    );
     let again = test
         .with_args(&["run", "--no-progress", "pipeline.kdl"])
         .run()
