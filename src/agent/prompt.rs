@@ -91,10 +91,7 @@ pub(crate) fn render_prompt(
         ),
     );
     if let Some(item) = phase.item() {
-        values.insert(
-            "item".into(),
-            Value::from_object(ItemValue(item.clone())),
-        );
+        values.insert("item".into(), Value::from_object(ItemValue(item.clone())));
     }
     values.insert("attempt".into(), Value::from(context.attempt));
     values.insert("max_attempts".into(), Value::from(context.max_attempts));
@@ -131,11 +128,7 @@ impl minijinja::value::Object for ItemValue {
         match key.as_str()? {
             "key" => Some(Value::from(item.key.clone())),
             "index" => Some(Value::from(item.index)),
-            field => item
-                .value
-                .as_object()?
-                .get(field)
-                .map(json_value),
+            field => item.value.as_object()?.get(field).map(json_value),
         }
     }
 

@@ -48,6 +48,32 @@ pub(crate) fn compile_for_lint(input: &Input) -> Compilation {
     language::compile(&input.path, &input.text, &FsLoader, options)
 }
 
+/// The compilations of the files of phases the planners of a pipeline wrote (`generates`), where
+/// they exist now: each holds the findings in its file only.
+pub(crate) fn generated_for_lint(input: &Input, compilation: &Compilation) -> Vec<Compilation> {
+    let Some(pipeline) = &compilation.pipeline else {
+        return Vec::new();
+    };
+    pipeline
+        .phases
+        .iter()
+        .filter_map(|phase| {
+            let path = pipeline.workspace.join(phase.generates.as_ref()?);
+            let text = String::from_utf8(crate::regular::read(&path).ok()?).ok()?;
+            Some(language::compile_generated(
+                &input.path,
+                &input.text,
+                &FsLoader,
+                language::GeneratedFile {
+                    path: &path,
+                    text: &text,
+                    planner: &phase.name.value,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Whether human output may use colour and Unicode graphics.
 pub(crate) fn color(stream: &impl IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())

@@ -40,12 +40,9 @@ pub(crate) fn items(
             })
             .collect(),
         ItemSource::Glob { pattern } => {
-            let files = crate::verify::gates::glob_files(
-                workspace,
-                exclude,
-                std::slice::from_ref(pattern),
-            )
-            .map_err(|e| format!("the glob `{pattern}` cannot be read: {e}"))?;
+            let files =
+                crate::verify::gates::glob_files(workspace, exclude, std::slice::from_ref(pattern))
+                    .map_err(|e| format!("the glob `{pattern}` cannot be read: {e}"))?;
             files
                 .into_iter()
                 .enumerate()
@@ -85,8 +82,8 @@ fn json_items(workspace: &Path, path: &str, key: Option<&str>) -> Result<Vec<Ite
             MAX_ITEMS_FILE >> 20
         ));
     }
-    let document: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("`{path}` is not JSON: {e}"))?;
+    let document: Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("`{path}` is not JSON: {e}"))?;
     let Value::Array(values) = document else {
         return Err(format!(
             "`{path}` holds {}, not a JSON array of items",
@@ -476,9 +473,10 @@ pub(crate) fn make_items(run: &super::context::Run, template: &Phase) -> Result<
             continue;
         }
         let (index, key) = (item.index, item.key.clone());
-        phases.push(item_phase(template, item).map_err(|e| {
-            format!("item {index} ({}) {e}", shown(&key))
-        })?);
+        phases.push(
+            item_phase(template, item)
+                .map_err(|e| format!("item {index} ({}) {e}", shown(&key)))?,
+        );
     }
     let dropped = if picked {
         Vec::new()

@@ -25,8 +25,8 @@ pub(crate) fn phases(
     let path = workspace.join(relative);
     let text = crate::regular::read(&path)
         .map_err(|e| vec![format!("`{relative}` cannot be read: {e}")])?;
-    let text = String::from_utf8(text)
-        .map_err(|_| vec![format!("`{relative}` is not UTF-8 text")])?;
+    let text =
+        String::from_utf8(text).map_err(|_| vec![format!("`{relative}` is not UTF-8 text")])?;
     let source = std::fs::read_to_string(&pipeline.file).map_err(|e| {
         vec![format!(
             "the pipeline file {} cannot be read again: {e}",
@@ -50,11 +50,7 @@ pub(crate) fn phases(
         .map(|d| {
             let file = compilation.sources.get(d.span.file);
             let (line, column) = file.line_col(d.span.offset);
-            let mut detail = format!(
-                "{relative}:{line}:{column}: {} {}",
-                d.code(),
-                d.message
-            );
+            let mut detail = format!("{relative}:{line}:{column}: {} {}", d.code(), d.message);
             if !d.help.is_empty() {
                 detail.push_str(&format!("\n  help: {}", d.help));
             }

@@ -773,7 +773,11 @@ fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
         }
         if phase.generates.is_some() {
             let made = generated_now(looked, phase, &runs);
-            runs.extend(made.iter().filter(|p| !p.is_up_to_date()).map(|p| p.phase.clone()));
+            runs.extend(
+                made.iter()
+                    .filter(|p| !p.is_up_to_date())
+                    .map(|p| p.phase.clone()),
+            );
             out.push(plan);
             out.extend(made);
             continue;
@@ -784,7 +788,10 @@ fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
         }
         let items = items_now(looked, phase, &runs, &mut plan);
         if items.iter().any(|p| !p.is_up_to_date())
-            || plan.reasons.iter().any(|r| matches!(r, Reason::Dropped { .. }))
+            || plan
+                .reasons
+                .iter()
+                .any(|r| matches!(r, Reason::Dropped { .. }))
         {
             runs.insert(plan.phase.clone());
         }

@@ -90,10 +90,7 @@ pub(crate) async fn execute(
         pipeline,
     };
     let run = Arc::new(Run {
-        state: RunState::new(
-            Events::new(sender, opening.redactor),
-            &ctx.pipeline,
-        ),
+        state: RunState::new(Events::new(sender, opening.redactor), &ctx.pipeline),
         ctx,
     });
     let server = listener.map(|listener| tokio::spawn(control::serve(listener, run.clone())));
@@ -107,8 +104,7 @@ pub(crate) async fn execute(
 
     let signals = tokio::spawn(watch_signals(run.clone()));
     let started = Instant::now();
-    let any_failed =
-        super::schedule::schedule(&run, &selected, plans, max_parallel, timeout).await;
+    let any_failed = super::schedule::schedule(&run, &selected, plans, max_parallel, timeout).await;
     // Aborted tasks let go of their `Run` (and its event sender) only once they are dropped.
     for task in std::iter::once(signals).chain(server) {
         task.abort();

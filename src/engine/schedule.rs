@@ -182,9 +182,7 @@ impl<'r> Scheduler<'r> {
                 changed = true;
                 continue;
             }
-            let ready = self.dependencies[i]
-                .iter()
-                .all(|&d| done(self.state[d]));
+            let ready = self.dependencies[i].iter().all(|&d| done(self.state[d]));
             if !ready || self.started[i] || self.state[i].is_some() {
                 continue;
             }
@@ -493,10 +491,7 @@ impl<'r> Scheduler<'r> {
         for &i in &group.items {
             *counts.entry(count_label(self.state[i])).or_default() += 1;
         }
-        let all_passed = group
-            .items
-            .iter()
-            .all(|&i| done(self.state[i]));
+        let all_passed = group.items.iter().all(|&i| done(self.state[i]));
         let status = if all_passed {
             self.record_group(g)
         } else if group
@@ -614,10 +609,16 @@ fn count_label(status: Option<PhaseStatus>) -> &'static str {
 
 /// `37 passed, 2 failed, 161 up to date; dropped: 3 items`.
 fn group_reason(counts: &BTreeMap<&'static str, usize>, items: usize, dropped: usize) -> String {
-    let mut parts: Vec<String> = ["passed", "failed", "up to date", "cancelled", "never started"]
-        .iter()
-        .filter_map(|label| counts.get(label).map(|n| format!("{n} {label}")))
-        .collect();
+    let mut parts: Vec<String> = [
+        "passed",
+        "failed",
+        "up to date",
+        "cancelled",
+        "never started",
+    ]
+    .iter()
+    .filter_map(|label| counts.get(label).map(|n| format!("{n} {label}")))
+    .collect();
     if items == 0 {
         parts.push("no items".to_owned());
     }

@@ -693,9 +693,9 @@ impl Compiler<'_> {
         let mut outputs: Vec<crate::model::Output> =
             body.outputs.into_iter().map(|o| o.value).collect();
         if let Some(generates) = &body.run_time.generates
-            && !outputs.iter().any(|o| {
-                matches!(o, crate::model::Output::File { path } if *path == generates.value)
-            })
+            && !outputs.iter().any(
+                |o| matches!(o, crate::model::Output::File { path } if *path == generates.value),
+            )
         {
             outputs.push(crate::model::Output::File {
                 path: generates.value.clone(),
@@ -781,7 +781,9 @@ impl Compiler<'_> {
             let Some(mut phase) = self.phase(node, file, defaults, workspace) else {
                 continue;
             };
-            if let Some(problem) = super::run_time::generated_problem(&phase, existing, generated.planner) {
+            if let Some(problem) =
+                super::run_time::generated_problem(&phase, existing, generated.planner)
+            {
                 self.diagnostics
                     .push(super::run_time::not_generated(phase.name.span, problem));
                 continue;

@@ -111,9 +111,7 @@ pub(crate) fn value_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
-        Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => {
-            value.to_string()
-        }
+        Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => value.to_string(),
     }
 }
 
@@ -259,15 +257,13 @@ mod tests {
 
     #[test]
     fn placeholders_of_the_item_are_told_apart_from_others() {
-        let found = item_placeholders("{{ item }} {{items}} {{ item.path }} {{ item | upper }} {{ itemx }} {{ phase }}");
+        let found = item_placeholders(
+            "{{ item }} {{items}} {{ item.path }} {{ item | upper }} {{ itemx }} {{ phase }}",
+        );
         let refs: Vec<_> = found.iter().map(|p| p.reference).collect();
         assert_eq!(
             refs,
-            [
-                Some(ItemRef::Value),
-                Some(ItemRef::Field("path")),
-                None
-            ]
+            [Some(ItemRef::Value), Some(ItemRef::Field("path")), None]
         );
         assert_eq!(neutral("src/{{ item.path }}/*.py"), "src/item/*.py");
     }
@@ -287,8 +283,12 @@ mod tests {
         let re = substitute("^{{ item.path }}$", &it, Reader::Regex).unwrap();
         assert!(regex::Regex::new(&re).unwrap().is_match(hostile));
         assert_eq!(
-            substitute("cat {{ item.path }} \"x{{ item.n }}\" 'y{{ item.key }}'", &it, Reader::Shell)
-                .unwrap(),
+            substitute(
+                "cat {{ item.path }} \"x{{ item.n }}\" 'y{{ item.key }}'",
+                &it,
+                Reader::Shell
+            )
+            .unwrap(),
             "cat \"${HELIXFLOW_ITEM_FIELD_path}\" \"x${HELIXFLOW_ITEM_FIELD_n}\" 'y'\"${HELIXFLOW_ITEM_KEY}\"''"
         );
         assert!(substitute("{{ item.missing }}", &it, Reader::Plain).is_err());

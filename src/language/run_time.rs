@@ -44,7 +44,10 @@ pub(super) fn check_body(body: &Body, name: &Spanned<String>, diagnostics: &mut 
     }
     for (setting, span) in [
         ("max-items", run_time.max_items.as_ref().map(|n| n.span)),
-        ("max-parallel", run_time.max_parallel.as_ref().map(|n| n.span)),
+        (
+            "max-parallel",
+            run_time.max_parallel.as_ref().map(|n| n.span),
+        ),
     ] {
         if let Some(span) = span {
             diagnostics.push(
@@ -71,7 +74,9 @@ fn outside(phase: &str, what: &str, span: Span) -> Diagnostic {
     Diagnostic::new(
         &rules::ITEM_OUTSIDE_FOR_EACH,
         span,
-        format!("{what} of phase \"{phase}\" uses an item placeholder, and the phase has no `for-each`"),
+        format!(
+            "{what} of phase \"{phase}\" uses an item placeholder, and the phase has no `for-each`"
+        ),
     )
     .label("no item here")
     .help(rules::ITEM_OUTSIDE_FOR_EACH.help)
@@ -90,7 +95,11 @@ fn item_use(body: &Body) -> Option<(&'static str, Option<Span>)> {
             return Some((what, Some(glob.span)));
         }
     }
-    if let Some(gate) = body.gates.iter().find(|g| gate_texts(g).into_iter().any(uses_item)) {
+    if let Some(gate) = body
+        .gates
+        .iter()
+        .find(|g| gate_texts(g).into_iter().any(uses_item))
+    {
         return Some(("a gate", Some(gate.span)));
     }
     if let Some(run) = body.run.as_ref().filter(|r| uses_item(&r.value)) {
@@ -99,7 +108,10 @@ fn item_use(body: &Body) -> Option<(&'static str, Option<Span>)> {
     let plain = [
         ("`env`", body.env.values().any(|v| uses_item(v))),
         ("`vars`", body.vars.values().any(|v| uses_item(v))),
-        ("`escalate`", body.escalate.as_deref().is_some_and(uses_item)),
+        (
+            "`escalate`",
+            body.escalate.as_deref().is_some_and(uses_item),
+        ),
         (
             "`description`",
             body.description.as_deref().is_some_and(uses_item),
@@ -166,7 +178,10 @@ pub(super) fn agents_outside_for_each(pipeline: &Pipeline, diagnostics: &mut Dia
             continue;
         };
         let argv = agent.command.iter().chain(agent.resume.iter().flatten());
-        if argv.into_iter().any(|arg| !item_placeholders(arg).is_empty()) {
+        if argv
+            .into_iter()
+            .any(|arg| !item_placeholders(arg).is_empty())
+        {
             diagnostics.push(outside(
                 &phase.name.value,
                 "the argv of its agent",
@@ -207,7 +222,10 @@ pub(super) fn generated_problem(
     loop {
         let before = downstream.len();
         for p in existing {
-            if p.depends_on.iter().any(|d| downstream.contains(d.value.as_str())) {
+            if p.depends_on
+                .iter()
+                .any(|d| downstream.contains(d.value.as_str()))
+            {
                 downstream.insert(&p.name.value);
             }
         }

@@ -99,26 +99,30 @@ fn status_of(run: &serde_json::Value, phase: &str) -> String {
 
 #[test]
 fn three_json_items_become_three_verified_phases_with_their_own_prompts_and_folders() {
-    let test = project(&[
-        ("parser", "Parser"),
-        ("lexer", "Lexer"),
-        ("docs", "Docs"),
-    ]);
+    let test = project(&[("parser", "Parser"), ("lexer", "Lexer"), ("docs", "Docs")]);
     let out = test
         .with_args(&["run", "--no-progress", "pipeline.kdl"])
         .run()
         .code(0);
     assert!(
-        out.stderr.contains(
-            "[migrate] 3 phases made: migrate[parser], migrate[lexer], migrate[docs]"
-        ),
+        out.stderr
+            .contains("[migrate] 3 phases made: migrate[parser], migrate[lexer], migrate[docs]"),
         "{}",
         out.stderr
     );
     assert!(out.stderr.contains("[migrate] passed after 3 attempts"));
     assert_eq!(
         row(&out.stderr, "migrate"),
-        ["migrate", "passed", "3", row(&out.stderr, "migrate")[3].as_str(), "-", "-", "3", "passed"]
+        [
+            "migrate",
+            "passed",
+            "3",
+            row(&out.stderr, "migrate")[3].as_str(),
+            "-",
+            "-",
+            "3",
+            "passed"
+        ]
     );
     assert_eq!(take_calls(&test), ["docs", "lexer", "parser"]);
     let run = latest_run(test.path());
@@ -142,7 +146,13 @@ fn three_json_items_become_three_verified_phases_with_their_own_prompts_and_fold
         );
     }
     let summary = run_json(&test);
-    for phase in ["migrate", "migrate[parser]", "migrate[lexer]", "migrate[docs]", "index"] {
+    for phase in [
+        "migrate",
+        "migrate[parser]",
+        "migrate[lexer]",
+        "migrate[docs]",
+        "index",
+    ] {
         assert_eq!(status_of(&summary, phase), "passed", "{phase}");
     }
     // The items are listed under their phase.
@@ -154,7 +164,14 @@ fn three_json_items_become_three_verified_phases_with_their_own_prompts_and_fold
         .collect();
     assert_eq!(
         names,
-        ["plan", "migrate", "migrate[parser]", "migrate[lexer]", "migrate[docs]", "index"]
+        [
+            "plan",
+            "migrate",
+            "migrate[parser]",
+            "migrate[lexer]",
+            "migrate[docs]",
+            "index"
+        ]
     );
     // `graph` draws the phase as one node, with its items counted.
     let graph = test.with_args(&["graph", "pipeline.kdl"]).run().code(0);
@@ -187,7 +204,11 @@ fn a_rerun_after_editing_one_item_and_adding_one_starts_exactly_two_agents() {
         .code(0);
     assert!(take_calls(&test).is_empty(), "{}", again.stderr);
     assert!(again.stderr.contains("[migrate] up to date: 4 up to date"));
-    assert!(again.stderr.contains("[index] up to date"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("[index] up to date"),
+        "{}",
+        again.stderr
+    );
 
     // Edit `b`, drop `d`, add `e` (the prompt shows each item's place: the others keep theirs).
     std::fs::write(
@@ -195,10 +216,7 @@ fn a_rerun_after_editing_one_item_and_adding_one_starts_exactly_two_agents() {
         modules(&[("a", "A"), ("b", "B, edited"), ("c", "C"), ("e", "E")]),
     )
     .unwrap();
-    let status = test
-        .with_args(&["status", "pipeline.kdl"])
-        .run()
-        .code(0);
+    let status = test.with_args(&["status", "pipeline.kdl"]).run().code(0);
     assert!(status.stdout.contains("migrate[b]"), "{}", status.stdout);
     let out = test
         .with_args(&["run", "--no-progress", "pipeline.kdl"])
@@ -219,15 +237,28 @@ fn a_rerun_after_editing_one_item_and_adding_one_starts_exactly_two_agents() {
         out.stderr
     );
     assert!(
-        out.stderr
-            .contains("[migrate] passed after 2 attempts")
-            && out.stderr.contains("2 passed, 2 up to date; dropped: 1 item"),
+        out.stderr.contains("[migrate] passed after 2 attempts")
+            && out
+                .stderr
+                .contains("2 passed, 2 up to date; dropped: 1 item"),
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("[index] will run: upstream re-runs: `migrate`"));
-    assert!(!test.path().join(".helixflow/passed/migrate[d].json").exists());
-    assert!(test.path().join(".helixflow/passed/migrate[e].json").exists());
+    assert!(
+        out.stderr
+            .contains("[index] will run: upstream re-runs: `migrate`")
+    );
+    assert!(
+        !test
+            .path()
+            .join(".helixflow/passed/migrate[d].json")
+            .exists()
+    );
+    assert!(
+        test.path()
+            .join(".helixflow/passed/migrate[e].json")
+            .exists()
+    );
 }
 
 #[test]
@@ -246,7 +277,10 @@ fn a_failing_item_does_not_stop_the_others_and_the_next_run_retries_only_it() {
     assert_eq!(status_of(&summary, "index"), "skipped");
     assert_eq!(row(&out.stderr, "migrate")[..3], ["migrate", "failed", "3"]);
     assert!(out.stderr.contains("2 passed, 1 failed"), "{}", out.stderr);
-    assert_eq!(row(&out.stderr, "migrate[b]")[..3], ["migrate[b]", "failed", "1/1"]);
+    assert_eq!(
+        row(&out.stderr, "migrate[b]")[..3],
+        ["migrate[b]", "failed", "1/1"]
+    );
 
     std::fs::remove_file(test.path().join("fail-b")).unwrap();
     let out = test
@@ -255,8 +289,7 @@ fn a_failing_item_does_not_stop_the_others_and_the_next_run_retries_only_it() {
         .code(0);
     assert_eq!(take_calls(&test), ["b"], "{}", out.stderr);
     assert!(
-        out.stderr
-            .contains("[migrate[b]] will run: failed in run"),
+        out.stderr.contains("[migrate[b]] will run: failed in run"),
         "{}",
         out.stderr
     );
@@ -266,7 +299,10 @@ fn a_failing_item_does_not_stop_the_others_and_the_next_run_retries_only_it() {
 #[test]
 fn more_items_than_max_items_start_nothing_and_the_count_is_named() {
     let items: Vec<(String, String)> = (0..7).map(|i| (format!("m{i}"), format!("M{i}"))).collect();
-    let items: Vec<(&str, &str)> = items.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let items: Vec<(&str, &str)> = items
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     let test = project(&items);
     std::fs::write(
         test.path().join("pipeline.kdl"),
@@ -329,9 +365,10 @@ phase "write" {
     assert_eq!(test.read("shell-single.txt"), format!("x{hostile}y"));
     assert!(!test.path().join("pwned").exists());
     assert!(!test.path().join("pwned2").exists());
-    let prompt =
-        std::fs::read_to_string(latest_run(test.path()).join("phases/write[k1]/attempt-1/prompt.md"))
-            .unwrap();
+    let prompt = std::fs::read_to_string(
+        latest_run(test.path()).join("phases/write[k1]/attempt-1/prompt.md"),
+    )
+    .unwrap();
     assert_eq!(prompt, format!("<{hostile}>"));
 }
 
@@ -368,7 +405,13 @@ phase "say" {
 
     // One item forced; the others are up to date.
     let out = test
-        .with_args(&["run", "--no-progress", "pipeline.kdl", "--force", "copy[src/pkg/b.py]"])
+        .with_args(&[
+            "run",
+            "--no-progress",
+            "pipeline.kdl",
+            "--force",
+            "copy[src/pkg/b.py]",
+        ])
         .run()
         .code(0);
     assert_eq!(test.read("calls.log").lines().count(), 3, "{}", out.stderr);
@@ -376,10 +419,21 @@ phase "say" {
     assert!(out.stderr.contains("[copy[src/a.py]] up to date"));
     // `--only` one item: only it is made, and the other items' records stay.
     let out = test
-        .with_args(&["run", "--no-progress", "--only", "say[one]", "--force", "pipeline.kdl"])
+        .with_args(&[
+            "run",
+            "--no-progress",
+            "--only",
+            "say[one]",
+            "--force",
+            "pipeline.kdl",
+        ])
         .run()
         .code(0);
-    assert!(out.stderr.contains("[say] 1 phase made: say[one]"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[say] 1 phase made: say[one]"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(test.read("said.log").lines().count(), 3);
     let kept: Vec<String> = std::fs::read_dir(test.path().join(".helixflow/passed"))
         .unwrap()
@@ -389,10 +443,20 @@ phase "say" {
     assert_eq!(kept.len(), 1, "{kept:?}");
     // An item of a phase without `for-each`, or of no phase, is no phase.
     let out = test
-        .with_args(&["run", "--no-progress", "--only", "nope[one]", "pipeline.kdl"])
+        .with_args(&[
+            "run",
+            "--no-progress",
+            "--only",
+            "nope[one]",
+            "pipeline.kdl",
+        ])
         .run()
         .code(2);
-    assert!(out.stderr.contains("no phase \"nope[one]\""), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no phase \"nope[one]\""),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -435,7 +499,10 @@ phase "dup" {
 #[test]
 fn items_stop_starting_once_the_phase_s_budget_is_spent_and_the_rest_never_start() {
     let test = Test::new()
-        .file("agent.py", "import os\nopen('calls.log', 'a').write(os.environ['HELIXFLOW_ITEM_KEY'] + '\\n')\n")
+        .file(
+            "agent.py",
+            "import os\nopen('calls.log', 'a').write(os.environ['HELIXFLOW_ITEM_KEY'] + '\\n')\n",
+        )
         .pipeline(
             r#"pipeline "p"
 agent "paid" {

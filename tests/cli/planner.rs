@@ -62,20 +62,31 @@ fn a_planner_s_unknown_node_is_its_retry_s_feedback_and_then_its_phases_run() {
         .run()
         .code(0);
     let prompts = test.read("prompts.log");
-    let second = prompts.split("=== attempt 2").nth(1).expect("a second attempt");
+    let second = prompts
+        .split("=== attempt 2")
+        .nth(1)
+        .expect("a second attempt");
     assert!(
         second.contains("plan/phases.kdl:1:1: HF101 unknown node `phasee`"),
         "{prompts}"
     );
     assert!(second.contains("did you mean `phase`?"), "{prompts}");
-    assert!(out.stderr.contains("[planner] 2 phases made: gen-a, gen-b"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[planner] 2 phases made: gen-a, gen-b"),
+        "{}",
+        out.stderr
+    );
     // The phases ran in order, and the planner's dependent waited for them.
     assert_eq!(test.read("calls.log"), "a\nb\n");
     assert_eq!(test.read("report.txt"), "a\nb\n");
     let run = latest_run(test.path());
     for phase in ["gen-a", "gen-b"] {
         assert!(run.join(format!("phases/{phase}/attempt-1")).is_dir());
-        assert!(test.path().join(format!(".helixflow/passed/{phase}.json")).is_file());
+        assert!(
+            test.path()
+                .join(format!(".helixflow/passed/{phase}.json"))
+                .is_file()
+        );
     }
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
@@ -113,7 +124,11 @@ fn a_planner_s_unknown_node_is_its_retry_s_feedback_and_then_its_phases_run() {
         .with_args(&["run", "--no-progress", "pipeline.kdl"])
         .run()
         .code(0);
-    assert!(again.stderr.contains("[gen-b] up to date"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("[gen-b] up to date"),
+        "{}",
+        again.stderr
+    );
     assert_eq!(test.read("calls.log"), "a\nb\n");
 }
 

@@ -401,7 +401,9 @@ impl Decoder<'_> {
         let problem = match (given, &key, &json) {
             (0, _, _) => Some("`for-each` names no items"),
             (2.., _, _) => Some("`for-each` names its items in more than one way"),
-            (_, Some(_), None) => Some("`key=` says which field of a JSON object is its key: it needs `json=`"),
+            (_, Some(_), None) => {
+                Some("`key=` says which field of a JSON object is its key: it needs `json=`")
+            }
             _ => None,
         };
         if let Some(problem) = problem {
