@@ -40,6 +40,21 @@ pub(super) fn check_body(body: &Body, name: &Spanned<String>, diagnostics: &mut 
                 .help("Let a phase without `for-each` write the phases, or drop `generates`."),
             );
         }
+        // Outside the prompt, only the plain forms are replaced.
+        if let Some((what, span)) = item_use(body, not_plain) {
+            diagnostics.push(
+                Diagnostic::new(
+                    &rules::ITEM_OUTSIDE_FOR_EACH,
+                    span.unwrap_or(name.span),
+                    format!(
+                        "{what} of phase \"{}\" uses an item placeholder that only a prompt can render",
+                        name.value
+                    ),
+                )
+                .label("not replaced here")
+                .help("Outside the prompt write `{{ item }}`, `{{ item.FIELD }}`, `{{ item.key }}` or `{{ item.index }}`, without filters."),
+            );
+        }
         return;
     }
     for (setting, span) in [
@@ -64,7 +79,7 @@ pub(super) fn check_body(body: &Body, name: &Spanned<String>, diagnostics: &mut 
             );
         }
     }
-    if let Some((what, span)) = item_use(body) {
+    if let Some((what, span)) = item_use(body, uses_item) {
         diagnostics.push(outside(&name.value, what, span.unwrap_or(name.span)));
     }
 }
@@ -82,9 +97,16 @@ fn outside(phase: &str, what: &str, span: Span) -> Diagnostic {
     .help(rules::ITEM_OUTSIDE_FOR_EACH.help)
 }
 
-/// The first place of a body (other than its prompt, which lint checks as a template) that uses
-/// an item placeholder, with its span when it has one.
-fn item_use(body: &Body) -> Option<(&'static str, Option<Span>)> {
+/// Whether a text has an item placeholder that is not one of the plain forms.
+fn not_plain(text: &str) -> bool {
+    item_placeholders(text)
+        .iter()
+        .any(|p| p.reference.is_none())
+}
+
+/// The first place of a body (other than its prompt, which lint checks as a template) with a
+/// text that `uses_item` finds an item placeholder in, with its span when it has one.
+fn item_use(body: &Body, uses_item: fn(&str) -> bool) -> Option<(&'static str, Option<Span>)> {
     for output in &body.outputs {
         if output_texts(&output.value).into_iter().any(uses_item) {
             return Some(("an output", Some(output.span)));
