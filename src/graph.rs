@@ -221,16 +221,7 @@ pub(crate) fn render(
         GraphFormat::Dot => {
             let mut out = format!("digraph {} {{\n    rankdir=LR;\n", dot_id(&pipeline.name));
             for phase in &pipeline.phases {
-                if phase.for_each.is_some() {
-                    let _ = writeln!(
-                        out,
-                        "    {} [label={}];",
-                        dot_id(&phase.name.value),
-                        dot_id(&label(phase, items))
-                    );
-                } else {
-                    let _ = writeln!(out, "    {};", dot_id(&phase.name.value));
-                }
+                let _ = writeln!(out, "    {};", dot_node(phase, items));
             }
             for (from, to) in &edges {
                 let _ = writeln!(out, "    {} -> {};", dot_id(name(*from)), dot_id(name(*to)));
@@ -293,6 +284,19 @@ pub(crate) fn render(
             out.push('\n');
             out
         }
+    }
+}
+
+/// A phase as a dot node: its name, with a label for a `for-each` phase.
+fn dot_node(phase: &crate::model::Phase, items: &BTreeMap<String, usize>) -> String {
+    if phase.for_each.is_some() {
+        format!(
+            "{} [label={}]",
+            dot_id(&phase.name.value),
+            dot_id(&label(phase, items))
+        )
+    } else {
+        dot_id(&phase.name.value)
     }
 }
 

@@ -402,34 +402,6 @@ fn inside(template: &str, made: &str) -> Result<(), String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_must_name_one_folder_and_be_unique() {
-        assert!(key_problem("parser").is_none());
-        assert!(key_problem("src/a.py").is_none());
-        assert!(key_problem("my module").is_none());
-        for bad in ["", "..", "a/../b", "/etc", "a//b", "x[1]", "a\nb", "a\\b"] {
-            assert!(key_problem(bad).is_some(), "{bad:?}");
-        }
-        let items: Vec<Item> = ["a", "b", "a"]
-            .iter()
-            .enumerate()
-            .map(|(index, k)| Item {
-                key: (*k).to_owned(),
-                index,
-                value: Value::String((*k).to_owned()),
-            })
-            .collect();
-        assert_eq!(
-            check_keys(&items).unwrap_err(),
-            "items 0 and 2 have the same key `a`: keys must be unique"
-        );
-    }
-}
-
 /// What a `for-each` phase became once it was ready.
 pub(crate) struct Made {
     /// One phase per item, in the items' order.
@@ -506,4 +478,32 @@ fn dropped(run: &super::context::Run, of: &str, phases: &[Phase]) -> Vec<String>
         }
     }
     gone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_must_name_one_folder_and_be_unique() {
+        assert!(key_problem("parser").is_none());
+        assert!(key_problem("src/a.py").is_none());
+        assert!(key_problem("my module").is_none());
+        for bad in ["", "..", "a/../b", "/etc", "a//b", "x[1]", "a\nb", "a\\b"] {
+            assert!(key_problem(bad).is_some(), "{bad:?}");
+        }
+        let items: Vec<Item> = ["a", "b", "a"]
+            .iter()
+            .enumerate()
+            .map(|(index, k)| Item {
+                key: (*k).to_owned(),
+                index,
+                value: Value::String((*k).to_owned()),
+            })
+            .collect();
+        assert_eq!(
+            check_keys(&items).unwrap_err(),
+            "items 0 and 2 have the same key `a`: keys must be unique"
+        );
+    }
 }

@@ -193,10 +193,7 @@ impl fmt::Display for Reason {
                 "its items are read once it is ready; each is up to date or runs on its own",
             ),
             Reason::ItemsUnknown { why } => write!(f, "its items cannot be read now: {why}"),
-            Reason::Dropped { phases } => {
-                let noun = if phases.len() == 1 { "item" } else { "items" };
-                write!(f, "dropped: {} {noun} ({})", phases.len(), list(phases))
-            }
+            Reason::Dropped { phases } => f.write_str(&dropped(phases)),
             Reason::Running { run_id, pid } => {
                 write!(
                     f,
@@ -221,6 +218,12 @@ impl fmt::Display for Reason {
             }
         }
     }
+}
+
+/// `dropped: 2 items (`migrate[a]`, `migrate[b]`)`.
+fn dropped(phases: &[String]) -> String {
+    let noun = if phases.len() == 1 { "item" } else { "items" };
+    format!("dropped: {} {noun} ({})", phases.len(), list(phases))
 }
 
 /// A part's name as a person reads it.

@@ -357,19 +357,7 @@ impl Decoder<'_> {
                 .and_then(|(_, _, range)| range.clone());
             let span = name_in(text, place, at, root);
             if root == "item" && !check.vars.contains_key(root) {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        &rules::ITEM_OUTSIDE_FOR_EACH,
-                        span,
-                        format!(
-                            "the prompt of phase \"{}\" uses `item`, and the phase has no `for-each`",
-                            check.phase
-                        ),
-                    )
-                    .label("no item here")
-                    .help(rules::ITEM_OUTSIDE_FOR_EACH.help),
-                );
-                return;
+                return self.item_outside_for_each(check.phase, span);
             }
             let candidates = PROMPT_VARIABLES
                 .iter()
@@ -430,6 +418,21 @@ impl Decoder<'_> {
             )
             .label("undefined when the prompt renders")
             .help(help),
+        );
+    }
+
+    /// `item` in the prompt of a phase without `for-each`.
+    fn item_outside_for_each(&mut self, phase: &str, span: Span) {
+        self.diagnostics.push(
+            Diagnostic::new(
+                &rules::ITEM_OUTSIDE_FOR_EACH,
+                span,
+                format!(
+                    "the prompt of phase \"{phase}\" uses `item`, and the phase has no `for-each`"
+                ),
+            )
+            .label("no item here")
+            .help(rules::ITEM_OUTSIDE_FOR_EACH.help),
         );
     }
 

@@ -315,18 +315,7 @@ impl RunJson {
                 }
                 true
             }
-            Event::PhasesMade { phase, made, .. } => {
-                // Listed right after the phase that made them (a `for-each` phase's items under
-                // it), or at the end.
-                let mut place = at(phase).map_or(phases.len(), |i| i + 1);
-                for name in made.iter().filter(|name| !index.contains_key(*name)) {
-                    phases.insert(place, PhaseSummary::pending(name.clone()));
-                    place += 1;
-                }
-                index.clear();
-                index.extend(phases.iter().enumerate().map(|(i, p)| (p.name.clone(), i)));
-                true
-            }
+            Event::PhasesMade { phase, made, .. } => made_phases(phases, index, phase, made),
             Event::RunFinished {
                 status, exit_code, ..
             } => {
@@ -340,6 +329,26 @@ impl RunJson {
             _ => false,
         }
     }
+}
+
+/// Phases made while the run goes on, listed right after the phase that made them (a `for-each`
+/// phase's items under it).
+fn made_phases(
+    phases: &mut Vec<PhaseSummary>,
+    index: &mut HashMap<String, usize>,
+    by: &str,
+    made: &[String],
+) -> bool {
+    let at = index.get(by).map_or(phases.len(), |i| i + 1);
+    let new: Vec<PhaseSummary> = made
+        .iter()
+        .filter(|name| !index.contains_key(*name))
+        .map(|name| PhaseSummary::pending(name.clone()))
+        .collect();
+    phases.splice(at..at, new);
+    index.clear();
+    index.extend(phases.iter().enumerate().map(|(i, p)| (p.name.clone(), i)));
+    true
 }
 
 impl EventSink for RunJson {
