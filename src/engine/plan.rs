@@ -920,3 +920,49 @@ pub(crate) fn known_now(mut pipeline: Pipeline) -> (Pipeline, BTreeMap<String, u
         .collect();
     (pipeline, items)
 }
+
+/// The pipeline as a run would make it now, for `check`: the phases its planners wrote that lint
+/// now, and each `for-each` phase whose items can be read now replaced by its items' phases
+/// (which depend on what it depends on; its dependents on all of them).
+pub(crate) fn made_now(pipeline: Pipeline) -> Pipeline {
+    let (mut pipeline, _) = known_now(pipeline);
+    let excluded = [pipeline.state_dir.clone()];
+    let mut phases = Vec::with_capacity(pipeline.phases.len());
+    let mut items_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for phase in std::mem::take(&mut pipeline.phases) {
+        let made = phase.for_each.as_ref().and_then(|for_each| {
+            let items = super::expand::items(&pipeline.workspace, &excluded, for_each).ok()?;
+            items
+                .into_iter()
+                .map(|item| super::expand::item_phase(&phase, item))
+                .collect::<Result<Vec<_>, _>>()
+                .ok()
+        });
+        match made {
+            Some(made) => {
+                items_of.insert(
+                    phase.name.value.clone(),
+                    made.iter().map(|p| p.name.value.clone()).collect(),
+                );
+                phases.extend(made);
+            }
+            None => phases.push(phase),
+        }
+    }
+    for phase in &mut phases {
+        let span = phase.name.span;
+        let depends_on = std::mem::take(&mut phase.depends_on);
+        for dependency in depends_on {
+            match items_of.get(&dependency.value) {
+                Some(items) => phase.depends_on.extend(
+                    items
+                        .iter()
+                        .map(|i| crate::model::Spanned::new(i.clone(), span)),
+                ),
+                None => phase.depends_on.push(dependency),
+            }
+        }
+    }
+    pipeline.phases = phases;
+    pipeline
+}

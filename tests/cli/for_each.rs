@@ -182,6 +182,27 @@ fn three_json_items_become_three_verified_phases_with_their_own_prompts_and_fold
         "{}",
         graph.stdout
     );
+    // `check` judges each item as its phase, without starting an agent.
+    let checked = test
+        .with_args(&["check", "--no-progress", "pipeline.kdl"])
+        .run()
+        .code(0);
+    assert!(
+        checked.stderr.contains("[migrate[docs]]"),
+        "{}",
+        checked.stderr
+    );
+    assert_eq!(take_calls(&test), Vec::<String>::new());
+    std::fs::remove_file(test.path().join("out/docs.txt")).unwrap();
+    let checked = test
+        .with_args(&["check", "--no-progress", "pipeline.kdl"])
+        .run()
+        .code(1);
+    assert!(
+        checked.stderr.contains("out/docs.txt"),
+        "{}",
+        checked.stderr
+    );
     // `show` knows an item as a phase.
     let shown = test
         .with_args(&["show", "pipeline.kdl", "latest", "migrate[lexer]"])
