@@ -373,6 +373,14 @@ fn plan(
     for phase in pipeline.phases.iter().filter(|p| selected(&p.name.value)) {
         phase_plan(&mut out, pipeline, phase, plans);
     }
+    // The items of `for-each` phases and the phases planners wrote, as far as they are known.
+    for made in plans.iter().filter(|p| pipeline.phase(&p.phase).is_none()) {
+        let _ = writeln!(out, "\nphase \"{}\" (made at run time)", made.phase);
+        let _ = match &made.up_to_date {
+            Some(run_id) => writeln!(out, "  up to date: passed in run {run_id}; skipped"),
+            None => writeln!(out, "  will run: {}", crate::text::one_line(&made.why())),
+        };
+    }
     out
 }
 
@@ -437,8 +445,13 @@ fn phase_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, plans: &[Pha
 /// and the prompt of the first attempt.
 fn agent_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, name: &str, attempts: u32) {
     let agent = &pipeline.agents[name];
-    let prompt = attempt_prompt(phase, 1, attempts, "")
-        .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
+    let prompt = if phase.for_each.is_some() {
+        // Rendered for each item, with its values.
+        phase.prompt.as_ref().map_or("", |p| p.text()).to_owned()
+    } else {
+        attempt_prompt(phase, 1, attempts, "")
+            .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"))
+    };
     let mut values = BTreeMap::from([
         ("prompt", prompt.clone()),
         ("prompt_file", "<attempt folder>/prompt.md".to_owned()),
