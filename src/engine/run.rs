@@ -12,7 +12,7 @@ use super::control;
 use super::plan;
 use super::state::{Events, RunState};
 use crate::event::sink::{EventSink, Sinks};
-use crate::event::{CancelReason, Event, PhaseStatus, RunStatus, Stamped};
+use crate::event::{CancelReason, Event, RunStatus, Stamped};
 use crate::model::{PhaseId, Pipeline};
 use crate::store::journal::Journal;
 use crate::store::lock::RunLock;
@@ -224,34 +224,7 @@ fn announce(
     });
     // A phase downstream of work made while the run goes on is told once it is decided.
     for plan in plans.iter().filter(|plan| !plan.deferred) {
-        tell_plan(run, plan);
-    }
-}
-
-/// A phase's plan in the journal: up to date (its record written back with its new file
-/// stamps), or why it runs.
-pub(super) fn tell_plan(run: &Run, plan: &plan::PhasePlan) {
-    if let Some(record) = &plan.restamped
-        && let Err(e) = run.ctx.records.write(record)
-    {
-        run.emit(Event::Warning {
-            message: format!("cannot update the record of \"{}\": {e}", plan.phase),
-        });
-    }
-    match &plan.up_to_date {
-        Some(run_id) => run.emit(Event::PhaseFinished {
-            phase: plan.phase.clone(),
-            status: PhaseStatus::UpToDate,
-            attempts: 0,
-            duration_ms: 0,
-            reason: Some(format!(
-                "passed in run {run_id}; nothing it depends on changed since"
-            )),
-        }),
-        None => run.emit(Event::PhaseQueued {
-            phase: plan.phase.clone(),
-            reasons: plan.reasons.iter().map(ToString::to_string).collect(),
-        }),
+        super::schedule::tell_plan(run, plan);
     }
 }
 

@@ -254,7 +254,7 @@ impl<'r> Scheduler<'r> {
             .collect();
         if ran.is_empty() {
             self.state[i] = Some(PhaseStatus::UpToDate);
-            super::run::tell_plan(self.run, &plan);
+            tell_plan(self.run, &plan);
             self.join_generated(i);
             return false;
         }
@@ -387,7 +387,7 @@ impl<'r> Scheduler<'r> {
         );
         for plan in plans {
             self.add(plan.id.index(), self.dependencies[i].clone(), Some(i));
-            super::run::tell_plan(run, &plan);
+            tell_plan(run, &plan);
             if plan.is_up_to_date() {
                 self.state[plan.id.index()] = Some(PhaseStatus::UpToDate);
             } else {
@@ -454,7 +454,7 @@ impl<'r> Scheduler<'r> {
             &self.ran,
         );
         for plan in plans {
-            super::run::tell_plan(run, &plan);
+            tell_plan(run, &plan);
             if plan.is_up_to_date() {
                 self.state[plan.id.index()] = Some(PhaseStatus::UpToDate);
             } else {
@@ -628,6 +628,33 @@ fn group_reason(counts: &BTreeMap<&'static str, usize>, items: usize, dropped: u
         reason.push_str(&format!("; dropped: {dropped} {noun}"));
     }
     reason
+}
+
+/// A phase's plan in the journal: up to date (its record written back with its new file
+/// stamps), or why it runs.
+pub(super) fn tell_plan(run: &Run, plan: &plan::PhasePlan) {
+    if let Some(record) = &plan.restamped
+        && let Err(e) = run.ctx.records.write(record)
+    {
+        run.emit(Event::Warning {
+            message: format!("cannot update the record of \"{}\": {e}", plan.phase),
+        });
+    }
+    match &plan.up_to_date {
+        Some(run_id) => run.emit(Event::PhaseFinished {
+            phase: plan.phase.clone(),
+            status: PhaseStatus::UpToDate,
+            attempts: 0,
+            duration_ms: 0,
+            reason: Some(format!(
+                "passed in run {run_id}; nothing it depends on changed since"
+            )),
+        }),
+        None => run.emit(Event::PhaseQueued {
+            phase: plan.phase.clone(),
+            reasons: plan.reasons.iter().map(ToString::to_string).collect(),
+        }),
+    }
 }
 
 /// Whether a phase that ended this way lets its dependents start.
