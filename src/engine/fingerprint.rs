@@ -51,6 +51,13 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
         // it, and its place in the list is not part of its work (a prompt that shows it
         // changes with it).
         parts.retain(|part, _| !part.starts_with("env.HELIXFLOW_ITEM"));
+        // Unless a command or the agent's argv shows it.
+        if parts
+            .values()
+            .any(|v| v.contains("${HELIXFLOW_ITEM_INDEX}") || v.contains("item.index"))
+        {
+            parts.insert("item.index".to_owned(), item.index.to_string());
+        }
         match &item.value {
             Value::Object(fields) => {
                 for (field, value) in fields {

@@ -424,6 +424,18 @@ phase "say" {
     assert_eq!(said, ["one-0", "two words-1"]);
     assert_eq!(test.read("out/b.py"), "b = 2\n");
 
+    // An item's gates, checked outside a run.
+    let verified = test
+        .with_args(&[
+            "verify",
+            "--phase",
+            "copy[src/pkg/b.py]",
+            "--file",
+            "pipeline.kdl",
+        ])
+        .run()
+        .code(0);
+    assert!(verified.stdout.contains("✓ syntax"), "{}", verified.stdout);
     // One item forced; the others are up to date.
     let out = test
         .with_args(&[
