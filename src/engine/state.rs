@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use crate::event::usage::{Spend, Usage};
@@ -326,6 +326,10 @@ impl Drop for AttemptWindow<'_> {
 pub(crate) struct PhaseTable {
     phases: boxcar::Vec<Phase>,
     by_name: Mutex<HashMap<String, PhaseId>>,
+    /// Every phase as one slice, for the gates (a near miss never points at a file another phase
+    /// declares): one copy of the table after each addition, the latest at `latest`.
+    copies: boxcar::Vec<Vec<Phase>>,
+    latest: AtomicUsize,
 }
 
 impl PhaseTable {
@@ -339,10 +343,19 @@ impl PhaseTable {
                 .entry(phase.name.value.clone())
                 .or_insert(PhaseId::from_table(index));
         }
+        let copies = boxcar::Vec::new();
+        copies.push(pipeline.phases.clone());
         Self {
             phases,
             by_name: Mutex::new(by_name),
+            copies,
+            latest: AtomicUsize::new(0),
         }
+    }
+
+    /// Every phase now, as one slice.
+    pub(crate) fn all(&self) -> &[Phase] {
+        &self.copies[self.latest.load(Ordering::SeqCst)]
     }
 
     /// The phase with this id.
@@ -358,14 +371,18 @@ impl PhaseTable {
     /// Adds phases made while the run goes on; their ids, in order. Only the scheduler adds.
     pub(crate) fn add(&self, made: Vec<Phase>) -> Vec<PhaseId> {
         let mut by_name = self.by_name.lock().unwrap_or_else(PoisonError::into_inner);
-        made.into_iter()
+        let ids = made
+            .into_iter()
             .map(|phase| {
                 let name = phase.name.value.clone();
                 let id = PhaseId::from_table(self.phases.push(phase));
                 by_name.entry(name).or_insert(id);
                 id
             })
-            .collect()
+            .collect();
+        let copy = self.iter().map(|(_, phase)| phase.clone()).collect();
+        self.latest.store(self.copies.push(copy), Ordering::SeqCst);
+        ids
     }
 
     /// Every phase now, in id order.

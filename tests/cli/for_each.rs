@@ -572,3 +572,34 @@ phase "each" {
         out.stderr
     );
 }
+
+#[test]
+fn a_sibling_item_s_file_is_never_offered_as_a_near_miss() {
+    // Both items write a `mod.txt`, each in its own folder; `b` writes nothing.
+    let test = Test::new()
+        .file(
+            "items.json",
+            r#"[{"id": "a", "dir": "pkg/a"}, {"id": "b", "dir": "pkg/b"}]"#,
+        )
+        .pipeline(
+            r#"pipeline "p"
+phase "write" {
+    for-each json="items.json" key="id"
+    run "test {{ item.key }} = b || (mkdir -p {{ item.dir }} && echo x > {{ item.dir }}/mod.txt)"
+    outputs { file "{{ item.dir }}/mod.txt" }
+    retries 0
+    on-failure "continue"
+    max-parallel 1
+}
+"#,
+        );
+    test.with_args(&["run", "--no-progress", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let feedback = std::fs::read_to_string(
+        latest_run(test.path()).join("phases/write[b]/attempt-1/feedback.md"),
+    )
+    .unwrap();
+    assert!(feedback.contains("pkg/b/mod.txt"), "{feedback}");
+    assert!(!feedback.contains("pkg/a/mod.txt"), "{feedback}");
+}
