@@ -1,6 +1,6 @@
 //! The phase DAG: build, cycles, topological levels, and dot/mermaid/json output.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
@@ -179,6 +179,22 @@ struct JsonPhase<'p> {
     name: &'p str,
     level: usize,
     depends_on: Vec<&'p str>,
+    /// A `for-each` phase: its items, once they can be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    items: Option<usize>,
+    /// A phase a planner wrote: the planner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generated_by: Option<&'p str>,
+}
+
+/// How a phase is labelled: its name, and a `for-each` phase's item count once known.
+fn label(phase: &crate::model::Phase, items: &BTreeMap<String, usize>) -> String {
+    match (&phase.for_each, items.get(&phase.name.value)) {
+        (Some(_), Some(1)) => format!("{} (1 item)", phase.name.value),
+        (Some(_), Some(n)) => format!("{} ({n} items)", phase.name.value),
+        (Some(_), None) => format!("{} (items)", phase.name.value),
+        (None, _) => phase.name.value.clone(),
+    }
 }
 
 #[derive(Serialize)]
@@ -187,8 +203,14 @@ struct JsonEdge<'p> {
     to: &'p str,
 }
 
-/// Renders the DAG of an acyclic pipeline.
-pub(crate) fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphFormat) -> String {
+/// Renders the DAG of an acyclic pipeline; a `for-each` phase is one node, with the count of its
+/// items where `items` knows it.
+pub(crate) fn render(
+    pipeline: &Pipeline,
+    graph: &PhaseGraph,
+    format: GraphFormat,
+    items: &BTreeMap<String, usize>,
+) -> String {
     let name = |i: usize| pipeline.phases[i].name.value.as_str();
     let edges: Vec<(usize, usize)> = graph
         .graph
@@ -199,7 +221,7 @@ pub(crate) fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphForma
         GraphFormat::Dot => {
             let mut out = format!("digraph {} {{\n    rankdir=LR;\n", dot_id(&pipeline.name));
             for phase in &pipeline.phases {
-                let _ = writeln!(out, "    {};", dot_id(&phase.name.value));
+                let _ = writeln!(out, "    {};", dot_node(phase, items));
             }
             for (from, to) in &edges {
                 let _ = writeln!(out, "    {} -> {};", dot_id(name(*from)), dot_id(name(*to)));
@@ -213,7 +235,7 @@ pub(crate) fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphForma
                 let _ = writeln!(
                     out,
                     "    p{i}[\"{}\"]",
-                    phase.name.value.replace('"', "#quot;")
+                    label(phase, items).replace('"', "#quot;")
                 );
             }
             for (from, to) in &edges {
@@ -239,6 +261,11 @@ pub(crate) fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphForma
                         name: &p.name.value,
                         level: level_of[i],
                         depends_on: p.depends_on.iter().map(|d| d.value.as_str()).collect(),
+                        items: p.for_each.as_ref().and(items.get(&p.name.value).copied()),
+                        generated_by: match &p.made_by {
+                            Some(crate::model::MadeBy::Generated { by }) => Some(by.as_str()),
+                            _ => None,
+                        },
                     })
                     .collect(),
                 edges: edges
@@ -257,6 +284,19 @@ pub(crate) fn render(pipeline: &Pipeline, graph: &PhaseGraph, format: GraphForma
             out.push('\n');
             out
         }
+    }
+}
+
+/// A phase as a dot node: its name, with a label for a `for-each` phase.
+fn dot_node(phase: &crate::model::Phase, items: &BTreeMap<String, usize>) -> String {
+    if phase.for_each.is_some() {
+        format!(
+            "{} [label={}]",
+            dot_id(&phase.name.value),
+            dot_id(&label(phase, items))
+        )
+    } else {
+        dot_id(&phase.name.value)
     }
 }
 

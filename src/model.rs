@@ -294,8 +294,9 @@ impl Agent {
     }
 }
 
-/// The identity of a phase of one pipeline: its place in `Pipeline::phases`. Only the pipeline
-/// hands them out, so a `PhaseId` always names one of its phases.
+/// The identity of a phase of one pipeline: its place in `Pipeline::phases`, or past them, its
+/// place among the phases a run made (items of `for-each` phases, generated phases). Only the
+/// pipeline and the run's table of phases hand them out, so a `PhaseId` always names a phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct PhaseId(usize);
 
@@ -303,6 +304,12 @@ impl PhaseId {
     /// The phase's place in `Pipeline::phases`, for tables indexed like it.
     pub(crate) fn index(self) -> usize {
         self.0
+    }
+
+    /// The id of the phase at `index` of a run's table of phases (which starts with the
+    /// pipeline's).
+    pub(crate) fn from_table(index: usize) -> PhaseId {
+        PhaseId(index)
     }
 }
 
@@ -325,11 +332,28 @@ impl Pipeline {
         (0..self.phases.len()).map(PhaseId)
     }
 
-    /// The phases a run selects: those named in `only`, or every phase when it is empty.
+    /// The phases a run selects: those named in `only`, or every phase when it is empty. Naming
+    /// an item (`migrate[parser]`) selects its `for-each` phase (which then makes that item only).
     pub(crate) fn select(&self, only: &[String]) -> Vec<PhaseId> {
         self.phase_ids()
-            .filter(|&id| only.is_empty() || only.contains(&self[id].name.value))
+            .filter(|&id| {
+                let name = &self[id].name.value;
+                only.is_empty()
+                    || only.contains(name)
+                    || only
+                        .iter()
+                        .any(|o| split_item_name(o).is_some_and(|(of, _)| of == name))
+            })
             .collect()
+    }
+
+    /// Whether `name` names a phase: one of the pipeline's, or an item of a `for-each` phase
+    /// (`migrate[parser]`), whose items are known only once it runs.
+    pub fn names_phase(&self, name: &str) -> bool {
+        self.phase(name).is_some()
+            || split_item_name(name).is_some_and(|(of, key)| {
+                !key.is_empty() && self.phase(of).is_some_and(|p| p.for_each.is_some())
+            })
     }
 }
 
@@ -738,6 +762,18 @@ pub struct Phase {
     /// and the phase, in that order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<AttemptBlock>,
+    /// `for-each`: the phase is a template, made at run time into one phase per item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+    /// `generates PATH`: the phase writes a KDL file of `phase` nodes that join the run once it
+    /// passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generates: Option<String>,
+    /// What made this phase at run time: the item of a `for-each` phase, or the phase whose
+    /// `generates` file declared it. `None` for a phase of the pipeline file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub made_by: Option<MadeBy>,
     /// Where some settings were written, for diagnostics.
     #[serde(skip)]
     #[schemars(skip)]
@@ -957,6 +993,106 @@ impl Phase {
             Worker::Run(_) => None,
         }
     }
+}
+
+/// Where the items of a `for-each` phase come from, and how many of them run.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct ForEach {
+    /// The items.
+    pub source: ItemSource,
+    /// More items than this fail the phase before any item starts.
+    pub max_items: u32,
+    /// At most this many items of the phase at once (the run's limit still applies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
+}
+
+/// The default of `max-items`.
+pub const DEFAULT_MAX_ITEMS: u32 = 100;
+
+/// Where the items of a `for-each` phase come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum ItemSource {
+    /// A JSON array of objects or strings, read when the phase becomes ready.
+    Json {
+        /// The file, relative to the workspace.
+        path: String,
+        /// The field of each object that is its key (strings are their own key).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+    },
+    /// One item per matching file (`path`, `stem`, `name`, `dir`); the key is the path.
+    Glob {
+        /// The glob, relative to the workspace.
+        pattern: String,
+    },
+    /// A literal list of strings, each its own key.
+    List {
+        /// The items.
+        items: Vec<String>,
+    },
+}
+
+/// One item of a `for-each` phase, as its phase was made from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Item {
+    /// Its key: unique among the items, part of the phase's name (`migrate[KEY]`).
+    pub key: String,
+    /// Its place in the list, from 0.
+    pub index: usize,
+    /// The value: a string, or an object.
+    pub value: serde_json::Value,
+}
+
+/// What made a phase at run time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum MadeBy {
+    /// An item of the `for-each` phase `of`.
+    Item {
+        /// The `for-each` phase.
+        of: String,
+        /// The item.
+        item: Item,
+    },
+    /// The `generates` file of the phase `by`.
+    Generated {
+        /// The planner.
+        by: String,
+    },
+}
+
+impl Phase {
+    /// The item this phase was made for, when it is an item of a `for-each` phase.
+    pub fn item(&self) -> Option<&Item> {
+        match &self.made_by {
+            Some(MadeBy::Item { item, .. }) => Some(item),
+            _ => None,
+        }
+    }
+
+    /// The `for-each` phase this one is an item of.
+    pub fn item_of(&self) -> Option<&str> {
+        match &self.made_by {
+            Some(MadeBy::Item { of, .. }) => Some(of),
+            _ => None,
+        }
+    }
+}
+
+/// The name of the phase made for item `key` of the `for-each` phase `of`: `of[key]`.
+pub fn item_phase_name(of: &str, key: &str) -> String {
+    format!("{of}[{key}]")
+}
+
+/// The `for-each` phase and the key of an item phase's name (`migrate[parser]`), when it is one.
+pub fn split_item_name(name: &str) -> Option<(&str, &str)> {
+    let inner = name.strip_suffix(']')?;
+    let open = inner.rfind('[')?;
+    Some((&inner[..open], &inner[open + 1..]))
 }
 
 /// Places of phase settings that later checks point at.

@@ -90,6 +90,9 @@ pub(crate) fn render_prompt(
                 .collect::<Vec<_>>(),
         ),
     );
+    if let Some(item) = phase.item() {
+        values.insert("item".into(), Value::from_object(ItemValue(item.clone())));
+    }
     values.insert("attempt".into(), Value::from(context.attempt));
     values.insert("max_attempts".into(), Value::from(context.max_attempts));
     values.insert("feedback".into(), Value::from(context.feedback));
@@ -107,6 +110,53 @@ pub(crate) fn render_prompt(
         text.push_str(context.verify_instructions);
     }
     Ok(text)
+}
+
+/// The item of a `for-each` phase as its prompt sees it: `{{ item }}` is the value (a string as it
+/// is, anything else as JSON), `{{ item.key }}` and `{{ item.index }}` its key and place, and
+/// `{{ item.FIELD }}` a field of an object.
+#[derive(Debug)]
+struct ItemValue(crate::model::Item);
+
+impl minijinja::value::Object for ItemValue {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Plain
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        let item = &self.0;
+        match key.as_str()? {
+            "key" => Some(Value::from(item.key.clone())),
+            "index" => Some(Value::from(item.index)),
+            field => item.value.as_object()?.get(field).map(json_value),
+        }
+    }
+
+    fn render(self: &std::sync::Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::language::item::value_text(&self.0.value))
+    }
+}
+
+/// A JSON value as a template value.
+fn json_value(value: &serde_json::Value) -> Value {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => Value::from(()),
+        Json::Bool(b) => Value::from(*b),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Value::from)
+            .or_else(|| n.as_u64().map(Value::from))
+            .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or_default())),
+        Json::String(s) => Value::from(s.clone()),
+        Json::Array(items) => Value::from(items.iter().map(json_value).collect::<Vec<_>>()),
+        Json::Object(fields) => Value::from(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), json_value(v)))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+    }
 }
 
 /// Replaces the placeholders named in `values` inside single argv entries; everything else,

@@ -376,6 +376,7 @@ impl Workflow<'_> {
     fn apply_steps(&self, out: &mut String, phases: &[usize], only_passed: bool) {
         for &d in phases {
             let name = &self.pipeline.phases[d].name.value;
+            let items = self.pipeline.phases[d].for_each.is_some();
             let folder = folder_name(name);
             let guard = if only_passed {
                 format!("        if: needs.{}.result == 'success'\n", job_id(name))
@@ -388,6 +389,10 @@ impl Workflow<'_> {
                 quote(&format!("Download the bundle of {name}"))
             );
             out.push_str(&guard);
+            if items {
+                // A `for-each` phase may have no items, and so no bundle.
+                out.push_str("        continue-on-error: true\n");
+            }
             out.push_str("        uses: actions/download-artifact@v4\n        with:\n");
             let _ = writeln!(out, "          name: {}", artifact("bundle", name));
             let _ = writeln!(
@@ -400,10 +405,18 @@ impl Workflow<'_> {
                 quote(&format!("Apply the bundle of {name}"))
             );
             out.push_str(&guard);
-            let _ = writeln!(
-                out,
-                "        run: helixflow bundle apply -C \"$HELIXFLOW_WORKSPACE\" \"$RUNNER_TEMP/bundles/{folder}/bundle.hxb\""
-            );
+            if items {
+                // One bundle per item; items ran side by side, so any order applies.
+                let _ = writeln!(
+                    out,
+                    "        run: find \"$RUNNER_TEMP/bundles/{folder}\" -name bundle.hxb -print0 | sort -z | xargs -0 -r -n 1 helixflow bundle apply -C \"$HELIXFLOW_WORKSPACE\""
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "        run: helixflow bundle apply -C \"$HELIXFLOW_WORKSPACE\" \"$RUNNER_TEMP/bundles/{folder}/bundle.hxb\""
+                );
+            }
         }
     }
 
@@ -451,7 +464,7 @@ impl Workflow<'_> {
         out.push_str(
             "        run: helixflow run --only \"$HELIXFLOW_PHASE_NAME\" --force --locked --bundles --no-progress --junit \"$RUNNER_TEMP/junit.xml\" \"$HELIXFLOW_PIPELINE\"\n",
         );
-        upload_steps(out, name);
+        upload_steps(out, name, phase.for_each.is_some());
     }
 
     /// The last job: the pipeline's result and its one run.
@@ -513,10 +526,16 @@ const NOT_LATEST: &str = "!${{ env.HELIXFLOW_RUNS }}/latest/**";
 const RUNS_BUT_LATEST: &str =
     "|\n            ${{ env.HELIXFLOW_RUNS }}/\n            !${{ env.HELIXFLOW_RUNS }}/latest/**";
 
-/// A phase job's uploads: its bundle (which must be there), then its journal and `JUnit` report
-/// whatever happened.
-fn upload_steps(out: &mut String, name: &str) {
+/// A phase job's uploads: its bundle (which must be there; for a `for-each` phase, its items'
+/// bundles, one per item), then its journal and `JUnit` report whatever happened.
+fn upload_steps(out: &mut String, name: &str, items: bool) {
     let folder = folder_name(name);
+    // `migrate[parser]`, `migrate[src_a.py]-1a2b3c4d`: `[[]` matches the bracket itself.
+    let (bundles, if_none) = if items {
+        (format!("{folder}[[]*"), "warn")
+    } else {
+        (folder.clone(), "error")
+    };
     let _ = writeln!(
         out,
         "      - name: {}",
@@ -526,9 +545,12 @@ fn upload_steps(out: &mut String, name: &str) {
     let _ = writeln!(out, "          name: {}", artifact("bundle", name));
     let _ = writeln!(
         out,
-        "          path: |\n            ${{{{ env.HELIXFLOW_RUNS }}}}/*/phases/{folder}/bundle.hxb\n            {NOT_LATEST}"
+        "          path: |\n            ${{{{ env.HELIXFLOW_RUNS }}}}/*/phases/{bundles}/bundle.hxb\n            {NOT_LATEST}"
     );
-    out.push_str("          include-hidden-files: true\n          if-no-files-found: error\n");
+    let _ = writeln!(
+        out,
+        "          include-hidden-files: true\n          if-no-files-found: {if_none}"
+    );
     for (kind, path) in [
         ("journal", RUNS_BUT_LATEST),
         ("junit", "${{ runner.temp }}/junit.xml"),

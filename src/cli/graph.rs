@@ -20,6 +20,9 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Outcome {
     let (_, pipeline) = input::checked_pipeline(args.file.clone(), &args.imports)?;
+    // What is known now of the work made at run time: the phases planners wrote, and how
+    // many items each `for-each` phase has.
+    let (pipeline, items) = crate::engine::plan::known_now(pipeline);
     let graph = PhaseGraph::new(&pipeline);
-    super::emit(&render(&pipeline, &graph, args.format))
+    super::emit(&render(&pipeline, &graph, args.format, &items))
 }

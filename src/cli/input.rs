@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use super::failure::{Failure, color, report};
 
 use super::imports::ImportArgs;
-use crate::language::{self, Compilation, Options};
+use crate::language::{self, Compilation, FsLoader, Options};
 
 /// A file's path as shown in reports, and its text.
 pub(crate) struct Input {
@@ -62,6 +62,32 @@ pub(crate) fn compile_for_lint(input: &Input, imports: &ImportArgs) -> Compilati
         ..Options::default()
     };
     super::imports::compile(&input.path, &input.text, input.from_stdin, options, imports)
+}
+
+/// The compilations of the files of phases the planners of a pipeline wrote (`generates`), where
+/// they exist now: each holds the findings in its file only.
+pub(crate) fn generated_for_lint(input: &Input, compilation: &Compilation) -> Vec<Compilation> {
+    let Some(pipeline) = &compilation.pipeline else {
+        return Vec::new();
+    };
+    pipeline
+        .phases
+        .iter()
+        .filter_map(|phase| {
+            let path = pipeline.workspace.join(phase.generates.as_ref()?);
+            let text = String::from_utf8(crate::regular::read(&path).ok()?).ok()?;
+            Some(language::compile_generated(
+                &input.path,
+                &input.text,
+                &FsLoader,
+                language::GeneratedFile {
+                    path: &path,
+                    text: &text,
+                    planner: &phase.name.value,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// Compiles the pipeline a command works on; its diagnostics are the failure when it cannot be

@@ -47,19 +47,23 @@ pub(crate) fn run(args: &Args) -> Outcome {
         };
         let compilation = input::compile_for_lint(&read, &args.imports);
         origins.extend(remote_lines(&read.path, &compilation.remote));
-        let remap = sources.append(&compilation.sources);
-        for diagnostic in compilation.diagnostics {
-            let diagnostic = remap.diagnostic(diagnostic);
-            // A library imported by several linted files is reported once.
-            let key = (
-                diagnostic.rule.code,
-                diagnostic.message.clone(),
-                diagnostic.span.offset,
-                diagnostic.span.len,
-                sources.get(diagnostic.span.file).path.clone(),
-            );
-            if seen.insert(key) {
-                found.push(diagnostic);
+        // The files of phases its planners wrote, where they exist, are checked with it.
+        let generated = input::generated_for_lint(&read, &compilation);
+        for compilation in std::iter::once(compilation).chain(generated) {
+            let remap = sources.append(&compilation.sources);
+            for diagnostic in compilation.diagnostics {
+                let diagnostic = remap.diagnostic(diagnostic);
+                // A library imported by several linted files is reported once.
+                let key = (
+                    diagnostic.rule.code,
+                    diagnostic.message.clone(),
+                    diagnostic.span.offset,
+                    diagnostic.span.len,
+                    sources.get(diagnostic.span.file).path.clone(),
+                );
+                if seen.insert(key) {
+                    found.push(diagnostic);
+                }
             }
         }
     }

@@ -92,7 +92,7 @@ fn force(args: &Args, pipeline: &Pipeline) -> Result<Force, String> {
     }
     let named = force.phases.iter().map(|n| ("--force", n));
     for (option, name) in named.chain(force.from.iter().map(|n| ("--from", n))) {
-        if pipeline.phase(name).is_none() {
+        if !pipeline.names_phase(name) {
             let names = pipeline.phases.iter().map(|p| p.name.value.as_str());
             return Err(match did_you_mean(name, names) {
                 Some(s) => format!("{option}: no phase \"{name}\"; did you mean \"{s}\"?"),
@@ -309,7 +309,7 @@ pub(super) fn kill_grace() -> Result<std::time::Duration, String> {
 
 fn check_selection(pipeline: &Pipeline, only: &[String]) -> Result<(), String> {
     for name in only {
-        if pipeline.phase(name).is_none() {
+        if !pipeline.names_phase(name) {
             let names = pipeline.phases.iter().map(|p| p.name.value.as_str());
             return Err(match did_you_mean(name, names) {
                 Some(s) => format!("--only: no phase \"{name}\"; did you mean \"{s}\"?"),
@@ -359,6 +359,14 @@ fn plan(
     }
     for phase in pipeline.phases.iter().filter(|p| selected(&p.name.value)) {
         phase_plan(&mut out, pipeline, phase, plans);
+    }
+    // The items of `for-each` phases and the phases planners wrote, as far as they are known.
+    for made in plans.iter().filter(|p| pipeline.phase(&p.phase).is_none()) {
+        let _ = writeln!(out, "\nphase \"{}\" (made at run time)", made.phase);
+        let _ = match &made.up_to_date {
+            Some(run_id) => writeln!(out, "  up to date: passed in run {run_id}; skipped"),
+            None => writeln!(out, "  will run: {}", crate::text::one_line(&made.why())),
+        };
     }
     out
 }
@@ -435,8 +443,13 @@ fn agent_plan(out: &mut String, pipeline: &Pipeline, phase: &Phase, name: &str, 
     let phase = &*phase.for_attempt(1);
     let name = phase.agent_name().unwrap_or(name);
     let agent = &pipeline.agents[name];
-    let prompt = attempt_prompt(phase, 1, attempts, "")
-        .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"));
+    let prompt = if phase.for_each.is_some() {
+        // Rendered for each item, with its values.
+        phase.prompt.as_ref().map_or("", |p| p.text()).to_owned()
+    } else {
+        attempt_prompt(phase, 1, attempts, "")
+            .unwrap_or_else(|e| format!("<the prompt does not render: {e}>"))
+    };
     let mut values = BTreeMap::from([
         ("prompt", prompt.clone()),
         ("prompt_file", "<attempt folder>/prompt.md".to_owned()),

@@ -149,6 +149,8 @@ fn outside_run(args: &Args) -> Result<(Phase, VerifyResponse), Failure> {
             pipeline.workspace.display()
         ))
     })?;
+    // An item of a `for-each` phase, or a phase a planner wrote, is checked as the run makes it.
+    let pipeline = crate::engine::plan::made_now(pipeline);
     let phase = pick_phase(&pipeline, args.phase.as_deref())?.clone();
     input::warn_if_a_run_is_live(&pipeline);
     let grace = super::run::kill_grace()?;

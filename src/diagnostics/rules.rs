@@ -1222,6 +1222,81 @@ rules! {
     PROTECT_COVERS_OWN_WORK = "HF610" "protect-covers-own-work" Warning,
         summary: "A phase protects files it must or may change itself.",
         help: "Narrow `protect` to what the phase must not touch (e.g. `toolz/*.py` rather than `toolz/**`), or narrow its scope.";
+
+    /// ## What it catches
+    /// A `for-each` with no source, or with more than one (`json=`, `glob=`, a list of items),
+    /// or `key=` without `json=`.
+    ///
+    /// ## Why
+    /// The items of the phase must come from exactly one place, known before it runs.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "migrate" {
+    ///     for-each            // json="plan/modules.json" key="id", glob="src/**/*.py" or "a" "b"
+    ///     run "true"
+    /// }
+    /// ```
+    FOR_EACH_SOURCE = "HF701" "for-each-source" Error,
+        summary: "`for-each` needs exactly one source: `json=`, `glob=` or a list of items.",
+        help: "Write `for-each json=\"plan/items.json\" key=\"id\"`, `for-each glob=\"src/**/*.py\"` or `for-each \"a\" \"b\"`.";
+
+    /// ## What it catches
+    /// `{{ item }}`, `{{ item.FIELD }}`, `{{ item.key }}` or `{{ item.index }}` in a phase that has
+    /// no `for-each`, or an item placeholder that is not a plain name (`{{ item.path | upper }}`)
+    /// where no template language renders it.
+    ///
+    /// ## Why
+    /// Only the items of a `for-each` phase have a value; elsewhere the placeholder would reach
+    /// the agent, the file system or the shell as written.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "docs" {
+    ///     run "true"
+    ///     outputs { file "docs/{{ item.key }}.md" }   // no `for-each` here
+    /// }
+    /// ```
+    ITEM_OUTSIDE_FOR_EACH = "HF702" "item-outside-for-each" Error,
+        summary: "An item placeholder is used where no item is given.",
+        help: "Add `for-each` to the phase, or write the value itself.";
+
+    /// ## What it catches
+    /// In a file of phases a planner writes (`generates`): a node other than `phase`, a phase that
+    /// redefines one of the pipeline, or a phase that itself uses `generates`.
+    ///
+    /// ## Why
+    /// Generated phases join a pipeline that is already running: they may add work after the
+    /// planner, not change what was planned, and may not plan again (one level only).
+    ///
+    /// ## Example
+    /// ```kdl
+    /// // plan/phases.kdl, written by the phase with `generates "plan/phases.kdl"`
+    /// import "other.kdl"
+    /// phase "build" { run "make" }   // "build" is a phase of the pipeline already
+    /// ```
+    GENERATED_PHASES = "HF703" "generated-phases" Error,
+        summary: "A generated file of phases declares what only the pipeline may.",
+        help: "Write only `phase` nodes with new names and no `generates`; use the pipeline's agents, templates and `defaults`.";
+
+    /// ## What it catches
+    /// `max-items` or `max-parallel` on a phase without `for-each`, or `for-each` together with
+    /// `generates`.
+    ///
+    /// ## Why
+    /// The limits count items, which only a `for-each` phase has; a phase made into items cannot
+    /// also plan phases.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "build" {
+    ///     run "make"
+    ///     max-parallel 4   // without `for-each` this limits nothing
+    /// }
+    /// ```
+    FOR_EACH_SETTINGS = "HF704" "for-each-settings" Error,
+        summary: "An item setting on a phase without `for-each`, or `for-each` with `generates`.",
+        help: "Add `for-each`, or remove the setting.";
 }
 
 #[cfg(test)]

@@ -53,6 +53,9 @@ pub(crate) async fn check(
     sinks: Sinks,
 ) -> Result<i32, RunError> {
     let started = Instant::now();
+    // The work made at run time, as it can be had now: each item of a `for-each` phase is
+    // checked as its phase, and the phases planners wrote.
+    let pipeline = super::plan::made_now(pipeline);
     let redactor = Arc::new(pipeline.redactor());
     let cancel = Cancel::default();
     let interrupted = tokio::spawn(super::signals::watch(cancel.clone(), || {}));

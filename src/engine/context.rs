@@ -129,6 +129,8 @@ pub(crate) struct RunContext {
     /// The unfinished run this one continues: a phase that did not pass there is judged from
     /// where it started there (its `start.json`).
     pub resumes: Option<Resumed>,
+    /// That run's summary, for the plans of the phases made while this one goes on.
+    pub previous: Option<crate::store::run_json::RunSummary>,
     /// The parts of the workspace's git repository no agent or verifier may change.
     pub repository: crate::workspace::RepositoryGuard,
     /// Whether agents and steps are started from the blocking pool: when more may run at once
@@ -143,6 +145,11 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The phase with this id: one of the pipeline's, or one made while the run goes on.
+    pub(crate) fn phase(&self, id: PhaseId) -> &Phase {
+        self.state.phases.get(id)
+    }
+
     /// Sends an event to the journal and the reporters.
     pub(crate) fn emit(&self, event: Event) {
         self.state.events.emit(event);
@@ -156,17 +163,16 @@ impl Run {
     /// The phases that ran at some time during the attempt of `id` under way, in pipeline
     /// order; none for an isolated phase.
     pub(crate) fn phases_alongside(&self, id: PhaseId) -> Vec<&Phase> {
-        let pipeline = &self.ctx.pipeline;
         // An attempt in a worktree of its own sees no other phase's changes: every change there
         // is its own, whatever other phases claim.
-        if pipeline[id].isolation == crate::model::Isolation::Worktree {
+        if self.phase(id).isolation == crate::model::Isolation::Worktree {
             return Vec::new();
         }
         self.state
             .alongside
             .of(id)
             .into_iter()
-            .map(|other| &pipeline[other])
+            .map(|other| self.phase(other))
             .collect()
     }
 }

@@ -193,8 +193,7 @@ fn refusal(error: String) -> VerifyResponse {
 }
 
 async fn verify(run: &Run, request: &VerifyRequest) -> VerifyResponse {
-    let pipeline = &run.ctx.pipeline;
-    let Some(id) = pipeline.phase_id(&request.phase) else {
+    let Some(id) = run.state.phases.id(&request.phase) else {
         return refusal(format!("no phase \"{}\"", request.phase));
     };
     let Some(live) = run.state.live.get(id) else {
@@ -209,7 +208,7 @@ async fn verify(run: &Run, request: &VerifyRequest) -> VerifyResponse {
             live.attempt, request.phase, request.attempt
         ));
     }
-    let phase = &pipeline[id];
+    let phase = run.phase(id);
     let observed = match observe(run, phase, &live.workspace, live.before.as_ref(), true).await {
         Ok(observed) => observed,
         Err(e) => return refusal(format!("cannot read the workspace: {e}")),

@@ -45,12 +45,36 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
             "prompt_includes",
             "template",
             "attempts",
+            "made-by",
         ] {
             fields.remove(key);
         }
         flatten("", &Value::Object(fields), &mut parts);
     }
     attempt_blocks(pipeline, phase, &mut parts);
+    if let Some(item) = phase.item() {
+        // The item's value, once: the variables that carry it to shell commands follow from
+        // it, and its place in the list is not part of its work (a prompt that shows it
+        // changes with it).
+        parts.retain(|part, _| !part.starts_with("env.HELIXFLOW_ITEM"));
+        // Unless a command or the agent's argv shows it.
+        if parts
+            .values()
+            .any(|v| v.contains("${HELIXFLOW_ITEM_INDEX}") || v.contains("item.index"))
+        {
+            parts.insert("item.index".to_owned(), item.index.to_string());
+        }
+        match &item.value {
+            Value::Object(fields) => {
+                for (field, value) in fields {
+                    parts.insert(format!("item.{field}"), text(value));
+                }
+            }
+            value => {
+                parts.insert("item".to_owned(), text(value));
+            }
+        }
+    }
     if let Worker::Agent(name) = &phase.worker
         && let Some(agent) = pipeline.agents.get(&name.value)
         && let Ok(Value::Object(mut fields)) = serde_json::to_value(agent)
@@ -70,6 +94,10 @@ pub(crate) fn definition(pipeline: &Pipeline, phase: &Phase, redactor: &Redactor
         }
     }
     let prompt = match phase.worker {
+        // A `for-each` phase's prompt is rendered for each item: its own is the template.
+        Worker::Agent(_) if phase.for_each.is_some() => {
+            phase.prompt.as_ref().map_or("", Prompt::text).to_owned()
+        }
         Worker::Agent(_) => fingerprint_prompt(phase)
             .unwrap_or_else(|e| format!("(the prompt cannot be rendered: {e})")),
         Worker::Run(_) => String::new(),
@@ -358,6 +386,35 @@ pub(crate) fn record(
         inputs,
         outputs,
         upstream,
+    }
+}
+
+/// The record of a `for-each` phase whose items all passed: its definition, its dependencies,
+/// and each item's fingerprint as an upstream of its own, so that its fingerprint (what its
+/// dependents record) changes when an item ran again, came or went.
+pub(crate) fn fan_out_record(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    run_id: &str,
+    redactor: &Redactor,
+    mut upstream: BTreeMap<String, String>,
+    items: BTreeMap<String, String>,
+) -> PhaseRecord {
+    let definition = definition(pipeline, phase, redactor);
+    upstream.extend(items);
+    PhaseRecord {
+        version: RECORD_VERSION,
+        phase: phase.name.value.clone(),
+        run_id: run_id.to_owned(),
+        fingerprint: digest(&definition, &BTreeMap::new(), &upstream),
+        definition: definition.parts,
+        template: definition.template,
+        prompt: definition.prompt,
+        prompt_hash: definition.prompt_hash,
+        inputs: BTreeMap::new(),
+        outputs: BTreeMap::new(),
+        upstream,
+        remote: remote_origins(pipeline, phase),
     }
 }
 

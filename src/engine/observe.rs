@@ -99,6 +99,6 @@ pub(crate) fn scene<'a>(
         cancel: run.cancel(),
         grace: run.ctx.options.grace,
         redactor: run.ctx.redactor.clone(),
-        phases: &run.ctx.pipeline.phases,
+        phases: run.state.phases.all(),
     }
 }

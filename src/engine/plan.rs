@@ -156,6 +156,14 @@ pub(crate) enum Reason {
     /// Phases it depends on have no record of a pass now (they failed, or were interrupted, since
     /// it passed) and do not run in this run.
     UpstreamNotPassed { phases: Vec<String> },
+    /// A `for-each` phase: its items are read once it is ready, and each is up to date or runs
+    /// on its own.
+    ForEach,
+    /// A `for-each` phase whose items cannot be read now (its dependencies may write them).
+    ItemsUnknown { why: String },
+    /// Items of a `for-each` phase that passed before and are no longer in its list: their
+    /// records go.
+    Dropped { phases: Vec<String> },
     /// A run that is live has not finished it (it is running, or has not started yet): a new
     /// run waits for that one to end (or stops at once), and then continues it.
     Running { run_id: String, pid: u32 },
@@ -223,6 +231,11 @@ impl fmt::Display for Reason {
             Reason::UpstreamNotPassed { phases } => {
                 write!(f, "upstream has no record of a pass: {}", list(phases))
             }
+            Reason::ForEach => f.write_str(
+                "its items are read once it is ready; each is up to date or runs on its own",
+            ),
+            Reason::ItemsUnknown { why } => write!(f, "its items cannot be read now: {why}"),
+            Reason::Dropped { phases } => f.write_str(&dropped(phases)),
             Reason::Running { run_id, pid } => {
                 write!(
                     f,
@@ -247,6 +260,12 @@ impl fmt::Display for Reason {
             }
         }
     }
+}
+
+/// `dropped: 2 items (`migrate[a]`, `migrate[b]`)`.
+fn dropped(phases: &[String]) -> String {
+    let noun = if phases.len() == 1 { "item" } else { "items" };
+    format!("dropped: {} {noun} ({})", phases.len(), list(phases))
 }
 
 /// A part's name as a person reads it.
@@ -297,6 +316,11 @@ pub(crate) struct PhasePlan {
     /// not change: `run` writes it back.
     #[serde(skip)]
     pub restamped: Option<PhaseRecord>,
+    /// Up to date as far as is known before the run, but downstream of work made while it runs
+    /// (a `for-each` phase, a planner): decided once its dependencies are, and up to date only
+    /// if none of them ran.
+    #[serde(skip)]
+    pub deferred: bool,
 }
 
 impl PhasePlan {
@@ -351,10 +375,83 @@ pub(crate) fn plan(
             read: HashMap::new(),
         },
     };
+    // Phases downstream of work made while the run goes on are decided once their
+    // dependencies are.
+    let mut made_upstream = vec![false; pipeline.phases.len()];
+    for &i in &everything {
+        let phase = &pipeline.phases[i];
+        made_upstream[i] = phase.depends_on.iter().any(|d| {
+            pipeline.phase_id(&d.value).is_some_and(|d| {
+                let dependency = &pipeline[d];
+                made_upstream[d.index()]
+                    || dependency.for_each.is_some()
+                    || dependency.generates.is_some()
+            })
+        });
+    }
     everything
         .into_iter()
         .filter(|&i| is_selected[i])
-        .map(|i| planner.phase_plan(i, ids[i]))
+        .map(|i| {
+            let mut plan = planner.phase_plan(&pipeline.phases[i], ids[i]);
+            plan.deferred = plan.is_up_to_date() && made_upstream[i];
+            plan
+        })
+        .collect()
+}
+
+/// The plan of phases made while the run goes on (the items of a `for-each` phase, the phases a
+/// planner wrote), in the order given, each after its dependencies. `ran` names the phases that
+/// ran in this run so far: a phase that depends on one runs too.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "what plan() reads, and the phases run so far"
+)]
+pub(crate) fn plan_made(
+    pipeline: &Pipeline,
+    made: &[(PhaseId, &Phase)],
+    force: &Force,
+    records: &Records,
+    redactor: &Redactor,
+    exclude: &[PathBuf],
+    previous: Option<&RunSummary>,
+    ran: &BTreeSet<String>,
+) -> Vec<PhasePlan> {
+    let mut from = BTreeSet::new();
+    if let Some(start) = &force.from {
+        from.insert(start.as_str());
+    }
+    let mut planner = Planner {
+        pipeline,
+        force,
+        redactor,
+        exclude,
+        previous,
+        from,
+        will_run: ran.iter().map(String::as_str).collect(),
+        records: RecordCache {
+            records,
+            read: HashMap::new(),
+        },
+    };
+    made.iter()
+        .map(|&(id, phase)| {
+            // Downstream of `--from`: a phase made by one it selects.
+            let made_by = match &phase.made_by {
+                Some(crate::model::MadeBy::Item { of, .. }) => Some(of.as_str()),
+                Some(crate::model::MadeBy::Generated { by }) => Some(by.as_str()),
+                None => None,
+            };
+            if made_by.is_some_and(|by| planner.from.contains(by))
+                || phase
+                    .depends_on
+                    .iter()
+                    .any(|d| planner.from.contains(d.value.as_str()))
+            {
+                planner.from.insert(phase.name.value.as_str());
+            }
+            planner.phase_plan(phase, id)
+        })
         .collect()
 }
 
@@ -413,13 +510,24 @@ struct Planner<'a> {
     records: RecordCache<'a>,
 }
 
-impl Planner<'_> {
-    /// The plan of the phase at `index`; its dependencies are planned already.
-    fn phase_plan(&mut self, index: usize, id: PhaseId) -> PhasePlan {
-        let pipeline = self.pipeline;
-        let phase = &pipeline.phases[index];
+impl<'a> Planner<'a> {
+    /// The plan of `phase`; its dependencies are planned already.
+    fn phase_plan(&mut self, phase: &'a Phase, id: PhaseId) -> PhasePlan {
         let name = phase.name.value.as_str();
         let mut reasons = self.asked_for(phase);
+        if phase.for_each.is_some() {
+            // Its items are planned once they are known; the phase itself is not a reason for
+            // its dependents to run.
+            reasons.push(Reason::ForEach);
+            return PhasePlan {
+                phase: name.to_owned(),
+                id,
+                up_to_date: None,
+                reasons,
+                restamped: None,
+                deferred: false,
+            };
+        }
         let upstream_runs: Vec<String> = phase
             .depends_on
             .iter()
@@ -455,6 +563,7 @@ impl Planner<'_> {
             up_to_date,
             reasons,
             restamped,
+            deferred: false,
         }
     }
 
@@ -462,7 +571,15 @@ impl Planner<'_> {
     fn asked_for(&self, phase: &Phase) -> Vec<Reason> {
         let name = phase.name.value.as_str();
         let mut reasons = Vec::new();
-        if self.force.all || self.force.phases.iter().any(|p| p == name) {
+        // `--force migrate` forces every item of `migrate`.
+        let of = phase.item_of();
+        if self.force.all
+            || self
+                .force
+                .phases
+                .iter()
+                .any(|p| p == name || Some(p.as_str()) == of)
+        {
             reasons.push(Reason::Forced);
         }
         if self.from.contains(name) {
@@ -679,14 +796,252 @@ pub(crate) fn for_run(
         .chain(reports.iter().cloned())
         .collect();
     let previous = unfinished_run(&state_dir);
+    let records = Records::new(&state_dir);
+    let redactor = pipeline.redactor();
     let plans = plan(
         pipeline,
         &selected,
         force,
-        &Records::new(&state_dir),
-        &pipeline.redactor(),
+        &records,
+        &redactor,
         &excluded,
         previous.as_ref(),
     );
-    (plans, previous)
+    let looked = Looked {
+        pipeline,
+        force,
+        records: &records,
+        redactor: &redactor,
+        excluded: &excluded,
+        previous: previous.as_ref(),
+    };
+    (with_items(&looked, plans), previous)
+}
+
+/// What `status` and `run --dry-run` read to plan the items of `for-each` phases now.
+struct Looked<'a> {
+    pipeline: &'a Pipeline,
+    force: &'a Force,
+    records: &'a Records,
+    redactor: &'a Redactor,
+    excluded: &'a [PathBuf],
+    previous: Option<&'a RunSummary>,
+}
+
+/// The plans with the items of each `for-each` phase planned under it, as far as they can be
+/// read now; a phase downstream of an item that runs runs too.
+fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
+    let mut runs: BTreeSet<String> = plans
+        .iter()
+        .filter(|p| !p.is_up_to_date() && p.reasons != [Reason::ForEach])
+        .map(|p| p.phase.clone())
+        .collect();
+    let mut out = Vec::with_capacity(plans.len());
+    for mut plan in plans {
+        let phase = &looked.pipeline[plan.id];
+        if plan.deferred {
+            let ran: Vec<String> = phase
+                .depends_on
+                .iter()
+                .filter(|d| runs.contains(&d.value))
+                .map(|d| d.value.clone())
+                .collect();
+            if !ran.is_empty() {
+                plan.up_to_date = None;
+                plan.restamped = None;
+                plan.reasons = vec![Reason::UpstreamRuns { phases: ran }];
+                runs.insert(plan.phase.clone());
+            }
+        }
+        if phase.generates.is_some() {
+            let made = generated_now(looked, phase, &runs);
+            runs.extend(
+                made.iter()
+                    .filter(|p| !p.is_up_to_date())
+                    .map(|p| p.phase.clone()),
+            );
+            out.push(plan);
+            out.extend(made);
+            continue;
+        }
+        if phase.for_each.is_none() {
+            out.push(plan);
+            continue;
+        }
+        let items = items_now(looked, phase, &runs, &mut plan);
+        if items.iter().any(|p| !p.is_up_to_date())
+            || plan
+                .reasons
+                .iter()
+                .any(|r| matches!(r, Reason::Dropped { .. }))
+        {
+            runs.insert(plan.phase.clone());
+        }
+        out.push(plan);
+        out.extend(items);
+    }
+    out
+}
+
+/// The plans of the phases a planner's file declares now, when it exists and lints.
+fn generated_now(looked: &Looked<'_>, planner: &Phase, runs: &BTreeSet<String>) -> Vec<PhasePlan> {
+    let workspace = &looked.pipeline.workspace;
+    let Ok(made) = super::generated::phases(looked.pipeline, planner, workspace) else {
+        return Vec::new();
+    };
+    let with_ids: Vec<(PhaseId, &Phase)> = made
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (PhaseId::from_table(looked.pipeline.phases.len() + k), p))
+        .collect();
+    plan_made(
+        looked.pipeline,
+        &with_ids,
+        looked.force,
+        looked.records,
+        looked.redactor,
+        looked.excluded,
+        looked.previous,
+        runs,
+    )
+}
+
+/// The plans of a `for-each` phase's items as they can be read now; when they cannot, why is
+/// added to the phase's reasons, as are the items no longer in the list.
+fn items_now(
+    looked: &Looked<'_>,
+    phase: &Phase,
+    runs: &BTreeSet<String>,
+    plan: &mut PhasePlan,
+) -> Vec<PhasePlan> {
+    let Some(for_each) = &phase.for_each else {
+        return Vec::new();
+    };
+    let made = super::expand::items(&looked.pipeline.workspace, looked.excluded, for_each)
+        .and_then(|items| {
+            if items.len() > for_each.max_items as usize {
+                return Err(format!(
+                    "{} items, more than its `max-items` of {}",
+                    items.len(),
+                    for_each.max_items
+                ));
+            }
+            items
+                .into_iter()
+                .map(|item| super::expand::item_phase(phase, item))
+                .collect::<Result<Vec<_>, _>>()
+        });
+    let made = match made {
+        Ok(made) => made,
+        Err(why) => {
+            plan.reasons.push(Reason::ItemsUnknown { why });
+            return Vec::new();
+        }
+    };
+    let names: BTreeSet<&str> = made.iter().map(|p| p.name.value.as_str()).collect();
+    let dropped: Vec<String> = looked
+        .records
+        .items_of(&phase.name.value)
+        .into_iter()
+        .filter(|name| !names.contains(name.as_str()))
+        .collect();
+    if !dropped.is_empty() {
+        plan.reasons.push(Reason::Dropped { phases: dropped });
+    }
+    let with_ids: Vec<(PhaseId, &Phase)> = made
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (PhaseId::from_table(looked.pipeline.phases.len() + k), p))
+        .collect();
+    plan_made(
+        looked.pipeline,
+        &with_ids,
+        looked.force,
+        looked.records,
+        looked.redactor,
+        looked.excluded,
+        looked.previous,
+        runs,
+    )
+}
+
+/// The pipeline with the phases its planners wrote that lint now, and the number of items of each
+/// `for-each` phase whose items can be read now: what `graph` shows of the work made at run time.
+pub(crate) fn known_now(mut pipeline: Pipeline) -> (Pipeline, BTreeMap<String, usize>) {
+    let excluded = [pipeline.state_dir.clone()];
+    let mut made = Vec::new();
+    for planner in pipeline.phases.iter().filter(|p| p.generates.is_some()) {
+        let phases = super::generated::phases(&pipeline, planner, &pipeline.workspace);
+        made.push((planner.name.value.clone(), phases.unwrap_or_default()));
+    }
+    for (planner, phases) in made {
+        // The phases that depend on the planner wait for its phases too.
+        for phase in &mut pipeline.phases {
+            if phase.depends_on.iter().any(|d| d.value == planner) {
+                let span = phase.name.span;
+                phase.depends_on.extend(
+                    phases
+                        .iter()
+                        .map(|p| crate::model::Spanned::new(p.name.value.clone(), span)),
+                );
+            }
+        }
+        pipeline.phases.extend(phases);
+    }
+    let items = pipeline
+        .phases
+        .iter()
+        .filter_map(|phase| {
+            let for_each = phase.for_each.as_ref()?;
+            let items = super::expand::items(&pipeline.workspace, &excluded, for_each).ok()?;
+            Some((phase.name.value.clone(), items.len()))
+        })
+        .collect();
+    (pipeline, items)
+}
+
+/// The pipeline as a run would make it now, for `check`: the phases its planners wrote that lint
+/// now, and each `for-each` phase whose items can be read now replaced by its items' phases
+/// (which depend on what it depends on; its dependents on all of them).
+pub(crate) fn made_now(pipeline: Pipeline) -> Pipeline {
+    let (mut pipeline, _) = known_now(pipeline);
+    let excluded = [pipeline.state_dir.clone()];
+    let mut phases = Vec::with_capacity(pipeline.phases.len());
+    let mut items_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for phase in std::mem::take(&mut pipeline.phases) {
+        let made = phase.for_each.as_ref().and_then(|for_each| {
+            let items = super::expand::items(&pipeline.workspace, &excluded, for_each).ok()?;
+            items
+                .into_iter()
+                .map(|item| super::expand::item_phase(&phase, item))
+                .collect::<Result<Vec<_>, _>>()
+                .ok()
+        });
+        match made {
+            Some(made) => {
+                items_of.insert(
+                    phase.name.value.clone(),
+                    made.iter().map(|p| p.name.value.clone()).collect(),
+                );
+                phases.extend(made);
+            }
+            None => phases.push(phase),
+        }
+    }
+    for phase in &mut phases {
+        let span = phase.name.span;
+        let depends_on = std::mem::take(&mut phase.depends_on);
+        for dependency in depends_on {
+            match items_of.get(&dependency.value) {
+                Some(items) => phase.depends_on.extend(
+                    items
+                        .iter()
+                        .map(|i| crate::model::Spanned::new(i.clone(), span)),
+                ),
+                None => phase.depends_on.push(dependency),
+            }
+        }
+    }
+    pipeline.phases = phases;
+    pipeline
 }

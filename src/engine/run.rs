@@ -15,7 +15,7 @@ use super::error::RunError;
 use super::plan;
 use super::state::{Events, RunState};
 use crate::event::sink::{EventSink, Sinks};
-use crate::event::{CancelReason, Event, PhaseStatus, RunStatus, Stamped};
+use crate::event::{CancelReason, Event, RunStatus, Stamped};
 use crate::model::{PhaseId, Pipeline};
 use crate::store::journal::Journal;
 use crate::store::lock::RunLock;
@@ -72,6 +72,7 @@ pub(crate) async fn execute(
     let ctx = RunContext {
         repository: crate::workspace::RepositoryGuard::new(&pipeline.workspace),
         resumes: resumed,
+        previous: opening.previous.clone(),
         // More phases at once than there are cores (a small pipeline never has).
         spawn_in_pool: max_parallel.min(selected.len())
             > std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
@@ -84,7 +85,7 @@ pub(crate) async fn execute(
         pipeline,
     };
     let run = Arc::new(Run {
-        state: RunState::new(events, ctx.pipeline.retry_budget),
+        state: RunState::new(events, &ctx.pipeline),
         ctx,
     });
     let server = listener.map(|listener| tokio::spawn(control::serve(listener, run.clone())));
@@ -98,13 +99,7 @@ pub(crate) async fn execute(
 
     let signals = tokio::spawn(watch_signals(run.clone()));
     let started = Instant::now();
-    let up_to_date: Vec<PhaseId> = plans
-        .iter()
-        .filter(|p| p.is_up_to_date())
-        .map(|p| p.id)
-        .collect();
-    let any_failed =
-        super::schedule::schedule(&run, &selected, &up_to_date, max_parallel, timeout).await;
+    let any_failed = super::schedule::schedule(&run, &selected, plans, max_parallel, timeout).await;
     // Aborted tasks let go of their `Run` (and its event sender) only once they are dropped.
     for task in std::iter::once(signals).chain(server) {
         task.abort();
@@ -255,29 +250,9 @@ fn announce(
         max_parallel: u32::try_from(max_parallel).unwrap_or(u32::MAX),
         resumes: previous.map(|p| p.run_id.clone()),
     });
-    for plan in plans {
-        if let Some(record) = &plan.restamped
-            && let Err(e) = run.ctx.records.write(record)
-        {
-            run.emit(Event::Warning {
-                message: format!("cannot update the record of \"{}\": {e}", plan.phase),
-            });
-        }
-        match &plan.up_to_date {
-            Some(run_id) => run.emit(Event::PhaseFinished {
-                phase: plan.phase.clone(),
-                status: PhaseStatus::UpToDate,
-                attempts: 0,
-                duration_ms: 0,
-                reason: Some(format!(
-                    "passed in run {run_id}; nothing it depends on changed since"
-                )),
-            }),
-            None => run.emit(Event::PhaseQueued {
-                phase: plan.phase.clone(),
-                reasons: plan.reasons.iter().map(ToString::to_string).collect(),
-            }),
-        }
+    // A phase downstream of work made while the run goes on is told once it is decided.
+    for plan in plans.iter().filter(|plan| !plan.deferred) {
+        super::schedule::tell_plan(run, plan);
     }
 }
 

@@ -9,15 +9,17 @@
 //! | [`LiveAttempts`] | the worker step of an attempt; read by the control socket |
 //! | [`Alongside`] | phase tasks, through [`PhaseRunning`] and [`AttemptWindow`] guards |
 //! | [`SnapshotCache`] | whoever takes a snapshot of the workspace |
+//! | [`PhaseTable`] | the scheduler, adding the phases made while the run goes on |
+//! | [`FanOuts`] | the scheduler (items made, ended); phase tasks add an item's spend |
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use crate::event::usage::{Spend, Usage};
 use crate::event::{CancelReason, Event, GateReport, RunStatus};
-use crate::model::PhaseId;
+use crate::model::{Phase, PhaseId, Pipeline};
 use crate::process::Cancel;
 use crate::redact::Redactor;
 use crate::workspace::Snapshot;
@@ -32,12 +34,17 @@ pub(crate) struct RunState {
     pub approvals: super::approver::WaitingApprovals,
     pub alongside: Alongside,
     pub snapshots: SnapshotCache,
+    pub phases: PhaseTable,
+    pub fan_outs: FanOuts,
 }
 
 impl RunState {
     /// A run's state as it starts: nothing spent, nothing running, nothing cancelled.
-    pub(crate) fn new(events: Events, retry_budget: Option<u32>) -> Self {
+    pub(crate) fn new(events: Events, pipeline: &Pipeline) -> Self {
+        let retry_budget = pipeline.retry_budget;
         Self {
+            phases: PhaseTable::new(pipeline),
+            fan_outs: FanOuts::default(),
             events,
             budget: Budget::new(retry_budget),
             cancel: Cancellation::default(),
@@ -310,5 +317,100 @@ impl Drop for AttemptWindow<'_> {
         if let Ok(mut sets) = self.alongside.0.lock() {
             sets.attempts.remove(&self.phase);
         }
+    }
+}
+
+/// Every phase of the run by id: the pipeline's, then those made while it runs (the items of
+/// `for-each` phases, the phases a planner writes). Entries are only added, and never move, so a
+/// phase task keeps a plain reference to its phase.
+pub(crate) struct PhaseTable {
+    phases: boxcar::Vec<Phase>,
+    by_name: Mutex<HashMap<String, PhaseId>>,
+    /// Every phase as one slice, for the gates (a near miss never points at a file another phase
+    /// declares): one copy of the table after each addition, the latest at `latest`.
+    copies: boxcar::Vec<Vec<Phase>>,
+    latest: AtomicUsize,
+}
+
+impl PhaseTable {
+    /// The table of a run of `pipeline`: its phases, with their ids.
+    pub(crate) fn new(pipeline: &Pipeline) -> Self {
+        let phases = boxcar::Vec::with_capacity(pipeline.phases.len());
+        let mut by_name = HashMap::with_capacity(pipeline.phases.len());
+        for phase in &pipeline.phases {
+            let index = phases.push(phase.clone());
+            by_name
+                .entry(phase.name.value.clone())
+                .or_insert(PhaseId::from_table(index));
+        }
+        let copies = boxcar::Vec::new();
+        copies.push(pipeline.phases.clone());
+        Self {
+            phases,
+            by_name: Mutex::new(by_name),
+            copies,
+            latest: AtomicUsize::new(0),
+        }
+    }
+
+    /// Every phase now, as one slice.
+    pub(crate) fn all(&self) -> &[Phase] {
+        &self.copies[self.latest.load(Ordering::SeqCst)]
+    }
+
+    /// The phase with this id.
+    pub(crate) fn get(&self, id: PhaseId) -> &Phase {
+        &self.phases[id.index()]
+    }
+
+    /// The id of the phase with this name.
+    pub(crate) fn id(&self, name: &str) -> Option<PhaseId> {
+        self.by_name.lock().ok()?.get(name).copied()
+    }
+
+    /// Adds phases made while the run goes on; their ids, in order. Only the scheduler adds.
+    pub(crate) fn add(&self, made: Vec<Phase>) -> Vec<PhaseId> {
+        let mut by_name = self.by_name.lock().unwrap_or_else(PoisonError::into_inner);
+        let ids = made
+            .into_iter()
+            .map(|phase| {
+                let name = phase.name.value.clone();
+                let id = PhaseId::from_table(self.phases.push(phase));
+                by_name.entry(name).or_insert(id);
+                id
+            })
+            .collect();
+        let copy = self.iter().map(|(_, phase)| phase.clone()).collect();
+        self.latest.store(self.copies.push(copy), Ordering::SeqCst);
+        ids
+    }
+
+    /// Every phase now, in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (PhaseId, &Phase)> {
+        self.phases
+            .iter()
+            .map(|(index, phase)| (PhaseId::from_table(index), phase))
+    }
+}
+
+/// What the items of each `for-each` phase spent together, against the phase's `max-cost`.
+#[derive(Default)]
+pub(crate) struct FanOuts(Mutex<HashMap<PhaseId, Spend>>);
+
+impl FanOuts {
+    /// Adds an item's attempt to what the items of `of` spent.
+    pub(crate) fn add_spend(&self, of: PhaseId, usage: &Usage) {
+        if let Ok(mut spends) = self.0.lock() {
+            spends.entry(of).or_default().add(usage);
+        }
+    }
+
+    /// What the items of `of` spent so far.
+    pub(crate) fn spend(&self, of: PhaseId) -> Spend {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|spends| spends.get(&of).copied())
+            .unwrap_or_default()
     }
 }

@@ -117,6 +117,8 @@ pub enum ReportKind {
     SubAgent,
     /// Applying an isolated attempt's worktree back to the workspace.
     Worktree,
+    /// The lint of a planner's file of phases (`generates`).
+    Phases,
     /// A name this version does not know (a journal written by another version).
     Unknown(String),
 }
@@ -130,6 +132,7 @@ impl ReportKind {
             Self::SelfCheck => "self",
             Self::SubAgent => "sub-agent",
             Self::Worktree => "worktree",
+            Self::Phases => "phases",
             Self::Unknown(name) => name,
         }
     }
@@ -141,6 +144,7 @@ impl ReportKind {
             "self" => Self::SelfCheck,
             "sub-agent" => Self::SubAgent,
             "worktree" => Self::Worktree,
+            "phases" => Self::Phases,
             name => CheckKind::from_name(name)
                 .map_or_else(|| Self::Unknown(name.to_owned()), Self::Gate),
         }

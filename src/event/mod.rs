@@ -276,6 +276,17 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// Phases were made while the run goes on: the items of a `for-each` phase once it was ready,
+    /// or the phases a planner's `generates` file declares once it passed.
+    PhasesMade {
+        /// The `for-each` phase, or the planner.
+        phase: String,
+        /// The phases made, in order (`migrate[parser]`, …).
+        made: Vec<String>,
+        /// Items of an earlier run that are no longer in the list: their records were removed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dropped: Vec<String>,
+    },
     /// A phase's `escalate` command ran.
     Escalated {
         /// The phase.
@@ -429,6 +440,7 @@ impl Event {
                 reason: reason.map(r),
             },
             Self::Escalated { phase, code } => Self::Escalated { phase, code },
+            Self::PhasesMade { .. } => self,
             Self::Warning { message } => Self::Warning {
                 message: r(message),
             },

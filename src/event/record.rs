@@ -44,6 +44,28 @@ pub(crate) struct PhaseRecord {
     pub first_agent: Option<String>,
     /// Each attempt's tier, by attempt number, in the order they started.
     pub tiers: Vec<(u32, Tier)>,
+    /// The phases it made while the run went on: its items, or the phases it planned.
+    pub made: Vec<String>,
+    /// The phase that made it, for an item or a planned phase.
+    pub made_by: Option<String>,
+}
+
+impl PhaseRecord {
+    fn new(name: &str) -> Self {
+        PhaseRecord {
+            name: name.to_owned(),
+            max_attempts: None,
+            started_ms: None,
+            attempt: None,
+            end: None,
+            reasons: Vec::new(),
+            spend: Spend::default(),
+            first_agent: None,
+            tiers: Vec::new(),
+            made: Vec::new(),
+            made_by: None,
+        }
+    }
 }
 
 /// How a phase ended.
@@ -228,7 +250,33 @@ impl RunRecord {
                 self.phase_mut(phase).reasons.clone_from(reasons);
             }
             Event::RunFinished { duration_ms, .. } => self.finished_ms = Some(*duration_ms),
+            Event::PhasesMade { phase, made, .. } => self.made(phase, made),
             Event::RetryScheduled { .. } | Event::Escalated { .. } | Event::Warning { .. } => {}
+        }
+    }
+
+    /// Phases made by `by` while the run goes on: listed right after it (a `for-each` phase's
+    /// items under their phase), and noted as its.
+    fn made(&mut self, by: &str, made: &[String]) {
+        self.phase_mut(by).made.extend(made.iter().cloned());
+        let Some(&at) = self.index.get(by) else {
+            return;
+        };
+        let mut place = at + 1;
+        for name in made {
+            if self.index.contains_key(name) {
+                continue;
+            }
+            self.phases.insert(place, PhaseRecord::new(name));
+            place += 1;
+        }
+        for (i, phase) in self.phases.iter().enumerate().skip(at + 1) {
+            self.index.insert(phase.name.clone(), i);
+        }
+        for name in made {
+            if let Some(&i) = self.index.get(name) {
+                self.phases[i].made_by = Some(by.to_owned());
+            }
         }
     }
 
@@ -257,17 +305,7 @@ impl RunRecord {
         let i = if let Some(&i) = self.index.get(name) {
             i
         } else {
-            self.phases.push(PhaseRecord {
-                name: name.to_owned(),
-                max_attempts: None,
-                started_ms: None,
-                attempt: None,
-                end: None,
-                reasons: Vec::new(),
-                spend: Spend::default(),
-                first_agent: None,
-                tiers: Vec::new(),
-            });
+            self.phases.push(PhaseRecord::new(name));
             self.index.insert(name.to_owned(), self.phases.len() - 1);
             self.phases.len() - 1
         };
@@ -431,6 +469,14 @@ impl PhaseRecord {
             (Some(_), _) | (None, None) => None,
             (None, Some(started)) => Some(run.last_elapsed_ms.saturating_sub(started)),
         }
+    }
+
+    /// Whether it is a `for-each` phase made into items: its row counts them, and it is not
+    /// counted beside them.
+    pub(crate) fn has_items(&self) -> bool {
+        self.made.first().is_some_and(|made| {
+            crate::model::split_item_name(made).is_some_and(|(of, _)| of == self.name)
+        })
     }
 
     /// Why it was skipped, failed or cancelled, as the engine said.

@@ -319,7 +319,14 @@ fn syntax_has_language(globs: &[String], outputs: &[Output]) -> bool {
         return true;
     }
     patterns.iter().any(|pattern| {
+        // An item's value is known only at run time: `{{ item.path }}` may be any file.
+        let uses_item = super::item::uses_item(pattern);
+        let neutral = super::item::neutral(pattern);
+        let pattern: &str = &neutral;
         let last = pattern.rsplit('/').next().unwrap_or(pattern);
+        if uses_item && !last.contains('.') {
+            return true;
+        }
         match last.rsplit_once('.') {
             Some((_, ext)) if !ext.contains(['*', '?', '[', '{']) => {
                 syntax_extensions().any(|s| s == ext)

@@ -86,6 +86,7 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         remote_files: HashMap::new(),
         origins: HashMap::new(),
         provenance: RemoteDefinitions::default(),
+        generated: None,
     };
     let pipeline = compiler.main(path, file, text);
     let remote = std::mem::take(&mut compiler.provenance);
@@ -94,6 +95,60 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         diagnostics: diagnostics.into_sorted(),
         pipeline,
         remote,
+    }
+}
+
+/// A file of `phase` nodes a planner wrote (`generates`): its path (absolute), its text, and the
+/// planner's name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GeneratedFile<'a> {
+    /// Where it is.
+    pub(crate) path: &'a Path,
+    /// What it holds.
+    pub(crate) text: &'a str,
+    /// The phase whose `generates` names it.
+    pub(crate) planner: &'a str,
+}
+
+/// Compiles the pipeline in `text` (read from `path`) with the phases of a planner's `generates`
+/// file added: they use the pipeline's agents, templates and `defaults`. Only the findings in the
+/// generated file are kept (the pipeline was checked when it was run).
+pub(crate) fn compile_generated(
+    path: &Path,
+    text: &str,
+    loader: &dyn Loader,
+    generated: GeneratedFile<'_>,
+) -> Compilation {
+    let mut sources = Sources::new();
+    let mut diagnostics = Diagnostics::default();
+    let file = sources.add(path, text);
+    let mut compiler = Compiler {
+        loader,
+        options: Options::default(),
+        diagnostics: &mut diagnostics,
+        sources: &mut sources,
+        agents: BTreeMap::new(),
+        templates: BTreeMap::new(),
+        imports: Vec::new(),
+        stack: vec![normalize(Path::new(""), path)],
+        root: path.to_owned(),
+        remote_files: HashMap::new(),
+        origins: HashMap::new(),
+        provenance: RemoteDefinitions::default(),
+        generated: Some((generated, None)),
+    };
+    let pipeline = compiler.main(path, file, text);
+    let generated_file = compiler.generated.and_then(|(_, file)| file);
+    let diagnostics = diagnostics
+        .into_sorted()
+        .into_iter()
+        .filter(|d| Some(d.span.file) == generated_file)
+        .collect();
+    Compilation {
+        sources,
+        diagnostics,
+        pipeline,
+        remote: RemoteDefinitions::default(),
     }
 }
 
@@ -118,6 +173,8 @@ pub(super) struct Compiler<'c> {
     pub(super) imports: Vec<PathBuf>,
     /// The chain of files being imported, for cycle detection.
     pub(super) stack: Vec<PathBuf>,
+    /// A planner's file of phases to add, and its id once read.
+    generated: Option<(GeneratedFile<'c>, Option<FileId>)>,
     /// The file compiled: its lock pins the remote imports.
     pub(super) root: PathBuf,
     /// The files read from repositories, by where their copy is.
@@ -225,6 +282,10 @@ impl Compiler<'_> {
                 phases.push(phase);
             }
         }
+        if let Some((generated, _)) = self.generated {
+            let made = self.generated_phases(generated, &defaults, &workspace, &phases);
+            phases.extend(made);
+        }
         if phases.is_empty() {
             self.diagnostics.push(
                 Diagnostic::new(
@@ -247,6 +308,7 @@ impl Compiler<'_> {
             self.diagnostics,
         );
         check::worktrees_outside_git(&pipeline, self.loader, self.diagnostics);
+        super::run_time::agents_outside_for_each(&pipeline, self.diagnostics);
         Some(pipeline)
     }
 
@@ -498,6 +560,8 @@ impl Compiler<'_> {
             }
         };
         let body = base.overlay(own).fill_from(defaults);
+        super::run_time::check_body(&body, &name, self.diagnostics);
+        let for_each = super::run_time::for_each(&body);
         // A parameter the phase does not give is reported already (HF501); its uses in the
         // prompt are not reported again.
         let mut vars = body.vars.clone();
@@ -516,10 +580,10 @@ impl Compiler<'_> {
             workspace: workspace.to_owned(),
         };
         let prompt_includes = match &body.prompt {
-            Some(prompt) => decoder.check_prompt(&name.value, prompt, &vars),
+            Some(prompt) => decoder.check_prompt(&name.value, prompt, &vars, for_each.is_some()),
             None => BTreeMap::new(),
         };
-        let attempts = attempt_blocks(&mut decoder, &name.value, &body, &vars);
+        let attempts = attempt_blocks(&mut decoder, &name.value, &body, &vars, for_each.is_some());
 
         let worker = match (&body.agent, &body.run) {
             (Some(agent), Some(run)) => {
@@ -556,6 +620,18 @@ impl Compiler<'_> {
             }
             self.agent_in_run_step(&attempts, &name.value, run.span);
         }
+        // A planner's file of phases is one of its outputs.
+        let mut outputs: Vec<crate::model::Output> =
+            body.outputs.into_iter().map(|o| o.value).collect();
+        if let Some(generates) = &body.run_time.generates
+            && !outputs.iter().any(
+                |o| matches!(o, crate::model::Output::File { path } if *path == generates.value),
+            )
+        {
+            outputs.push(crate::model::Output::File {
+                path: generates.value.clone(),
+            });
+        }
         Some(Phase {
             name,
             template: template_name,
@@ -565,7 +641,7 @@ impl Compiler<'_> {
             prompt_includes,
             vars: body.vars,
             depends_on: body.depends_on,
-            outputs: body.outputs.into_iter().map(|o| o.value).collect(),
+            outputs,
             inputs: body.inputs,
             always_run: body.always_run.unwrap_or(false),
             scope: body.scope.iter().map(|s| s.value.clone()).collect(),
@@ -588,6 +664,9 @@ impl Compiler<'_> {
             max_cost: body.max_cost,
             transient_retries: body.transient_retries.unwrap_or(DEFAULT_TRANSIENT_RETRIES),
             max_turns: body.max_turns,
+            for_each,
+            generates: body.run_time.generates.map(|g| g.value),
+            made_by: None,
             idle_timeout: None,
             attempts,
             spans: crate::model::PhaseSpans {
@@ -597,6 +676,57 @@ impl Compiler<'_> {
                 isolation: body.isolation.map(|i| i.span),
             },
         })
+    }
+
+    /// The phases of a planner's file, decoded like the pipeline's own; what only the pipeline
+    /// may declare is reported (HF703).
+    fn generated_phases(
+        &mut self,
+        generated: GeneratedFile<'_>,
+        defaults: &Body,
+        workspace: &Path,
+        existing: &[Phase],
+    ) -> Vec<Phase> {
+        let file = self.sources.add(generated.path, generated.text);
+        if let Some((_, id)) = &mut self.generated {
+            *id = Some(file);
+        }
+        let Some(document) = self.parse(file, generated.text) else {
+            return Vec::new();
+        };
+        Validator {
+            diagnostics: self.diagnostics,
+            file,
+        }
+        .document(&document, Context::TopLevel);
+        let mut made: Vec<Phase> = Vec::new();
+        for node in document.nodes() {
+            let kind = node.name().value();
+            if kind != "phase" {
+                if super::schema::lookup(Context::TopLevel, kind).is_some() {
+                    self.diagnostics.push(super::run_time::not_generated(
+                        name_span(file, node),
+                        format!("a file of generated phases declares a `{kind}`: only `phase` nodes belong there"),
+                    ));
+                }
+                continue;
+            }
+            let Some(mut phase) = self.phase(node, file, defaults, workspace) else {
+                continue;
+            };
+            if let Some(problem) =
+                super::run_time::generated_problem(&phase, existing, generated.planner)
+            {
+                self.diagnostics
+                    .push(super::run_time::not_generated(phase.name.span, problem));
+                continue;
+            }
+            phase.made_by = Some(crate::model::MadeBy::Generated {
+                by: generated.planner.to_owned(),
+            });
+            made.push(phase);
+        }
+        made
     }
 
     /// An `attempt` block of a `run` step (its own or its template's) that sets an agent: a step
@@ -721,6 +851,7 @@ fn attempt_blocks(
     phase: &str,
     body: &Body,
     vars: &BTreeMap<String, String>,
+    items: bool,
 ) -> Vec<AttemptBlock> {
     body.attempts
         .iter()
@@ -729,7 +860,7 @@ fn attempt_blocks(
             if let Some(prompt) = &decl.prompt {
                 let mut vars = vars.clone();
                 vars.extend(block.vars.clone());
-                block.prompt_includes = decoder.check_prompt(phase, prompt, &vars);
+                block.prompt_includes = decoder.check_prompt(phase, prompt, &vars, items);
                 block.prompt = Some(prompt.prompt.value.clone());
             }
             block

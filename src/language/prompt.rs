@@ -250,6 +250,8 @@ impl Place {
 /// One prompt's check: the phase it belongs to and what is found along the way.
 struct PromptCheck<'p> {
     phase: &'p str,
+    /// Whether the phase has `for-each`, and so an `item`.
+    items: bool,
     vars: &'p BTreeMap<String, String>,
     env: Environment<'static>,
     /// Whether each filter or test name exists, asked once.
@@ -266,9 +268,11 @@ impl Decoder<'_> {
         phase: &str,
         prompt: &PromptDecl,
         vars: &BTreeMap<String, String>,
+        items: bool,
     ) -> BTreeMap<String, String> {
         let mut check = PromptCheck {
             phase,
+            items,
             vars,
             env: prompt_environment(&BTreeMap::new()),
             known: HashMap::new(),
@@ -340,6 +344,7 @@ impl Decoder<'_> {
         // A name the template assigns anywhere counts as defined: MiniJinja's analysis scopes
         // `{% set %}` inside `{% if %}` to the block, where rendering does not.
         let defined = PROMPT_VARIABLES.contains(&root)
+            || (check.items && root == "item")
             || check.vars.contains_key(root)
             || outer.contains(root)
             || uses.assigned.contains(root)
@@ -351,6 +356,9 @@ impl Decoder<'_> {
                 .find(|(name, _, _)| name == root)
                 .and_then(|(_, _, range)| range.clone());
             let span = name_in(text, place, at, root);
+            if root == "item" && !check.vars.contains_key(root) {
+                return self.item_outside_for_each(check.phase, span);
+            }
             let candidates = PROMPT_VARIABLES
                 .iter()
                 .copied()
@@ -410,6 +418,21 @@ impl Decoder<'_> {
             )
             .label("undefined when the prompt renders")
             .help(help),
+        );
+    }
+
+    /// `item` in the prompt of a phase without `for-each`.
+    fn item_outside_for_each(&mut self, phase: &str, span: Span) {
+        self.diagnostics.push(
+            Diagnostic::new(
+                &rules::ITEM_OUTSIDE_FOR_EACH,
+                span,
+                format!(
+                    "the prompt of phase \"{phase}\" uses `item`, and the phase has no `for-each`"
+                ),
+            )
+            .label("no item here")
+            .help(rules::ITEM_OUTSIDE_FOR_EACH.help),
         );
     }
 
@@ -507,6 +530,10 @@ impl Decoder<'_> {
         };
         for (arg, at) in args {
             for placeholder in placeholders(&arg.value) {
+                // Replaced in the phases of `for-each` items; elsewhere reported per phase.
+                if super::item::uses_item(&arg.value[placeholder.range.clone()]) {
+                    continue;
+                }
                 let span =
                     text_span(&arg.value, *at, placeholder.range.clone()).unwrap_or(arg.span);
                 let word: &str = placeholder

@@ -1179,6 +1179,68 @@ pub static NODES: &[NodeSchema] = &[
         doc: "Settings for some attempts of the work, over the phase's own: an escalation tier (`attempt 2 { agent \"claude-opus\" }`). It may set `agent`, `prompt`, `vars`, `max-turns`, `timeout`, `idle-timeout`, `env`, `verifier`, `verifier-prompt` and `backoff` (the wait before these attempts); what the phase must produce and how it is judged stay the phase's. Attempts count the work: a try after a transient failure (a rate limit, an overloaded service) repeats the same attempt and its tier. An attempt with another agent starts a new session with the full prompt and the feedback; one that keeps the agent but changes the prompt continues the session with the new prompt's text and the feedback. Blocks of one phase (or template, or `defaults`) must not overlap; a phase's blocks apply over its template's, and those over `defaults`'.",
         ..BASE
     },
+    // Work known only at run time: `for-each` items and phases a planner writes.
+    NodeSchema {
+        name: "for-each",
+        contexts: PHASE_OR_TEMPLATE,
+        args: &[arg(
+            "ITEM",
+            ValueType::String,
+            "A literal item: its own key, `{{ item }}` and `{{ item.key }}`.",
+        )],
+        variadic: true,
+        props: &[
+            prop(
+                "json",
+                ValueType::Path,
+                "A JSON array of objects or strings, relative to the workspace, read when the phase becomes ready.",
+            ),
+            prop(
+                "key",
+                ValueType::String,
+                "With `json=`: the field of each object that is its key (a string or an integer); strings are their own key.",
+            ),
+            prop(
+                "glob",
+                ValueType::Glob,
+                "One item per matching file: `{{ item.path }}`, `{{ item.stem }}`, `{{ item.name }}`, `{{ item.dir }}`; the key is the path.",
+            ),
+        ],
+        doc: "Makes the phase a template, expanded once its dependencies passed into one phase per item, named `PHASE[KEY]`: each with its own gates, verifier, retries, journal folder and up-to-date record. `{{ item }}`, `{{ item.FIELD }}`, `{{ item.key }}` and `{{ item.index }}` are replaced in the prompt, outputs, inputs, scope, protect, gates, `env`, `run`, `escalate` and the agent's argv (in shell commands through environment variables, never as shell text). The phase passes when every item passed; its dependents wait for all of them.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "max-items",
+        contexts: PHASE_OR_TEMPLATE,
+        args: &[arg("INT", ValueType::Int(1), "The most items.")],
+        min_args: 1,
+        doc: "With `for-each`: more items than this (default 100) fail the phase before any item starts.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "max-parallel",
+        contexts: PHASE_OR_TEMPLATE,
+        args: &[arg(
+            "INT",
+            ValueType::Int(1),
+            "Items of this phase at once.",
+        )],
+        min_args: 1,
+        doc: "With `for-each`: at most this many items of the phase run at once (the run's `max-parallel` still applies).",
+        ..BASE
+    },
+    NodeSchema {
+        name: "generates",
+        contexts: PHASE_OR_TEMPLATE,
+        args: &[arg(
+            "PATH",
+            ValueType::Path,
+            "A KDL file of `phase` nodes, relative to the workspace.",
+        )],
+        min_args: 1,
+        doc: "The phase writes a KDL file of `phase` nodes (which may use the pipeline's agents, templates and `defaults`, and depend on each other or on this phase). Each attempt's file is linted as part of its verification: an error fails the attempt and its diagnostics are the feedback. Once the phase passed, its phases join the run after it; a phase that depends on it waits for them too. A generated phase may not redefine a phase, nor use `generates` or `import`.",
+        ..BASE
+    },
     // template { … }
     NodeSchema {
         name: "param",

@@ -229,6 +229,14 @@ impl<W: Write + Send> Plain<W> {
                     None => writeln!(self.out, "{line}{free}"),
                 }
             }
+            Event::PhasesMade {
+                phase,
+                made,
+                dropped,
+            } => {
+                let name = one_line(phase);
+                writeln!(self.out, "[{name}] {}", made_line(made, dropped))
+            }
             Event::Escalated { phase, code } => {
                 let name = one_line(phase);
                 match code {
@@ -310,4 +318,30 @@ fn write_indented(out: &mut impl Write, indent: &str, text: &str) -> std::io::Re
         }
     }
     Ok(())
+}
+
+/// `3 phases made: migrate[a], migrate[b], migrate[c]; dropped: 1 item (migrate[d])`.
+pub(crate) fn made_line(made: &[String], dropped: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let names = |list: &[String]| {
+        let mut shown: Vec<String> = list.iter().take(SHOWN).map(|n| one_line(n)).collect();
+        if list.len() > SHOWN {
+            shown.push(format!("and {} more", list.len() - SHOWN));
+        }
+        shown.join(", ")
+    };
+    let mut line = match made.len() {
+        0 => "no phases made".to_owned(),
+        1 => format!("1 phase made: {}", names(made)),
+        n => format!("{n} phases made: {}", names(made)),
+    };
+    if !dropped.is_empty() {
+        let items = if dropped.len() == 1 { "item" } else { "items" };
+        line.push_str(&format!(
+            "; dropped: {} {items} ({})",
+            dropped.len(),
+            names(dropped)
+        ));
+    }
+    line
 }

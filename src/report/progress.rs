@@ -262,6 +262,16 @@ impl Progress {
                 self.overall.inc(1);
                 self.update_overall();
             }
+            Event::PhasesMade {
+                phase,
+                made,
+                dropped,
+            } => {
+                self.overall.inc_length(made.len() as u64);
+                let line = super::plain::made_line(made, dropped);
+                self.println(&format!("+ {}  {line}", self.padded(phase)))?;
+                self.update_overall();
+            }
             Event::Escalated { phase, code } => {
                 let how = match code {
                     Some(code) => format!("exited with code {code}"),

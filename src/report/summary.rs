@@ -175,6 +175,10 @@ fn failing(phase: &PhaseRecord) -> String {
             .map(|reason| format!("({reason})"))
             .unwrap_or_default()
     };
+    if phase.has_items() {
+        // Its items, counted: `37 passed, 2 failed, 161 up to date`.
+        return phase.reason().unwrap_or_default().to_owned();
+    }
     match phase.standing() {
         Standing::Ended(PhaseStatus::Passed) | Standing::NotStarted => String::new(),
         Standing::Ended(PhaseStatus::UpToDate) => reason(),
@@ -202,10 +206,11 @@ fn label(standing: Standing, running: bool) -> &'static str {
 /// `3 passed, 1 failed, 1 skipped in 42.1s`, with the rarer states added only when they occur
 /// (`… so far` for a run that is still going).
 fn totals(run: &RunRecord, running: bool) -> String {
+    // A `for-each` phase is counted through its items.
     let tally = |standing: Standing| {
         run.phases
             .iter()
-            .filter(|p| p.standing() == standing)
+            .filter(|p| p.standing() == standing && !p.has_items())
             .count()
     };
     let mut parts = vec![

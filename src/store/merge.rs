@@ -303,7 +303,8 @@ fn phase_of(event: &Event) -> Option<&str> {
         | Event::AttemptFinished { phase, .. }
         | Event::RetryScheduled { phase, .. }
         | Event::PhaseFinished { phase, .. }
-        | Event::Escalated { phase, .. } => Some(phase),
+        | Event::Escalated { phase, .. }
+        | Event::PhasesMade { phase, .. } => Some(phase),
         Event::RunStarted { .. } | Event::Warning { .. } | Event::RunFinished { .. } => None,
     }
 }

@@ -242,6 +242,33 @@ impl Records {
         sync_dir(&self.dir)
     }
 
+    /// The phases whose records name them items of the `for-each` phase `of` (`of[KEY]`).
+    pub(crate) fn items_of(&self, of: &str) -> Vec<String> {
+        // A record's file is named after its phase, so only those that start like an item's of
+        // `of` are read.
+        let folder = folder_name(&format!("{of}["));
+        let prefix = folder[..=folder.rfind('[').unwrap_or_default()].to_owned();
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|entry| {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with(&prefix) && name.ends_with(".json")
+            })
+            .filter_map(|entry| {
+                let text = fs::read(entry.path()).ok()?;
+                let record: PhaseRecord = serde_json::from_slice(&text).ok()?;
+                let (item_of, _) = crate::model::split_item_name(&record.phase)?;
+                (item_of == of).then_some(record.phase)
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Removes a phase's record before it runs again, for good when this returns.
     pub(crate) fn remove(&self, phase: &str) -> io::Result<()> {
         let mut known = self.known();

@@ -83,7 +83,8 @@ pub(crate) fn folder_name(phase: &str) -> String {
     let safe: String = phase
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            // `[` and `]`: the phases of `for-each` items are named `phase[key]`.
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '[' | ']') {
                 c
             } else {
                 '_'

@@ -217,6 +217,26 @@ pub(crate) struct AttemptTier {
     pub outcome: Option<AttemptOutcome>,
 }
 
+impl PhaseSummary {
+    /// A phase that has not started.
+    fn pending(name: String) -> Self {
+        PhaseSummary {
+            name,
+            status: "pending".into(),
+            attempts: 0,
+            duration_ms: 0,
+            failed_gates: Vec::new(),
+            error: None,
+            reason: None,
+            reasons: Vec::new(),
+            cost: Spend::default(),
+            failure_class: None,
+            tiers: Vec::new(),
+            nothing_to_change: false,
+        }
+    }
+}
+
 /// `run.json` as the events tell it, kept current on the disk: rewritten within a second of a
 /// change, and at once when the run ends.
 pub(crate) struct RunJson {
@@ -252,23 +272,7 @@ impl RunJson {
             exit_code: None,
             pid: std::process::id(),
             resumes,
-            phases: phases
-                .into_iter()
-                .map(|name| PhaseSummary {
-                    name,
-                    status: "pending".into(),
-                    attempts: 0,
-                    duration_ms: 0,
-                    failed_gates: Vec::new(),
-                    error: None,
-                    reason: None,
-                    reasons: Vec::new(),
-                    cost: Spend::default(),
-                    failure_class: None,
-                    tiers: Vec::new(),
-                    nothing_to_change: false,
-                })
-                .collect(),
+            phases: phases.into_iter().map(PhaseSummary::pending).collect(),
             cost: Spend::default(),
             live: None,
         };
@@ -372,6 +376,7 @@ impl RunJson {
                 }
                 true
             }
+            Event::PhasesMade { phase, made, .. } => made_phases(phases, index, phase, made),
             Event::RunFinished {
                 status, exit_code, ..
             } => {
@@ -385,6 +390,26 @@ impl RunJson {
             _ => false,
         }
     }
+}
+
+/// Phases made while the run goes on, listed right after the phase that made them (a `for-each`
+/// phase's items under it).
+fn made_phases(
+    phases: &mut Vec<PhaseSummary>,
+    index: &mut HashMap<String, usize>,
+    by: &str,
+    made: &[String],
+) -> bool {
+    let at = index.get(by).map_or(phases.len(), |i| i + 1);
+    let new: Vec<PhaseSummary> = made
+        .iter()
+        .filter(|name| !index.contains_key(*name))
+        .map(|name| PhaseSummary::pending(name.clone()))
+        .collect();
+    phases.splice(at..at, new);
+    index.clear();
+    index.extend(phases.iter().enumerate().map(|(i, p)| (p.name.clone(), i)));
+    true
 }
 
 impl EventSink for RunJson {

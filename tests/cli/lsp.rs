@@ -527,6 +527,38 @@ fn hover_documents_an_agents_declared_cost() {
     assert!(client.shut_down().success());
 }
 
+/// `for-each`, its limits and `generates` are offered in a phase, and documented on hover, from
+/// the schema table.
+#[test]
+fn for_each_and_generates_are_completed_and_documented() {
+    let mut client = Client::start();
+    let text = "pipeline \"p\"\nphase \"m\" {\n    for-each json=\"items.json\" key=\"id\"\n    run \"echo {{ item.key }}\"\n    \n}\n";
+    let uri = client.open("pipeline.kdl", text);
+    assert_eq!(client.diagnostics(&uri), Vec::<Value>::new());
+    let result = client.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": uri}, "position": position_of(text, "    \n}", 0, 4)}),
+    );
+    let labels: Vec<&str> = result
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap())
+        .collect();
+    // `for-each` is there already: one per phase.
+    for wanted in ["max-items", "max-parallel", "generates"] {
+        assert!(labels.contains(&wanted), "{wanted} in {labels:?}");
+    }
+    assert!(!labels.contains(&"for-each"), "{labels:?}");
+    let hover = client.hover(&uri, position_of(text, "for-each", 0, 2));
+    let doc = hover["contents"]["value"].as_str().unwrap();
+    assert!(doc.contains("one phase per item"), "{doc}");
+    let hover = client.hover(&uri, position_of(text, "json=", 0, 1));
+    let doc = hover["contents"]["value"].as_str().unwrap();
+    assert!(doc.contains("A JSON array of objects or strings"), "{doc}");
+    assert!(client.shut_down().success());
+}
+
 /// A document with half-written lines, as while typing.
 const TYPING: &str = r#"pipeline "typing"
 import "lib/agents.kdl"

@@ -45,12 +45,14 @@ enum Answer {
 }
 
 pub(super) fn run(args: &StopArgs, cli: Cli) -> i32 {
+    let deadline = Instant::now() + args.timeout;
     if std::env::var_os("HELIXFLOW_RUN_DIR").is_some() {
         // An agent that `helixflow run` started: the run judges its attempt itself, against the
-        // run's phase, and retries it with the feedback.
+        // run's phase, and retries it with the feedback. The payload is read all the same, so
+        // that the agent's write of it never meets a closed pipe.
+        let _ = read_payload(deadline);
         return crate::exit::SUCCESS;
     }
-    let deadline = Instant::now() + args.timeout;
     let answer =
         read_payload(deadline).and_then(|payload| judge_stop(args, cli, &payload, deadline));
     match answer {

@@ -81,7 +81,7 @@ struct AttemptResult {
 /// Each attempt of the work runs as its tier says: the phase with the `attempt` blocks that
 /// cover it.
 pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
-    let phase = &run.ctx.pipeline[id];
+    let phase = &run.phase(id);
     let _running = PhaseRunning::start(&run.state.alongside, id);
     // From here on, the phases running alongside are noted: their changes are not this phase's.
     // The window spans every attempt, as the verdict covers what they changed together.
@@ -203,7 +203,7 @@ async fn attempt_once(
         max_attempts,
     } = number;
     run.emit(Event::AttemptStarted {
-        phase: run.ctx.pipeline[id].name.value.clone(),
+        phase: run.phase(id).name.value.clone(),
         attempt,
         max_attempts,
         tier: Some(tiered.tier.clone()),
@@ -327,6 +327,9 @@ fn why_not_retry(
 fn add_spend(run: &Run, phase: &Phase, attempt: u32, usage: &Usage, spend: &mut Spend) {
     spend.add(usage);
     run.state.budget.add_spend(usage);
+    if let Some(of) = phase.item_of().and_then(|of| run.state.phases.id(of)) {
+        run.state.fan_outs.add_spend(of, usage);
+    }
     if usage.cost_usd.is_none()
         && (phase.max_cost.is_some() || run.ctx.pipeline.max_cost.is_some())
         && run.ctx.pipeline.unknown_cost == UnknownCost::Allow
@@ -682,12 +685,26 @@ fn too_many_turns(phase: &Phase, a: &Attempt<'_>) -> Option<AgentFailure> {
     })
 }
 
-/// Why no new attempt of `phase` may start: a `max-cost` (the phase's, or the run's) is spent,
-/// or cannot be held because a cost is unknown (`unknown-cost "fail"`).
-fn budget_spent(run: &Run, phase: &Phase, phase_spend: &Spend) -> Option<String> {
+/// Why no new attempt of `phase` may start: a `max-cost` (the phase's, its `for-each` phase's
+/// for all its items, or the run's) is spent, or cannot be held because a cost is unknown
+/// (`unknown-cost "fail"`).
+pub(crate) fn budget_spent(run: &Run, phase: &Phase, phase_spend: &Spend) -> Option<String> {
     let run_spend = run.state.budget.spend();
+    let fan_out = phase
+        .item_of()
+        .and_then(|of| run.state.phases.id(of))
+        .map(|of| (run.phase(of), run.state.fan_outs.spend(of)));
+    let items_whose = fan_out
+        .as_ref()
+        .map(|(of, _)| format!("\"{}\"'s (for all its items)", of.name.value))
+        .unwrap_or_default();
     let budgets = [
         (phase.max_cost, phase_spend, "the phase's"),
+        (
+            fan_out.as_ref().and_then(|(of, _)| of.max_cost),
+            fan_out.as_ref().map_or(phase_spend, |(_, spend)| spend),
+            items_whose.as_str(),
+        ),
         (run.ctx.pipeline.max_cost, &run_spend, "the run's"),
     ];
     for (limit, spend, whose) in budgets {

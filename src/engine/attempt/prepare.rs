@@ -152,6 +152,28 @@ pub(super) fn worker(
 /// The agent's child: the prompt rendered and written, the session started or continued, the
 /// argv, standard input and the journal's record of them (`invocation.json`, `stdin.txt`,
 /// `feedback-given.md`). Its environment holds the agent's `env` only.
+/// An item phase's values for the `{{ item… }}` placeholders of `argv`, in the same pass as the
+/// others: a value is never read again for placeholders.
+fn item_values<'v>(
+    phase: &Phase,
+    argv: &'v [String],
+    values: &mut BTreeMap<&'v str, String>,
+) -> std::io::Result<()> {
+    let Some(item) = phase.item() else {
+        return Ok(());
+    };
+    for arg in argv {
+        for placeholder in crate::language::item::item_placeholders(arg) {
+            if let Some(reference) = placeholder.reference {
+                let value = crate::language::item::value_of(item, reference)
+                    .map_err(|e| std::io::Error::other(format!("the item {e}")))?;
+                values.insert(placeholder.inner, value);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn agent_child(
     a: &Attempt<'_>,
     agent: &Agent,
@@ -203,6 +225,7 @@ fn agent_child(
     if let Some(given) = &given_feedback {
         give_feedback(a, given, feedback_file, &mut values)?;
     }
+    item_values(phase, argv_template, &mut values)?;
     let mut argv = render_argv(argv_template, &values);
     argv.extend(agent.turn_limit_args(phase.max_turns));
     // Standard input carries the message of this invocation: the prompt that starts a
@@ -296,7 +319,7 @@ fn why(a: &Attempt<'_>, start: &Start) -> String {
     } else {
         format!("attempt {work} of the work")
     };
-    let blocks = a.run.ctx.pipeline[a.id].blocks_for(work);
+    let blocks = a.run.phase(a.id).blocks_for(work);
     if blocks.is_empty() {
         text.push_str(", with the phase's own settings");
     }

@@ -38,7 +38,6 @@ pub(super) async fn verify(
     response: Option<&str>,
 ) -> std::io::Result<Verified> {
     let (run, phase, attempt, dir) = (a.run, a.phase, a.number, &a.dir);
-    let name = &phase.name.value;
     let before = starts.phase.clone();
     let mut reports: Vec<GateReport> = Vec::new();
     let mut verifier_void = None;
@@ -48,7 +47,7 @@ pub(super) async fn verify(
     let earlier_work = work_in_place(run, phase, &observed.after);
     let emit = |report: &GateReport| {
         run.emit(Event::GateFinished {
-            phase: name.clone(),
+            phase: phase.name.value.clone(),
             attempt,
             report: report.clone(),
         });
@@ -81,6 +80,9 @@ pub(super) async fn verify(
             declared: declared_no_change(run, phase, response),
         };
         reports.extend(external(a, seen, &emit).await);
+    }
+    if passing(&reports) && phase.generates.is_some() {
+        reports.push(planned(a, &emit));
     }
     let nothing_to_change = reports.iter().any(passed_with_nothing_to_change);
     if passing(&reports) {
@@ -600,4 +602,11 @@ fn lists_files(phase: &Phase) -> bool {
             .gates
             .iter()
             .any(|g| matches!(g.kind, GateKind::PathsExist { .. }))
+}
+
+/// A planner's file of phases, linted: its findings are the next attempt's feedback.
+fn planned(a: &Attempt<'_>, emit: &impl Fn(&GateReport)) -> GateReport {
+    let report = super::super::generated::report(&a.run.ctx.pipeline, a.phase, a.workspace());
+    emit(&report);
+    report
 }

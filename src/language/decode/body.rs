@@ -8,7 +8,8 @@ use super::attempt::AttemptDecl;
 use super::{Decoder, Origin, PromptDecl, boolean, int, number};
 use crate::language::validate::{name_span, positional};
 use crate::model::{
-    BlockOrigin, Gate, Input, Isolation, Millis, OnFailure, Output, Prompt, Spanned, VerifyMode,
+    BlockOrigin, Gate, Input, Isolation, ItemSource, Millis, OnFailure, Output, Prompt, Spanned,
+    VerifyMode,
 };
 
 /// A phase body as written in a phase, a template or `defaults`, before they are merged.
@@ -43,6 +44,34 @@ pub(crate) struct Body {
     pub max_turns: Option<u32>,
     /// `attempt` blocks, in the order written.
     pub attempts: Vec<AttemptDecl>,
+    /// `for-each`, `max-items`, `max-parallel` and `generates`: work made at run time.
+    pub run_time: RunTimeWork,
+}
+
+/// The settings of a phase body that make work at run time.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RunTimeWork {
+    /// The items' source, where `for-each` was written (`None` inside when it names none).
+    pub for_each: Option<Spanned<Option<ItemSource>>>,
+    pub max_items: Option<Spanned<u32>>,
+    pub max_parallel: Option<Spanned<u32>>,
+    pub generates: Option<Spanned<String>>,
+}
+
+impl RunTimeWork {
+    /// `self` (a template's) with `own` (the phase's) on top: the phase's settings win.
+    fn overlay(&mut self, own: RunTimeWork) {
+        let RunTimeWork {
+            for_each,
+            max_items,
+            max_parallel,
+            generates,
+        } = own;
+        over(&mut self.for_each, for_each);
+        over(&mut self.max_items, max_items);
+        over(&mut self.max_parallel, max_parallel);
+        over(&mut self.generates, generates);
+    }
 }
 
 /// `theirs` where it is set, else `mine`.
@@ -99,6 +128,7 @@ impl Body {
             transient_retries,
             max_turns,
             attempts,
+            run_time,
         } = own;
         over(&mut self.description, description);
         over(&mut self.agent, agent);
@@ -118,6 +148,7 @@ impl Body {
         over(&mut self.max_cost, max_cost);
         over(&mut self.transient_retries, transient_retries);
         over(&mut self.max_turns, max_turns);
+        self.run_time.overlay(run_time);
         if let Some(own_inputs) = inputs {
             self.inputs.get_or_insert_with(Vec::new).extend(own_inputs);
         }
@@ -138,6 +169,7 @@ impl Body {
         let Body {
             // What a phase is and what it depends on are its own.
             description: _,
+            run_time: _,
             run: _,
             depends_on: _,
             outputs: _,
@@ -356,7 +388,73 @@ impl Decoder<'_> {
                 }
             }
             "attempt" => body.attempts.extend(self.attempt_block(child, origin)),
+            "for-each" => body.run_time.for_each = Some(self.for_each(child, origin)),
+            "max-items" => {
+                body.run_time.max_items = int(positional(child).next())
+                    .filter(|&n| n > 0)
+                    .map(|n| Spanned::new(n, name_span(origin.file, child)));
+            }
+            "max-parallel" => {
+                body.run_time.max_parallel = int(positional(child).next())
+                    .filter(|&n| n > 0)
+                    .map(|n| Spanned::new(n, name_span(origin.file, child)));
+            }
+            "generates" => {
+                body.run_time.generates = first().inspect(|path| self.workspace_path(path));
+            }
             _ => {}
         }
+    }
+}
+
+impl Decoder<'_> {
+    /// A `for-each` node: its one source of items, or `None` inside when it names none or more
+    /// than one (reported).
+    fn for_each(&mut self, node: &KdlNode, origin: Origin<'_>) -> Spanned<Option<ItemSource>> {
+        let span = name_span(origin.file, node);
+        let json = origin.prop(node, "json");
+        let key = origin.prop(node, "key");
+        let glob = origin.prop(node, "glob");
+        let list = origin.args(node);
+        let given = usize::from(json.is_some())
+            + usize::from(glob.is_some())
+            + usize::from(!list.is_empty());
+        let problem = match (given, &key, &json) {
+            (0, _, _) => Some("`for-each` names no items"),
+            (2.., _, _) => Some("`for-each` names its items in more than one way"),
+            (_, Some(_), None) => {
+                Some("`key=` says which field of a JSON object is its key: it needs `json=`")
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            self.report(
+                crate::diagnostics::Diagnostic::new(
+                    &crate::diagnostics::rules::FOR_EACH_SOURCE,
+                    span,
+                    problem,
+                )
+                .label("where do the items come from?")
+                .help(crate::diagnostics::rules::FOR_EACH_SOURCE.help),
+            );
+            return Spanned::new(None, span);
+        }
+        let source = if let Some(path) = json {
+            self.workspace_path(&path);
+            ItemSource::Json {
+                path: path.value,
+                key: key.map(|k| k.value),
+            }
+        } else if let Some(pattern) = glob {
+            self.glob(&pattern);
+            ItemSource::Glob {
+                pattern: pattern.value,
+            }
+        } else {
+            ItemSource::List {
+                items: list.into_iter().map(|item| item.value).collect(),
+            }
+        };
+        Spanned::new(Some(source), span)
     }
 }

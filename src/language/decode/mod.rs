@@ -171,8 +171,10 @@ impl Decoder<'_> {
 
     /// Checks that a regex compiles.
     pub(crate) fn regex(&mut self, value: &Spanned<String>) {
+        // An item placeholder stands for text that is escaped when the item's phase is made.
+        let pattern = crate::language::item::neutral(&value.value);
         // Parsing is enough to find every syntax error, and much cheaper than compiling.
-        if let Err(e) = regex_syntax::Parser::new().parse(&value.value) {
+        if let Err(e) = regex_syntax::Parser::new().parse(&pattern) {
             let detail = e.to_string();
             let last = detail.lines().last().unwrap_or_default().trim().to_owned();
             self.report(
@@ -186,8 +188,20 @@ impl Decoder<'_> {
         }
     }
 
-    /// Checks that a glob is not empty, compiles, names files and stays inside the workspace.
+    /// Checks that a glob is not empty, compiles, names files and stays inside the workspace. An
+    /// item placeholder of a `for-each` phase stands for one plain name here (its value is
+    /// escaped when the item's phase is made).
     pub(crate) fn glob(&mut self, value: &Spanned<String>) {
+        let neutral;
+        let value = if crate::language::item::uses_item(&value.value) {
+            neutral = Spanned::new(
+                crate::language::item::neutral(&value.value).into_owned(),
+                value.span,
+            );
+            &neutral
+        } else {
+            value
+        };
         if self.empty(
             value,
             "an empty glob matches no file",

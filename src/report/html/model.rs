@@ -694,6 +694,11 @@ impl<'a> Builder<'a> {
                     self.phase(phase);
                 }
             }
+            Event::PhasesMade { made, .. } => {
+                for phase in made {
+                    self.phase(phase);
+                }
+            }
             Event::PhaseQueued { phase, reasons } => {
                 let p = self.phase(phase);
                 self.view.phases[p].reasons.clone_from(reasons);
