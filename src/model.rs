@@ -427,8 +427,8 @@ pub enum Prompt {
     File {
         /// The file, relative to the workspace.
         path: PathBuf,
-        /// Its text at compile time.
-        text: String,
+        /// Its text at compile time, shared by every phase that names the file.
+        text: std::sync::Arc<str>,
     },
 }
 
@@ -436,7 +436,8 @@ impl Prompt {
     /// The template text.
     pub fn text(&self) -> &str {
         match self {
-            Prompt::Inline(text) | Prompt::File { text, .. } => text,
+            Prompt::Inline(text) => text,
+            Prompt::File { text, .. } => text,
         }
     }
 }
@@ -632,7 +633,7 @@ pub struct Phase {
     /// The templates the prompt includes, imports or extends, by the name it uses (a path relative
     /// to the workspace), read when the pipeline was compiled, as the prompt file itself is.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub prompt_includes: BTreeMap<String, String>,
+    pub prompt_includes: BTreeMap<String, std::sync::Arc<str>>,
     /// Extra prompt variables (template parameters included).
     pub vars: BTreeMap<String, String>,
     /// Phases that must pass first.

@@ -88,13 +88,13 @@ rules! {
         help: "Add the missing `}` or remove the extra one.";
 
     /// ## What it catches
-    /// A file larger than 16 MiB; a file larger than 1 MiB that is not plain well-formed KDL
-    /// (the finding points where reading stopped); blocks nested more than 64 deep; a parse that
-    /// did not finish within the time budget.
+    /// A file larger than 1 MiB that is not plain well-formed KDL (the finding points where
+    /// reading stopped); blocks nested more than 64 deep; a parse that did not finish within the
+    /// time budget. (Files over the front end's limits on size, nodes and entries are HF005.)
     ///
     /// ## Why
     /// Lint runs in editors and in CI; it must always answer promptly. Well-formed KDL is read in
-    /// one linear pass at any size up to the limit, but the full KDL parser, which reports syntax
+    /// one linear pass at any size up to the limits, but the full KDL parser, which reports syntax
     /// errors, is slow on large input, so it is given files up to 1 MiB only.
     ///
     /// ## Example
@@ -118,6 +118,26 @@ rules! {
     TOO_MANY_PROBLEMS = "HF004" "too-many-problems" Warning,
         summary: "More findings than are shown: the rest are counted.",
         help: "Fix the problems shown first (often one cause has many findings), then lint again.";
+
+    /// ## What it catches
+    /// A pipeline file over the front end's limits, its imports included: larger than 4 MiB,
+    /// more than 50,000 nodes (children and nodes commented out with `/-` included), or more
+    /// than 100,000 entries (arguments and properties). A pipeline file and the files it imports
+    /// share the limits. The file is measured in one pass before anything is parsed; the finding
+    /// points at the first byte, node or entry over the limit, and nothing else is checked.
+    ///
+    /// ## Why
+    /// Every input gets a bounded answer in bounded time and memory, from `lint`, `fmt`,
+    /// `compile`, `run`, `status` and the language server alike: a parsed node costs about a
+    /// kilobyte, so a generated or corrupted file of millions of nodes would otherwise take
+    /// seconds and gigabytes before saying anything. Real pipelines sit far below the limits: a
+    /// 1,000-phase pipeline is about 350 KB with 15,000 nodes.
+    ///
+    /// ## Example
+    /// A 10 MB file of phases on one line, or 100,000 nodes written by a runaway generator.
+    INPUT_LIMIT = "HF005" "input-limit" Error,
+        summary: "The file is over the limits of what a pipeline file may hold.",
+        help: "Move agents and templates into a smaller imported file and build phases from templates, or split the work into several pipelines.";
 
     /// ## What it catches
     /// A node name that the pipeline language does not define at all.

@@ -9,7 +9,9 @@ use kdl::{KdlDocument, KdlNode};
 use super::check;
 use super::decode::{Body, Decoder, Origin};
 use super::kdl::parse;
+use super::limits::{self, Allowance, Cost};
 use super::loader::{Loader, normalize};
+use super::prompt::Memo;
 use super::schema::Context;
 use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};
@@ -78,6 +80,8 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         templates: BTreeMap::new(),
         imports: Vec::new(),
         stack: vec![normalize(Path::new(""), path)],
+        allowance: Allowance::default(),
+        memo: Memo::default(),
     };
     let pipeline = compiler.main(path, file, text);
     Compilation {
@@ -97,11 +101,16 @@ struct Compiler<'c> {
     imports: Vec<PathBuf>,
     /// The chain of files being imported, for cycle detection.
     stack: Vec<PathBuf>,
+    /// What the files still to be read may hold: a pipeline file and its imports share the
+    /// front end's limits.
+    allowance: Allowance,
+    /// What the checks of prompt files found.
+    memo: Memo,
 }
 
 impl Compiler<'_> {
     fn parse(&mut self, file: FileId, text: &str) -> Option<KdlDocument> {
-        match parse::parse(text, file, self.options.parse_budget) {
+        match parse::parse_within(text, file, self.options.parse_budget, &mut self.allowance) {
             Ok(document) => Some(document),
             Err(found) => {
                 self.diagnostics.extend(found);
@@ -178,6 +187,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            memo: &mut self.memo,
             workspace: workspace.clone(),
         };
         let none = Substitution::none();
@@ -186,12 +196,10 @@ impl Compiler<'_> {
         let defaults = decoder.body(defaults_node.and_then(KdlNode::children), origin);
 
         let mut pipeline = self.pipeline_settings(pipeline_node, file, path, workspace.clone());
-        let mut phases = Vec::new();
-        for node in nodes_named(&document, "phase") {
-            if let Some(phase) = self.phase(node, file, &defaults, &workspace) {
-                phases.push(phase);
-            }
-        }
+        let defaults_cost = defaults_node.map_or_else(Cost::default, |node| {
+            Cost::of(node_text(self.sources, file, node))
+        });
+        let phases = self.phases(&document, file, (&defaults, defaults_cost), &workspace);
         if phases.is_empty() {
             self.diagnostics.push(
                 Diagnostic::new(
@@ -231,6 +239,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            memo: &mut self.memo,
             workspace: workspace.clone(),
         };
         let mut pipeline = Pipeline {
@@ -378,6 +387,12 @@ impl Compiler<'_> {
     fn import_file(&mut self, path: &Path, span: Span) {
         let text = match self.loader.read(path) {
             Ok(text) => text,
+            Err(e) if limits::is_too_large(&e) => {
+                let name = path.display().to_string();
+                self.diagnostics
+                    .push(limits::refused_file("the import", &name, span));
+                return;
+            }
             Err(e) => {
                 self.diagnostics.push(
                     Diagnostic::new(
@@ -434,6 +449,7 @@ impl Compiler<'_> {
                 diagnostics: self.diagnostics,
                 sources: self.sources,
                 loader: self.loader,
+                memo: &mut self.memo,
                 workspace: PathBuf::new(),
             };
             let Some(agent) = decoder.agent(node, file, path) else {
@@ -486,9 +502,41 @@ impl Compiler<'_> {
                     imported,
                     params,
                     node: node.clone(),
+                    cost: Cost::of(node_text(self.sources, file, node)),
                 },
             );
         }
+    }
+
+    /// Expands and decodes every `phase` node, each taking what it uses of templates and
+    /// `defaults` from the allowance: past it, the phases that do not fit are not decoded.
+    fn phases(
+        &mut self,
+        document: &KdlDocument,
+        file: FileId,
+        (defaults, defaults_cost): (&Body, Cost),
+        workspace: &Path,
+    ) -> Vec<Phase> {
+        let nodes: Vec<&KdlNode> = nodes_named(document, "phase").collect();
+        let mut phases = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let template = property(node, "use")
+                .and_then(|entry| entry.value().as_string())
+                .and_then(|name| self.templates.get(name))
+                .map_or_else(Cost::default, |template| template.cost);
+            let before = self.sources.bytes();
+            let phase = self.phase(node, file, defaults, workspace);
+            let read = self.sources.bytes() - before;
+            if let Err(refused) =
+                self.allowance
+                    .take_again(template + defaults_cost, read, name_span(file, node))
+            {
+                self.diagnostics.push(refused);
+                break;
+            }
+            phases.extend(phase);
+        }
+        phases
     }
 
     /// Expands and decodes one `phase` node.
@@ -513,6 +561,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            memo: &mut self.memo,
             workspace: workspace.to_owned(),
         };
         let own = decoder.body(node.children(), Origin { file, subst: &none });
@@ -554,6 +603,7 @@ impl Compiler<'_> {
                             diagnostics: self.diagnostics,
                             sources: self.sources,
                             loader: self.loader,
+                            memo: &mut self.memo,
                             workspace: workspace.to_owned(),
                         };
                         let mut body = decoder.body(
@@ -589,6 +639,7 @@ impl Compiler<'_> {
                     diagnostics: self.diagnostics,
                     sources: self.sources,
                     loader: self.loader,
+                    memo: &mut self.memo,
                     workspace: workspace.to_owned(),
                 }
                 .check_prompt(&name.value, prompt, &vars)
@@ -810,6 +861,16 @@ fn duplicate(kind: &str, name: &Spanned<String>, first: Span) -> Diagnostic {
     )
     .label("second definition")
     .note(first, "first defined here")
+}
+
+/// The text of a node as written in its file.
+fn node_text<'s>(sources: &'s Sources, file: FileId, node: &KdlNode) -> &'s str {
+    let span = node.span();
+    sources
+        .get(file)
+        .text
+        .get(span.offset()..span.offset() + span.len())
+        .unwrap_or_default()
 }
 
 /// Where the first argument of the node at `node` is written: the model keeps a gate's node span

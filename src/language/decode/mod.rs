@@ -67,6 +67,8 @@ pub(crate) struct Decoder<'c> {
     pub diagnostics: &'c mut Diagnostics,
     pub sources: &'c mut Sources,
     pub loader: &'c dyn Loader,
+    /// What the checks of prompt files found, for the phases that name them after.
+    pub memo: &'c mut super::prompt::Memo,
     /// The workspace root, for prompt files.
     pub workspace: PathBuf,
 }

@@ -8,21 +8,8 @@ use kdl::KdlDocument;
 use super::{compat, fast, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
-/// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
-/// KDL): its error recovery is slow on large input.
-pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
-
-/// The largest file read at all. Files over [`MAX_FILE_BYTES`] are read only when they are plain
-/// well-formed KDL, which takes one linear pass.
-pub(crate) const MAX_WELL_FORMED_BYTES: usize = 16 << 20;
-
-/// How long the KDL parser may take before the file is reported instead of parsed.
-/// Measured in wall time, so it is generous: a valid 1 MiB file parses in about a second of CPU,
-/// and a busy machine may stretch that several times.
-pub(crate) const PARSE_BUDGET: Duration = Duration::from_secs(15);
-
-/// The deepest block nesting parsed; real pipelines need four or five levels.
-pub(crate) const MAX_NESTING: usize = 64;
+pub(crate) use crate::language::limits::PARSE_BUDGET;
+use crate::language::limits::{Allowance, MAX_NESTING, MAX_PARSER_BYTES};
 
 /// The deepest `{` nesting outside strings and comments.
 fn nesting_depth(tokens: &[lexer::Token]) -> usize {
@@ -46,19 +33,24 @@ const MAX_SYNTAX_ERRORS: usize = 50;
 
 /// Parses `text`; on failure returns the diagnostics instead.
 ///
+/// The text is first measured against the front end's limits (see `language::limits`), alone.
 /// The kdl parser's error recovery is exponential on some malformed input (unclosed slashdashed
 /// blocks), so braces are screened first, and the parse runs on a worker thread with a budget.
 pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, Vec<Diagnostic>> {
-    if text.len() > MAX_WELL_FORMED_BYTES {
-        return Err(vec![Diagnostic::new(
-            &rules::PARSE_BUDGET,
-            Span::new(file, 0, 0),
-            format!(
-                "the file is {} bytes; pipeline files are limited to {MAX_WELL_FORMED_BYTES}",
-                text.len()
-            ),
-        )]);
-    }
+    parse_within(text, file, budget, &mut Allowance::default())
+}
+
+/// [`parse`], with what the file may take out of the allowance of a whole compilation (a pipeline
+/// file and its imports share the limits).
+pub(crate) fn parse_within(
+    text: &str,
+    file: FileId,
+    budget: Duration,
+    allowance: &mut Allowance,
+) -> Result<KdlDocument, Vec<Diagnostic>> {
+    allowance
+        .take(text, file)
+        .map_err(|refused| vec![refused])?;
     let tokens = lexer::tokenize(text);
     let screened = lexer::screen_tokens(text, &tokens, file);
     if !screened.is_empty() {
@@ -80,14 +72,14 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         Ok(document) => return Ok(document),
         Err(stopped) => stopped,
     };
-    if text.len() > MAX_FILE_BYTES {
+    if text.len() > MAX_PARSER_BYTES {
         let len = text[stopped..].chars().next().map_or(0, char::len_utf8);
         return Err(vec![
             Diagnostic::new(
                 &rules::PARSE_BUDGET,
                 Span::new(file, stopped, len),
                 format!(
-                    "the file is {} bytes, and files over {MAX_FILE_BYTES} bytes are read only \
+                    "the file is {} bytes, and files over {MAX_PARSER_BYTES} bytes are read only \
                      when they are plain well-formed KDL; this one is not, from here on",
                     text.len()
                 ),
