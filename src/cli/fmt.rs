@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::input;
-use crate::diagnostics::{FileId, Sources};
+use crate::diagnostics::{FileId, Sources, rules};
 use crate::language::format::format_source;
 use crate::language::kdl::parse;
 
@@ -44,10 +44,12 @@ fn format_one(file: &PathBuf, check: bool) -> i32 {
         let mut sources = Sources::new();
         sources.add(&read.path, read.text.as_str());
         input::report(&diagnostics, &sources);
-        say!(
-            "error: {} is not valid KDL; not formatted",
-            read.path.display()
-        );
+        let why = if diagnostics.iter().any(|d| d.rule == &rules::INPUT_LIMIT) {
+            "is over the limits of a pipeline file"
+        } else {
+            "is not valid KDL"
+        };
+        say!("error: {} {why}; not formatted", read.path.display());
         return crate::exit::INVALID;
     }
     let formatted = format_source(&read.text);

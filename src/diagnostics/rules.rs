@@ -88,17 +88,20 @@ rules! {
         help: "Add the missing `}` or remove the extra one.";
 
     /// ## What it catches
-    /// A file larger than 1 MiB that is not plain well-formed KDL (the finding points where
-    /// reading stopped); blocks nested more than 64 deep; a parse that did not finish within the
-    /// time budget. (Files over the front end's limits on size, nodes and entries are HF005.)
+    /// A file larger than 32 KiB that is not plain well-formed KDL (the finding points where
+    /// reading stopped); a run of more than 1,000 marks of punctuation (braces, `/-`, `=`, `;`,
+    /// `\`) with no name or value between them in a file that is not well-formed; blocks nested
+    /// more than 64 deep; a parse that did not finish within the time budget. (Files over the
+    /// front end's limits on size, nodes and entries are HF005.)
     ///
     /// ## Why
     /// Lint runs in editors and in CI; it must always answer promptly. Well-formed KDL is read in
     /// one linear pass at any size up to the limits, but the full KDL parser, which reports syntax
-    /// errors, is slow on large input, so it is given files up to 1 MiB only.
+    /// errors, takes time and memory with every error it recovers from and recurses on long runs
+    /// of punctuation, so it is given files up to 32 KiB (about 90 phases) without such runs.
     ///
     /// ## Example
-    /// A 3 MB generated pipeline with `retries 1.` (a number cut short) near its end.
+    /// A 300 KB generated pipeline with `retries 1.` (a number cut short) near its end.
     PARSE_BUDGET = "HF003" "parse-budget" Error,
         summary: "The file is too large or too complex to parse within the budget.",
         help: "Move agents and templates into imported files and build phases from templates, or check that this is the pipeline you meant.";

@@ -29,9 +29,17 @@ pub(crate) const MAX_ENTRIES: usize = 80_000;
 pub(crate) const MAX_NESTING: usize = 64;
 
 /// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
-/// KDL): its error recovery is slow on large input. Larger files are read only when they are
-/// plain well-formed KDL, which takes one linear pass.
-pub(crate) const MAX_PARSER_BYTES: usize = 1 << 20;
+/// KDL, to report their syntax errors): its error recovery takes time and memory in proportion to
+/// the errors (a 120 KB file of `a{}a{}…` took 125 MB), and it recurses on runs of punctuation
+/// (twenty thousand `/-` in a row overflowed a 64 MiB stack); 64 KB of `a=a=…` took 94 MB.
+/// Larger files are read only when they are plain well-formed KDL, which takes one linear pass;
+/// about 90 phases of the generated benchmark pipelines fit.
+pub(crate) const MAX_PARSER_BYTES: usize = 32 << 10;
+
+/// The longest run of punctuation (braces, `;`, `=`, `/-`, `\`, parentheses) with no name or
+/// value between that the `kdl` crate's parser is given; real pipelines close a few dozen
+/// blocks at most.
+pub(crate) const MAX_PUNCTUATION_RUN: usize = 1_000;
 
 /// How long the KDL parser may take before the file is reported instead of parsed.
 /// Measured in wall time, so it is generous: a valid 1 MiB file parses in about a second of CPU,

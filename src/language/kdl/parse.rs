@@ -9,7 +9,7 @@ use super::{compat, fast, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
 pub(crate) use crate::language::limits::PARSE_BUDGET;
-use crate::language::limits::{Allowance, MAX_NESTING, MAX_PARSER_BYTES};
+use crate::language::limits::{Allowance, MAX_NESTING, MAX_PARSER_BYTES, MAX_PUNCTUATION_RUN};
 
 /// The deepest `{` nesting outside strings and comments.
 fn nesting_depth(tokens: &[lexer::Token]) -> usize {
@@ -26,6 +26,37 @@ fn nesting_depth(tokens: &[lexer::Token]) -> usize {
         }
     }
     deepest
+}
+
+/// The first run of more than [`MAX_PUNCTUATION_RUN`] punctuation tokens with no name or value
+/// between (spaces, line breaks and comments do not end a run): its start, end and length. The
+/// `kdl` crate's parser recurses on such runs until its stack overflows.
+fn punctuation_run(tokens: &[lexer::Token]) -> Option<(usize, usize, usize)> {
+    use lexer::TokenKind as K;
+    let (mut run, mut start, mut end) = (0, 0, 0);
+    for token in tokens {
+        match token.kind {
+            K::OpenBrace
+            | K::CloseBrace
+            | K::Semicolon
+            | K::Equals
+            | K::Slashdash
+            | K::Continuation
+            | K::OpenParen
+            | K::CloseParen
+            | K::Invalid => {
+                if run == 0 {
+                    start = token.start;
+                }
+                run += 1;
+                end = token.end;
+            }
+            K::Whitespace | K::Newline | K::LineComment | K::BlockComment { .. } => {}
+            _ if run > MAX_PUNCTUATION_RUN => break,
+            _ => run = 0,
+        }
+    }
+    (run > MAX_PUNCTUATION_RUN).then_some((start, end, run))
 }
 
 /// How many syntax errors are reported per file; beyond that they are noise.
@@ -86,9 +117,23 @@ pub(crate) fn parse_within(
             )
             .label("not read past here")
             .help(
-                "Fix the syntax error here (under 1 MiB, the file would get a full report), or \
+                "Fix the syntax error here (under 32 KiB, the file would get a full report), or \
                  move agents and templates into imported files.",
             ),
+        ]);
+    }
+    if let Some((start, end, run)) = punctuation_run(&tokens) {
+        return Err(vec![
+            Diagnostic::new(
+                &rules::PARSE_BUDGET,
+                Span::new(file, start, end - start),
+                format!(
+                    "{run} marks of punctuation in a row with no name or value between them; the \
+                     KDL parser is not given more than {MAX_PUNCTUATION_RUN}"
+                ),
+            )
+            .label("this run")
+            .help("Remove the repeated braces, `/-`, `=`, `;` or `\\` here."),
         ]);
     }
     let (sender, receiver) = mpsc::channel();
@@ -150,6 +195,9 @@ fn properties_without_values(tokens: &[lexer::Token], file: FileId, text: &str) 
     for (i, equals) in tokens.iter().enumerate() {
         if equals.kind != K::Equals {
             continue;
+        }
+        if found.len() == MAX_SYNTAX_ERRORS {
+            break;
         }
         let next = (i + 1..tokens.len())
             .find(significant)

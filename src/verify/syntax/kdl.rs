@@ -11,7 +11,7 @@ use super::{Finding, LanguageRules};
 use crate::diagnostics::FileId;
 use crate::diagnostics::rules;
 use crate::language::kdl::parse as kdl_parse;
-use crate::language::limits::MAX_PARSER_BYTES;
+use crate::language::limits::MAX_BYTES;
 
 /// KDL's rules: helixflow's KDL v2 parser, with tree-sitter-kdl for what it cannot judge.
 pub(super) struct Kdl;
@@ -45,7 +45,7 @@ fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> V
     let Some(text) = utf8 else {
         return tree_errors;
     };
-    if text.len() > MAX_PARSER_BYTES || tree_depth_exceeds(tree, KDL_MAX_TREE_DEPTH) {
+    if text.len() > MAX_BYTES || tree_depth_exceeds(tree, KDL_MAX_TREE_DEPTH) {
         return tree_errors;
     }
     let Err(diagnostics) = kdl_parse::parse(text, FileId(0), kdl_parse::PARSE_BUDGET) else {
