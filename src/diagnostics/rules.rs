@@ -123,21 +123,25 @@ rules! {
         help: "Fix the problems shown first (often one cause has many findings), then lint again.";
 
     /// ## What it catches
-    /// A pipeline file over the front end's limits, its imports included: larger than 4 MiB,
+    /// A pipeline file over the front end's limits, its imports included: larger than 2 MiB,
     /// more than 50,000 nodes (children and nodes commented out with `/-` included), or more
     /// than 100,000 entries (arguments and properties). A pipeline file and the files it imports
-    /// share the limits. The file is measured in one pass before anything is parsed; the finding
-    /// points at the first byte, node or entry over the limit, and nothing else is checked.
+    /// share the limits; a phase built from a template or `defaults` counts their bytes as its
+    /// own, and prompt files count with their bytes. The file is measured in one pass before
+    /// anything is parsed; the finding points at the first byte, node, entry or phase over the
+    /// limit, and nothing past it is read.
     ///
     /// ## Why
     /// Every input gets a bounded answer in bounded time and memory, from `lint`, `fmt`,
     /// `compile`, `run`, `status` and the language server alike: a parsed node costs about a
-    /// kilobyte, so a generated or corrupted file of millions of nodes would otherwise take
-    /// seconds and gigabytes before saying anything. Real pipelines sit far below the limits: a
-    /// 1,000-phase pipeline is about 350 KB with 15,000 nodes.
+    /// kilobyte, so a generated or corrupted file of millions of nodes, or a large template
+    /// taken by thousands of phases, would otherwise take seconds and gigabytes before saying
+    /// anything. Real pipelines sit far below the limits: a generated 1,000-phase pipeline is
+    /// 348 KB with 9,000 nodes (609 KB with its templates counted for each phase).
     ///
     /// ## Example
-    /// A 10 MB file of phases on one line, or 100,000 nodes written by a runaway generator.
+    /// A 10 MB file of phases on one line, 100,000 nodes written by a runaway generator, or a
+    /// template of 100 KB taken by 30 phases.
     INPUT_LIMIT = "HF005" "input-limit" Error,
         summary: "The file is over the limits of what a pipeline file may hold.",
         help: "Move agents and templates into a smaller imported file and build phases from templates, or split the work into several pipelines.";

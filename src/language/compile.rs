@@ -9,7 +9,7 @@ use kdl::{KdlDocument, KdlNode};
 use super::check;
 use super::decode::{Body, Decoder, Origin};
 use super::kdl::parse;
-use super::limits::{self, Allowance, Cost};
+use super::limits::{self, Allowance};
 use super::loader::{Loader, normalize};
 use super::prompt::Memo;
 use super::schema::Context;
@@ -196,15 +196,14 @@ impl Compiler<'_> {
         let defaults = decoder.body(defaults_node.and_then(KdlNode::children), origin);
 
         let mut pipeline = self.pipeline_settings(pipeline_node, file, path, workspace.clone());
-        let defaults_cost = defaults_node.map_or_else(Cost::default, |node| {
-            Cost::of(node_text(self.sources, file, node))
-        });
-        let phases = self.phases(&document, file, (&defaults, defaults_cost), &workspace);
+        let defaults_bytes = defaults_node.map_or(0, |node| node_text(self.sources, file, node).len());
+        let pipeline_span = name_span(file, pipeline_node);
+        let phases = self.phases(document, file, (&defaults, defaults_bytes), &workspace);
         if phases.is_empty() {
             self.diagnostics.push(
                 Diagnostic::new(
                     &rules::NO_PHASES,
-                    name_span(file, pipeline_node),
+                    pipeline_span,
                     "the pipeline has no phases",
                 )
                 .label("nothing to run"),
@@ -502,7 +501,7 @@ impl Compiler<'_> {
                     imported,
                     params,
                     node: node.clone(),
-                    cost: Cost::of(node_text(self.sources, file, node)),
+                    bytes: node_text(self.sources, file, node).len(),
                 },
             );
         }
@@ -510,27 +509,29 @@ impl Compiler<'_> {
 
     /// Expands and decodes every `phase` node, each taking what it uses of templates and
     /// `defaults` from the allowance: past it, the phases that do not fit are not decoded.
+    ///
+    /// The document is taken apart as its phases are decoded: each node is dropped once its phase
+    /// is, so that the tree and the model are not both whole at once.
     fn phases(
         &mut self,
-        document: &KdlDocument,
+        mut document: KdlDocument,
         file: FileId,
-        (defaults, defaults_cost): (&Body, Cost),
+        (defaults, defaults_bytes): (&Body, usize),
         workspace: &Path,
     ) -> Vec<Phase> {
-        let nodes: Vec<&KdlNode> = nodes_named(document, "phase").collect();
-        let mut phases = Vec::with_capacity(nodes.len());
-        for node in nodes {
+        let mut phases = Vec::with_capacity(nodes_named(&document, "phase").count());
+        let nodes = std::mem::take(document.nodes_mut());
+        for node in nodes.into_iter().filter(|n| n.name().value() == "phase") {
+            let node = &node;
             let template = property(node, "use")
                 .and_then(|entry| entry.value().as_string())
                 .and_then(|name| self.templates.get(name))
-                .map_or_else(Cost::default, |template| template.cost);
+                .map_or(0, |template| template.bytes);
             let before = self.sources.bytes();
             let phase = self.phase(node, file, defaults, workspace);
             let read = self.sources.bytes() - before;
-            if let Err(refused) =
-                self.allowance
-                    .take_again(template + defaults_cost, read, name_span(file, node))
-            {
+            let taken = template + defaults_bytes + read;
+            if let Err(refused) = self.allowance.take_again(taken, name_span(file, node)) {
                 self.diagnostics.push(refused);
                 break;
             }

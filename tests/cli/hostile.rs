@@ -354,8 +354,8 @@ fn a_ten_megabyte_pipeline_on_one_line_is_refused_before_it_is_parsed() {
 #[test]
 fn a_hundred_thousand_nodes_are_refused_at_the_first_node_over_the_limit() {
     let nodes: String = (0..100_000).map(|i| format!("node{i} \"x\" 1\n")).collect();
-    let found = refused_everywhere(&nodes, "more than 40,000 nodes", true);
-    assert_eq!([&found["line"], &found["column"]], [40_001, 1]);
+    let found = refused_everywhere(&nodes, "more than 50,000 nodes", true);
+    assert_eq!([&found["line"], &found["column"]], [50_001, 1]);
     assert_eq!(found["label"], "the first node over the limit");
 }
 

@@ -79,11 +79,11 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
         };
         let dir = fixtures().join(rule.code);
         let (bad, good) = if rule.code == "HF005" {
-            // A file over the limits is generated rather than kept in the repository: 40,001
+            // A file over the limits is generated rather than kept in the repository: 50,001
             // nodes, and a pipeline that fits.
             let bad = generated.path().join("bad.kdl");
             let good = generated.path().join("good.kdl");
-            let nodes: String = (0..40_001).map(|i| format!("note{i} \"x\"\n")).collect();
+            let nodes: String = (0..50_001).map(|i| format!("note{i} \"x\"\n")).collect();
             std::fs::write(&bad, format!("pipeline \"p\"\n{nodes}")).unwrap();
             std::fs::write(&good, "pipeline \"p\"\nphase \"a\" { run \"true\"; }\n").unwrap();
             (bad, good)
