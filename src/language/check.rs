@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::decode::Body;
+use super::limits::thousands;
 use super::overlap::{self, Glob, Stopped, samples};
 use super::template::TemplateDef;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};
@@ -370,14 +371,15 @@ fn not_compared(
 ) -> Diagnostic {
     let message = match stopped {
         Stopped::TooManyPhases(n) => format!(
-            "{n} phases have {what} in folders that meet, more than the {} compared with each \
+            "{} phases have {what} in folders that meet, more than the {} compared with each \
              other: this check was not made",
-            overlap::MAX_PHASES
+            thousands(n),
+            thousands(overlap::MAX_PHASES)
         ),
         Stopped::TooManyPairs => format!(
-            "{} pairs of {what} of phases that may run at the same time were compared, and more \
-             were left: this check stopped there",
-            overlap::MAX_PAIRS
+            "more than {} pairs of {what} of phases were to be compared: this check stopped \
+             after the first",
+            thousands(overlap::MAX_PAIRS)
         ),
     };
     Diagnostic::new(rule, span, message)

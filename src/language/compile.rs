@@ -196,7 +196,8 @@ impl Compiler<'_> {
         let defaults = decoder.body(defaults_node.and_then(KdlNode::children), origin);
 
         let mut pipeline = self.pipeline_settings(pipeline_node, file, path, workspace.clone());
-        let defaults_bytes = defaults_node.map_or(0, |node| node_text(self.sources, file, node).len());
+        let defaults_bytes =
+            defaults_node.map_or(0, |node| node_text(self.sources, file, node).len());
         let pipeline_span = name_span(file, pipeline_node);
         let phases = self.phases(document, file, (&defaults, defaults_bytes), &workspace);
         if phases.is_empty() {
@@ -532,7 +533,7 @@ impl Compiler<'_> {
             let read = self.sources.bytes() - before;
             let taken = template + defaults_bytes + read;
             if let Err(refused) = self.allowance.take_again(taken, name_span(file, node)) {
-                self.diagnostics.push(refused);
+                self.diagnostics.push(*refused);
                 break;
             }
             phases.extend(phase);

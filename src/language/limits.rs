@@ -67,7 +67,11 @@ impl std::error::Error for TooLarge {}
 
 /// Whether a loader's error is [`TooLarge`].
 pub(crate) fn is_too_large(error: &std::io::Error) -> bool {
-    error.get_ref().is_some_and(|inner| inner.is::<TooLarge>())
+    too_large(error).is_some()
+}
+
+fn too_large(error: &std::io::Error) -> Option<&TooLarge> {
+    error.get_ref()?.downcast_ref()
 }
 
 /// A file a pipeline names (an import, a prompt file) that the loader refused as too large.
@@ -105,13 +109,13 @@ impl Default for Allowance {
 impl Allowance {
     /// Measures `text` against what is left, and takes its share when it fits; a file that does
     /// not fit is refused with a finding that points at the first byte, node or entry too many.
-    pub(crate) fn take(&mut self, text: &str, file: FileId) -> Result<(), Diagnostic> {
+    pub(crate) fn take(&mut self, text: &str, file: FileId) -> Result<(), Box<Diagnostic>> {
         if text.len() > self.bytes {
-            return Err(over_bytes(text, file, self.bytes));
+            return Err(Box::new(over_bytes(text, file, self.bytes)));
         }
         let counted = count(text, self.nodes, self.entries);
         if let Some(over) = counted.over {
-            return Err(over_count(text, file, over, self));
+            return Err(Box::new(over_count(text, file, over, self)));
         }
         self.bytes -= text.len();
         self.nodes -= counted.nodes;
@@ -124,7 +128,7 @@ impl Allowance {
     /// written out in it. (Their nodes are not counted again: a phase made from them holds no
     /// parsed tree, only the model, whose size follows the text's.) A phase that does not fit is
     /// refused with a finding at `span`, its name.
-    pub(crate) fn take_again(&mut self, bytes: usize, span: Span) -> Result<(), Diagnostic> {
+    pub(crate) fn take_again(&mut self, bytes: usize, span: Span) -> Result<(), Box<Diagnostic>> {
         if bytes > self.bytes {
             let message = format!(
                 "with this phase, the pipeline is over its limit of {}: each phase counts the \
@@ -132,9 +136,11 @@ impl Allowance {
                  too",
                 size(MAX_BYTES)
             );
-            return Err(Diagnostic::new(&rules::INPUT_LIMIT, span, message)
-                .label("the first phase over the limit")
-                .help(HELP));
+            return Err(Box::new(
+                Diagnostic::new(&rules::INPUT_LIMIT, span, message)
+                    .label("the first phase over the limit")
+                    .help(HELP),
+            ));
         }
         self.bytes -= bytes;
         Ok(())
@@ -296,7 +302,7 @@ fn size(bytes: usize) -> String {
 }
 
 /// `50,000`.
-fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

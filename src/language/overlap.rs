@@ -8,8 +8,9 @@
 //! thousand phases each with its own `src/pN/**` and a `protect "Cargo.lock"` compare nothing.
 //!
 //! Whatever the pipeline, the work is bounded: at most [`MAX_PHASES`] phases are compared (the
-//! dependencies between them are a bit set each) and at most [`MAX_PAIRS`] pairs of globs; past
-//! either, the check says it stopped instead of taking seconds and gigabytes.
+//! dependencies between them are a bit set each) and at most [`MAX_PAIRS`] pairs of globs of phases
+//! that may run at the same time (20 million pairs in all); past either, the check says it stopped
+//! instead of taking seconds and gigabytes.
 
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap};
@@ -19,8 +20,11 @@ use crate::graph::PhaseGraph;
 
 /// The most phases whose globs are compared with each other's.
 pub(super) const MAX_PHASES: usize = 2_048;
-/// The most pairs of globs compared by one check.
+/// The most pairs of globs of phases that may run at the same time compared by one check.
 pub(super) const MAX_PAIRS: usize = 500_000;
+/// The most pairs of globs one check looks at, those of phases that depend on each other (a bit
+/// looked up, nothing compared) included.
+const MAX_VISITS: usize = 20_000_000;
 
 /// One glob of a phase. It is compiled only when first compared: most globs never are.
 pub(super) struct Glob<'p> {
@@ -169,7 +173,7 @@ impl<'p> Index<'p> {
     }
 }
 
-/// `a/b/c`, `a/b`, `a`, `` (the folder itself first, the top last).
+/// A folder and the folders above it: `a/b`, then `a`, then the top (the empty path).
 fn ancestors(folder: &str) -> impl Iterator<Item = &str> {
     let mut next = Some(folder);
     std::iter::from_fn(move || {
@@ -211,10 +215,14 @@ pub(super) fn meeting_pairs(
     let Some(depends) = depends_within(graph, &involved) else {
         return Ok(());
     };
-    let mut budget = MAX_PAIRS;
+    let (mut pairs, mut visits) = (MAX_PAIRS, MAX_VISITS);
     let mut compare = |a: &Glob<'_>, b: &Glob<'_>| -> Result<(), Stopped> {
-        budget = budget.checked_sub(1).ok_or(Stopped::TooManyPairs)?;
-        if !depends(a.phase, b.phase) && !depends(b.phase, a.phase) && a.meets(b) {
+        visits = visits.checked_sub(1).ok_or(Stopped::TooManyPairs)?;
+        if depends(a.phase, b.phase) || depends(b.phase, a.phase) {
+            return Ok(());
+        }
+        pairs = pairs.checked_sub(1).ok_or(Stopped::TooManyPairs)?;
+        if a.meets(b) {
             found(a, b);
         }
         Ok(())

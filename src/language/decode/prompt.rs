@@ -64,12 +64,11 @@ impl Decoder<'_> {
         &mut self,
         absolute: &Path,
     ) -> std::io::Result<(std::sync::Arc<str>, Span)> {
-        let file = match self.sources.find(absolute) {
-            Some(file) => file,
-            None => {
-                let text = self.loader.read(absolute)?;
-                self.sources.add(absolute.to_path_buf(), text)
-            }
+        let file = if let Some(file) = self.sources.find(absolute) {
+            file
+        } else {
+            let text = self.loader.read(absolute)?;
+            self.sources.add(absolute.to_path_buf(), text)
         };
         let text = std::sync::Arc::clone(&self.sources.get(file).text);
         let whole = Span::new(file, 0, text.len());

@@ -28,6 +28,48 @@ fn nesting_depth(tokens: &[lexer::Token]) -> usize {
     deepest
 }
 
+/// Why a file that is not plain well-formed KDL (the fast parser stopped at `stopped`) is not
+/// given to the `kdl` crate's parser either: too large, or a run of punctuation it recurses on.
+fn not_for_the_parser(
+    text: &str,
+    file: FileId,
+    tokens: &[lexer::Token],
+    stopped: usize,
+) -> Option<Diagnostic> {
+    if text.len() > MAX_PARSER_BYTES {
+        let len = text[stopped..].chars().next().map_or(0, char::len_utf8);
+        return Some(
+            Diagnostic::new(
+                &rules::PARSE_BUDGET,
+                Span::new(file, stopped, len),
+                format!(
+                    "the file is {} bytes, and files over {MAX_PARSER_BYTES} bytes are read only \
+                     when they are plain well-formed KDL; this one is not, from here on",
+                    text.len()
+                ),
+            )
+            .label("not read past here")
+            .help(
+                "Fix the syntax error here (under 32 KiB, the file would get a full report), or \
+                 move agents and templates into imported files.",
+            ),
+        );
+    }
+    let (start, end, run) = punctuation_run(tokens)?;
+    Some(
+        Diagnostic::new(
+            &rules::PARSE_BUDGET,
+            Span::new(file, start, end - start),
+            format!(
+                "{run} marks of punctuation in a row with no name or value between them; the KDL \
+                 parser is not given more than {MAX_PUNCTUATION_RUN}"
+            ),
+        )
+        .label("this run")
+        .help("Remove the repeated braces, `/-`, `=`, `;` or `\\` here."),
+    )
+}
+
 /// The first run of more than [`MAX_PUNCTUATION_RUN`] punctuation tokens with no name or value
 /// between (spaces, line breaks and comments do not end a run): its start, end and length. The
 /// `kdl` crate's parser recurses on such runs until its stack overflows.
@@ -81,7 +123,7 @@ pub(crate) fn parse_within(
 ) -> Result<KdlDocument, Vec<Diagnostic>> {
     allowance
         .take(text, file)
-        .map_err(|refused| vec![refused])?;
+        .map_err(|refused| vec![*refused])?;
     let tokens = lexer::tokenize(text);
     let screened = lexer::screen_tokens(text, &tokens, file);
     if !screened.is_empty() {
@@ -103,38 +145,8 @@ pub(crate) fn parse_within(
         Ok(document) => return Ok(document),
         Err(stopped) => stopped,
     };
-    if text.len() > MAX_PARSER_BYTES {
-        let len = text[stopped..].chars().next().map_or(0, char::len_utf8);
-        return Err(vec![
-            Diagnostic::new(
-                &rules::PARSE_BUDGET,
-                Span::new(file, stopped, len),
-                format!(
-                    "the file is {} bytes, and files over {MAX_PARSER_BYTES} bytes are read only \
-                     when they are plain well-formed KDL; this one is not, from here on",
-                    text.len()
-                ),
-            )
-            .label("not read past here")
-            .help(
-                "Fix the syntax error here (under 32 KiB, the file would get a full report), or \
-                 move agents and templates into imported files.",
-            ),
-        ]);
-    }
-    if let Some((start, end, run)) = punctuation_run(&tokens) {
-        return Err(vec![
-            Diagnostic::new(
-                &rules::PARSE_BUDGET,
-                Span::new(file, start, end - start),
-                format!(
-                    "{run} marks of punctuation in a row with no name or value between them; the \
-                     KDL parser is not given more than {MAX_PUNCTUATION_RUN}"
-                ),
-            )
-            .label("this run")
-            .help("Remove the repeated braces, `/-`, `=`, `;` or `\\` here."),
-        ]);
+    if let Some(refused) = not_for_the_parser(text, file, &tokens, stopped) {
+        return Err(vec![refused]);
     }
     let (sender, receiver) = mpsc::channel();
     // The crate reads the text as the current specification does (see `compat`).
