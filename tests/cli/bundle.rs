@@ -566,7 +566,13 @@ fn a_phase_that_writes_what_no_bundle_may_carry_gets_none_and_a_warning() {
     )
     .unwrap();
     let out = Command::new(BIN)
-        .args(["run", "--no-progress", "--bundles", "--events", "events.jsonl"])
+        .args([
+            "run",
+            "--no-progress",
+            "--bundles",
+            "--events",
+            "events.jsonl",
+        ])
         .current_dir(dir.path())
         .output()
         .unwrap();
