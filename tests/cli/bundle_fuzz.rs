@@ -109,7 +109,7 @@ fn header(name: &[u8], kind: u8, link: &[u8], size: u64) -> [u8; 512] {
 /// The archive's bytes; names over 100 bytes get a GNU long-name entry first.
 fn serialize(entries: &[Entry]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut block = |out: &mut Vec<u8>, name: &[u8], kind: u8, link: &[u8], data: &[u8], size| {
+    let block = |out: &mut Vec<u8>, name: &[u8], kind: u8, link: &[u8], data: &[u8], size| {
         out.extend_from_slice(&header(name, kind, link, size));
         out.extend_from_slice(data);
         out.resize(out.len().div_ceil(512) * 512, 0);
