@@ -3,7 +3,7 @@
 # input"). Three inputs must each get a bounded, clear answer from every command that reads them:
 # a 10 MB pipeline file on one line, a file of 100,000 nodes, and an 8 KiB bundle whose journal
 # entry claims a gibibyte. Then the worst cases that fit inside the front end's limits
-# (src/language/limits.rs), and the files that once hurt lint (a 10 MB node name, 20,000 unclosed
+# (src/language/kdl/limits.rs), and the files that once hurt lint (a 10 MB node name, 20,000 unclosed
 # braces, 10,000 problems on one line), through `lint`.
 #
 # Usage: bench/hostile.sh [BINARY]     (default: target/release/helixflow; build it first)

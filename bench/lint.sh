@@ -97,7 +97,7 @@ gen() { python3 "$root/bench/gen_pipeline.py" "$@"; }
 declare -A ms
 printf '%-24s %10s %8s %12s %12s\n' "file" "bytes" "exit" "mean ms" "min ms"
 # Of the 10,000-phase files, only a templated one of gen_dag.py's shape would fit the input limits
-# (src/language/limits.rs: 2 MiB, templates counted for every phase that takes them): both styles
+# (src/language/kdl/limits.rs: 2 MiB, templates counted for every phase that takes them): both styles
 # here are refused (HF005), and the linear target is checked at 3,000 phases instead.
 for case in typical:20 mixed:10 mixed:100 mixed:1000 templated:1000 mixed:3000 templated:3000 \
     templated:10000 mixed:10000; do

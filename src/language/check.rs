@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::decode::Body;
-use super::limits::thousands;
+use super::kdl::limits::thousands;
 use super::overlap::{self, Glob, Stopped, samples};
 use super::template::TemplateDef;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};

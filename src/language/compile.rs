@@ -1,6 +1,6 @@
 //! One compilation: the pipeline file and its imports → a checked [`Pipeline`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -8,10 +8,10 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::check;
 use super::decode::{Body, Decoder, Origin};
+use super::kdl::limits::{self, Allowance};
 use super::kdl::parse;
-use super::limits::{self, Allowance};
 use super::loader::{Loader, normalize};
-use super::prompt::Memo;
+use super::prompt::UsesCache;
 use super::schema::Context;
 use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};
@@ -81,7 +81,8 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         imports: Vec::new(),
         stack: vec![normalize(Path::new(""), path)],
         allowance: Allowance::default(),
-        memo: Memo::default(),
+        syntax: HashMap::new(),
+        uses: UsesCache::default(),
     };
     let pipeline = compiler.main(path, file, text);
     Compilation {
@@ -104,8 +105,9 @@ struct Compiler<'c> {
     /// What the files still to be read may hold: a pipeline file and its imports share the
     /// front end's limits.
     allowance: Allowance,
-    /// What the checks of prompt files found.
-    memo: Memo,
+    /// Whether each prompt file's template syntax is valid, and what each uses: checked once.
+    syntax: HashMap<FileId, bool>,
+    uses: UsesCache,
 }
 
 impl Compiler<'_> {
@@ -187,7 +189,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
-            memo: &mut self.memo,
+            syntax: &mut self.syntax,
             workspace: workspace.clone(),
         };
         let none = Substitution::none();
@@ -239,7 +241,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
-            memo: &mut self.memo,
+            syntax: &mut self.syntax,
             workspace: workspace.clone(),
         };
         let mut pipeline = Pipeline {
@@ -449,7 +451,7 @@ impl Compiler<'_> {
                 diagnostics: self.diagnostics,
                 sources: self.sources,
                 loader: self.loader,
-                memo: &mut self.memo,
+                syntax: &mut self.syntax,
                 workspace: PathBuf::new(),
             };
             let Some(agent) = decoder.agent(node, file, path) else {
@@ -563,7 +565,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
-            memo: &mut self.memo,
+            syntax: &mut self.syntax,
             workspace: workspace.to_owned(),
         };
         let own = decoder.body(node.children(), Origin { file, subst: &none });
@@ -605,7 +607,7 @@ impl Compiler<'_> {
                             diagnostics: self.diagnostics,
                             sources: self.sources,
                             loader: self.loader,
-                            memo: &mut self.memo,
+                            syntax: &mut self.syntax,
                             workspace: workspace.to_owned(),
                         };
                         let mut body = decoder.body(
@@ -641,10 +643,10 @@ impl Compiler<'_> {
                     diagnostics: self.diagnostics,
                     sources: self.sources,
                     loader: self.loader,
-                    memo: &mut self.memo,
+                    syntax: &mut self.syntax,
                     workspace: workspace.to_owned(),
                 }
-                .check_prompt(&name.value, prompt, &vars)
+                .check_prompt(&name.value, prompt, &vars, &mut self.uses)
             }
             None => BTreeMap::new(),
         };

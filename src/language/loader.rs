@@ -37,8 +37,8 @@ impl Loader for FsLoader {
         let text = read_pipeline_file(crate::regular::open(path)?)?.ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "the file is not valid UTF-8")
         })?;
-        if text.len() > super::limits::MAX_BYTES {
-            return Err(io::Error::other(super::limits::TooLarge));
+        if text.len() > super::kdl::limits::MAX_BYTES {
+            return Err(io::Error::other(super::kdl::limits::TooLarge));
         }
         Ok(text)
     }
@@ -65,9 +65,9 @@ impl Loader for FsLoader {
 pub(crate) fn read_pipeline_file(reader: impl io::Read) -> io::Result<Option<String>> {
     let mut bytes = Vec::new();
     reader
-        .take(super::limits::MAX_BYTES as u64 + 1)
+        .take(super::kdl::limits::MAX_BYTES as u64 + 1)
         .read_to_end(&mut bytes)?;
-    if bytes.len() > super::limits::MAX_BYTES {
+    if bytes.len() > super::kdl::limits::MAX_BYTES {
         return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
     }
     Ok(String::from_utf8(bytes).ok())

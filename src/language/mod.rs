@@ -5,7 +5,6 @@ mod compile;
 mod decode;
 pub(crate) mod format;
 pub(crate) mod kdl;
-pub(crate) mod limits;
 pub(crate) mod loader;
 mod overlap;
 pub(crate) mod placeholders;

@@ -118,15 +118,10 @@ const TESTS: &[&str] = &[
 /// a prompt nested this deep is almost certainly a cycle).
 const MAX_INCLUDE_DEPTH: usize = 16;
 
-/// What the checks of prompt files and included templates found, kept for the compilation:
-/// however many phases name a file, it is parsed once.
+/// What each prompt file and included template uses, kept for the compilation: however many
+/// phases name a file, it is compiled once. `None` for one that does not compile.
 #[derive(Debug, Default)]
-pub(crate) struct Memo {
-    /// Whether each file's template syntax is valid (it was reported when it is not).
-    pub(crate) syntax: HashMap<FileId, bool>,
-    /// What each file's template uses; `None` when it does not compile.
-    uses: HashMap<FileId, Option<Rc<Uses>>>,
-}
+pub(crate) struct UsesCache(HashMap<FileId, Option<Rc<Uses>>>);
 
 /// What a compiled template uses.
 #[derive(Debug, Default)]
@@ -262,6 +257,7 @@ impl Place {
 /// One prompt's check: the phase it belongs to and what is found along the way.
 struct PromptCheck<'p> {
     phase: &'p str,
+    cache: &'p mut UsesCache,
     vars: &'p BTreeMap<String, String>,
     env: Environment<'static>,
     /// Whether each filter or test name exists, asked once.
@@ -278,9 +274,11 @@ impl Decoder<'_> {
         phase: &str,
         prompt: &PromptDecl,
         vars: &BTreeMap<String, String>,
+        cache: &mut UsesCache,
     ) -> BTreeMap<String, Arc<str>> {
         let mut check = PromptCheck {
             phase,
+            cache,
             vars,
             env: prompt_environment(&BTreeMap::new()),
             known: HashMap::new(),
@@ -317,9 +315,9 @@ impl Decoder<'_> {
     ) {
         // A template that does not compile is reported where it is read.
         let found = match file {
-            Some(file) => self
-                .memo
-                .uses
+            Some(file) => check
+                .cache
+                .0
                 .entry(file)
                 .or_insert_with(|| uses(&check.env, text).ok().map(Rc::new))
                 .clone(),

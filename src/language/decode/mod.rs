@@ -67,8 +67,9 @@ pub(crate) struct Decoder<'c> {
     pub diagnostics: &'c mut Diagnostics,
     pub sources: &'c mut Sources,
     pub loader: &'c dyn Loader,
-    /// What the checks of prompt files found, for the phases that name them after.
-    pub memo: &'c mut super::prompt::Memo,
+    /// Whether the template syntax of each prompt file and included template is valid, checked
+    /// (and reported) once for all the phases that name it.
+    pub syntax: &'c mut std::collections::HashMap<FileId, bool>,
     /// The workspace root, for prompt files.
     pub workspace: PathBuf,
 }

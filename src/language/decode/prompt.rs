@@ -49,11 +49,11 @@ impl Decoder<'_> {
     /// The template syntax of a whole source file (a prompt file, an included template), checked
     /// and reported the first time only.
     pub(crate) fn syntax_once(&mut self, text: &str, whole: Span) -> bool {
-        if let Some(&valid) = self.memo.syntax.get(&whole.file) {
+        if let Some(&valid) = self.syntax.get(&whole.file) {
             return valid;
         }
         let valid = self.template_syntax(text, whole, Some(whole));
-        self.memo.syntax.insert(whole.file, valid);
+        self.syntax.insert(whole.file, valid);
         valid
     }
 
@@ -94,8 +94,8 @@ impl Decoder<'_> {
                         text: Some(whole),
                     })
                 }
-                Err(e) if crate::language::limits::is_too_large(&e) => {
-                    self.report(crate::language::limits::refused_file(
+                Err(e) if crate::language::kdl::limits::is_too_large(&e) => {
+                    self.report(crate::language::kdl::limits::refused_file(
                         "the prompt file",
                         &path.value,
                         path.span,

@@ -8,8 +8,8 @@ use kdl::KdlDocument;
 use super::{compat, fast, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
-pub(crate) use crate::language::limits::PARSE_BUDGET;
-use crate::language::limits::{Allowance, MAX_NESTING, MAX_PARSER_BYTES, MAX_PUNCTUATION_RUN};
+pub(crate) use super::limits::PARSE_BUDGET;
+use super::limits::{Allowance, MAX_NESTING, MAX_PARSER_BYTES, MAX_PUNCTUATION_RUN};
 
 /// The deepest `{` nesting outside strings and comments.
 fn nesting_depth(tokens: &[lexer::Token]) -> usize {
@@ -106,7 +106,7 @@ const MAX_SYNTAX_ERRORS: usize = 50;
 
 /// Parses `text`; on failure returns the diagnostics instead.
 ///
-/// The text is first measured against the front end's limits (see `language::limits`), alone.
+/// The text is first measured against the front end's limits (see `limits`), alone.
 /// The kdl parser's error recovery is exponential on some malformed input (unclosed slashdashed
 /// blocks), so braces are screened first, and the parse runs on a worker thread with a budget.
 pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, Vec<Diagnostic>> {

@@ -10,8 +10,8 @@ use tree_sitter::Tree;
 use super::{Finding, LanguageRules};
 use crate::diagnostics::FileId;
 use crate::diagnostics::rules;
+use crate::language::kdl::limits::MAX_BYTES;
 use crate::language::kdl::parse as kdl_parse;
-use crate::language::limits::MAX_BYTES;
 
 /// KDL's rules: helixflow's KDL v2 parser, with tree-sitter-kdl for what it cannot judge.
 pub(super) struct Kdl;

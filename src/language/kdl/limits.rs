@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use super::kdl::lexer::{self, TokenKind};
+use super::lexer::{self, TokenKind};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
 /// The largest pipeline file read, in bytes, its imports included: a file over it is refused
