@@ -1,49 +1,106 @@
 #!/usr/bin/env bash
-# Wall time and peak memory of `helixflow lint` on hostile pipeline files: a 10 MB single line of
-# phases, a 10 MB node name, 100,000 unknown nodes, 20,000 unclosed braces and 10,000 problems on
-# one line. Each file must get a bounded answer (no panic); the figures go into BENCHMARKS.md.
+# Wall time and peak memory of helixflow on hostile input, the figures in BENCHMARKS.md ("Hostile
+# input"). Three inputs must each get a bounded, clear answer from every command that reads them:
+# a 10 MB pipeline file on one line, a file of 100,000 nodes, and an 8 KiB bundle whose journal
+# entry claims a gibibyte. Then the worst cases that fit inside the front end's limits
+# (src/language/kdl/limits.rs), and the files that once hurt lint (a 10 MB node name, 20,000 unclosed
+# braces, 10,000 problems on one line), through `lint`.
 #
-# Usage: bench/hostile.sh [BINARY]     (default: target/debug/helixflow; build it first)
+# Usage: bench/hostile.sh [BINARY]     (default: target/release/helixflow; build it first)
 # Needs bash, python3 and GNU time (/usr/bin/time).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${1:-$root/target/debug/helixflow}
+bin=${1:-$root/target/release/helixflow}
 [[ -x $bin ]] || { echo "error: $bin is not an executable; build it first" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 python3 - "$tmp" <<'PY'
-import sys
+import io, json, os, sys, tarfile
 d = sys.argv[1]
 def write(name, text):
     with open(f"{d}/{name}", "w") as f:
         f.write(text)
+head = 'pipeline "p"\n'
+# The three inputs of the target.
 parts, size = [], 0
 while size < 10_000_000:
     part = 'phase "p%d" { prompt "x"; bogus 1 }; ' % len(parts)
     parts.append(part)
     size += len(part)
 write("line-10mb.kdl", "".join(parts) + "\n")
-write("name-10mb.kdl", "a" * 10_000_000 + "\n")
 write("nodes-100k.kdl", "".join('node%d "x" 1\n' % i for i in range(100_000)))
+manifest = json.dumps({"format": "helixflow-bundle", "version": 1, "pipeline": "p",
+                       "phase": "code", "run-id": "r1", "attempt": 1, "files": []}).encode()
+with open(f"{d}/claims-1gib.hxb", "wb") as f:
+    info = tarfile.TarInfo("manifest.json")
+    info.size = len(manifest)
+    f.write(info.tobuf(tarfile.GNU_FORMAT) + manifest + b"\0" * (-len(manifest) % 512))
+    info = tarfile.TarInfo("journal/events.jsonl")
+    info.size = 1 << 30
+    f.write(info.tobuf(tarfile.GNU_FORMAT) + b"{" * 8192)
+# The worst cases inside the limits (50,000 nodes, 100,000 entries, 2 MiB; the KDL parser's
+# 32 KiB), each a different way to make the front end work.
+write("phases-50k.kdl", head + "".join('phase "p%d"\n' % i for i in range(49_990)))
+write("unknown-50k.kdl", head + "".join('node%d "x" 1\n' % i for i in range(49_990)))
+write("entries-100k.kdl", head + 'phase "a" { run "true"; depends-on '
+      + " ".join('"a"' for _ in range(99_990)) + " }\n")
+write("string-2mib.kdl", head + 'phase "a" { run "' + "x" * (2 * 1024 * 1024 - 100) + '" }\n')
+write("same-scope-16k.kdl", head + "".join(
+    'phase "p%d" { run "true"; scope "s/**" }\n' % i for i in range(16_600)))
+write("scope-chain-12k.kdl", head + 'phase "p0" { run "true"; scope "s/**" }\n' + "".join(
+    'phase "p%d" { run "true"; scope "s/**"; depends-on "p%d" }\n' % (i, i - 1)
+    for i in range(1, 12_490)))
+write("protect-12k.kdl", head + "".join(
+    'phase "p%d" { run "true"; scope "s/p%d/**"; protect "s/**" }\n' % (i, i)
+    for i in range(12_400)))
+write("template-x20k.kdl", head + 'template "t" {\n  param "n"\n  run "echo {{ n }}"\n'
+      + '  description "' + "x" * 100_000 + '"\n}\n'
+      + "".join('phase "p%d" use="t" n="p%d"\n' % (i, i) for i in range(20_000)))
+with open(f"{d}/prompt.md", "w") as f:
+    f.write("y" * (1024 * 1024))
+write("prompt-file-x13k.kdl", head + "".join(
+    'phase "p%d" { run "true"; prompt file="prompt.md" }\n' % i for i in range(13_000)))
+write("malformed-32k.kdl", head + "a " + "a=" * 16_000 + " x=\n")
+# Files that hurt lint before.
+write("name-10mb.kdl", "a" * 10_000_000 + "\n")
 write("braces-20k.kdl", 'phase "a" {' * 20_000 + "\n")
 write("oneline-10k.kdl", " ".join("bogus%d;" % i for i in range(10_000)) + "\n")
 PY
 
+# Runs helixflow with the given arguments in $tmp and prints one row of the table.
+measure() {
+    local label=$1 code=0; shift
+    (cd "$tmp" && /usr/bin/time -v -o "$tmp/time" "$bin" "$@" >"$tmp/out" 2>&1) || code=$?
+    local wall rss
+    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0;
+        for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$tmp/time")
+    rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$tmp/time")
+    if grep -q panicked "$tmp/out"; then code="$code (panic)"; fi
+    local said
+    said=$({ grep -o 'HF[0-9][0-9][0-9]\|the archive ends inside it' "$tmp/out" || true; } |
+        sort -u | head -3 | tr '\n' ' ')
+    printf '%-34s %6s %8s %10s %12s  %s\n' "$label" "$code" "$wall" "$rss" \
+        "$(wc -c <"$tmp/out")" "$said"
+}
+
 echo "binary: $bin"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-18s %10s %6s %10s %12s %12s\n' file bytes exit "wall s" "peak MiB" "output bytes"
-for file in line-10mb name-10mb nodes-100k braces-20k oneline-10k; do
-    for format in human json; do
-        code=0
-        /usr/bin/time -v -o "$tmp/time" "$bin" lint --format "$format" "$tmp/$file.kdl" \
-            >"$tmp/out" 2>&1 || code=$?
-        wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0;
-            for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$tmp/time")
-        rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$tmp/time")
-        if grep -q panicked "$tmp/out"; then code="$code (panic)"; fi
-        printf '%-18s %10s %6s %10s %12s %12s\n' "$file/$format" "$(wc -c <"$tmp/$file.kdl")" \
-            "$code" "$wall" "$rss" "$(wc -c <"$tmp/out")"
-    done
+printf '%-34s %6s %8s %10s %12s  %s\n' "input / command" exit "wall s" "peak MiB" \
+    "answer bytes" "said"
+for file in line-10mb nodes-100k; do
+    measure "$file: lint" lint "$file.kdl"
+    measure "$file: lint --format json" lint --format json "$file.kdl"
+    measure "$file: fmt --check" fmt --check "$file.kdl"
+    measure "$file: compile" compile "$file.kdl"
+    measure "$file: run --dry-run" run --dry-run "$file.kdl"
+    measure "$file: status" status "$file.kdl"
+done
+mkdir -p "$tmp/ws"
+measure "claims-1gib: bundle show" bundle show claims-1gib.hxb
+measure "claims-1gib: bundle apply --check" bundle apply --check -C ws claims-1gib.hxb
+for file in phases-50k unknown-50k entries-100k string-2mib same-scope-16k scope-chain-12k \
+    protect-12k template-x20k prompt-file-x13k malformed-32k name-10mb braces-20k oneline-10k; do
+    measure "$file: lint" lint "$file.kdl"
 done

@@ -96,7 +96,11 @@ gen() { python3 "$root/bench/gen_pipeline.py" "$@"; }
 # phase). The ratio is printed for both styles.
 declare -A ms
 printf '%-24s %10s %8s %12s %12s\n' "file" "bytes" "exit" "mean ms" "min ms"
-for case in typical:20 mixed:10 mixed:100 mixed:1000 templated:1000 templated:10000 mixed:10000; do
+# Of the 10,000-phase files, only a templated one of gen_dag.py's shape would fit the input limits
+# (src/language/kdl/limits.rs: 2 MiB, templates counted for every phase that takes them): both styles
+# here are refused (HF005), and the linear target is checked at 3,000 phases instead.
+for case in typical:20 mixed:10 mixed:100 mixed:1000 templated:1000 mixed:3000 templated:3000 \
+    templated:10000 mixed:10000; do
     label=${case%%:*} phases=${case##*:}
     style=$label
     [[ $label == typical ]] && style=mixed
@@ -131,6 +135,11 @@ for style in mixed templated; do
         r=$(ratio "${ms[$style-10000]}" "${ms[$style-1000]}")
         verdict=$(awk -v r="$r" 'BEGIN { print (r <= 12 ? "met" : "MISSED") }')
         echo "10,000 / 1,000 phases ($style): ${r}x (target <= 12x: $verdict)"
+    fi
+    if [[ -n ${ms[$style-3000]:-} && -n ${ms[$style-1000]:-} ]]; then
+        r=$(ratio "${ms[$style-3000]}" "${ms[$style-1000]}")
+        verdict=$(awk -v r="$r" 'BEGIN { print (r <= 3.6 ? "met" : "MISSED") }')
+        echo "3,000 / 1,000 phases ($style): ${r}x (target <= 3.6x, linear give or take: $verdict)"
     fi
 done
 if [[ -n ${ms[typical-20]:-} ]]; then

@@ -494,8 +494,8 @@ pub enum Prompt {
     File {
         /// The file, relative to the workspace.
         path: PathBuf,
-        /// Its text at compile time.
-        text: String,
+        /// Its text at compile time, shared by every phase that names the file.
+        text: std::sync::Arc<str>,
     },
 }
 
@@ -503,7 +503,8 @@ impl Prompt {
     /// The template text.
     pub fn text(&self) -> &str {
         match self {
-            Prompt::Inline(text) | Prompt::File { text, .. } => text,
+            Prompt::Inline(text) => text,
+            Prompt::File { text, .. } => text,
         }
     }
 }
@@ -699,7 +700,7 @@ pub struct Phase {
     /// The templates the prompt includes, imports or extends, by the name it uses (a path relative
     /// to the workspace), read when the pipeline was compiled, as the prompt file itself is.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub prompt_includes: BTreeMap<String, String>,
+    pub prompt_includes: BTreeMap<String, std::sync::Arc<str>>,
     /// Extra prompt variables (template parameters included).
     pub vars: BTreeMap<String, String>,
     /// Phases that must pass first.
@@ -861,7 +862,7 @@ pub struct AttemptBlock {
     pub prompt: Option<Prompt>,
     /// The templates that prompt includes, by name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub prompt_includes: BTreeMap<String, String>,
+    pub prompt_includes: BTreeMap<String, std::sync::Arc<str>>,
     /// Prompt variables added to the phase's.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, String>,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::failure::{Failure, Outcome};
 use super::input;
-use crate::diagnostics::{FileId, Sources};
+use crate::diagnostics::{FileId, Sources, rules};
 use crate::language::format::format_source;
 use crate::language::kdl::parse;
 
@@ -40,8 +40,13 @@ fn format_one(file: &PathBuf, check: bool) -> Outcome {
         let mut sources = Sources::new();
         sources.add(&read.path, read.text.as_str());
         input::report(&diagnostics, &sources);
+        let why = if diagnostics.iter().any(|d| d.rule == &rules::INPUT_LIMIT) {
+            "is over the limits of a pipeline file"
+        } else {
+            "is not valid KDL"
+        };
         return Err(Failure::usage(format!(
-            "{} is not valid KDL; not formatted",
+            "{} {why}; not formatted",
             read.path.display()
         )));
     }

@@ -1,11 +1,11 @@
 //! Reading pipeline files for the subcommands, and reporting what cannot be read.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub(crate) use super::failure::{Failure, color, report};
 
 use super::imports::ImportArgs;
+use crate::language::loader::read_pipeline_file;
 use crate::language::{self, Compilation, FsLoader, Options};
 
 /// A file's path as shown in reports, and its text.
@@ -16,15 +16,13 @@ pub(crate) struct Input {
     pub from_stdin: bool,
 }
 
-/// Reads `path`, or standard input for `-` (shown as `stdin_name`).
+/// Reads `path`, or standard input for `-` (shown as `stdin_name`), up to one byte past the front
+/// end's size limit (a longer file is refused all the same, HF005).
 pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, String> {
     if path == Path::new("-") {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        let text =
-            String::from_utf8(bytes).map_err(|_| "standard input is not valid UTF-8".to_owned())?;
+        let text = read_pipeline_file(std::io::stdin().lock())
+            .map_err(|e| format!("cannot read standard input: {e}"))?
+            .ok_or_else(|| "standard input is not valid UTF-8".to_owned())?;
         let path = stdin_name.map_or_else(|| PathBuf::from("<stdin>"), Path::to_owned);
         return Ok(Input {
             path,
@@ -32,10 +30,10 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
             from_stdin: true,
         });
     }
-    let bytes =
-        crate::regular::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| format!("{} is not valid UTF-8", path.display()))?;
+    let text = crate::regular::open(path)
+        .and_then(read_pipeline_file)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .ok_or_else(|| format!("{} is not valid UTF-8", path.display()))?;
     Ok(Input {
         path: path.to_owned(),
         text,

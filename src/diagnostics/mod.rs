@@ -1,9 +1,11 @@
 //! One diagnostic type for every finding, the registry of rules, and the renderers.
 
+mod collect;
 mod render;
 pub(crate) mod rules;
 mod source;
 
+pub(crate) use collect::Diagnostics;
 pub(crate) use render::{Format, render};
 pub(crate) use rules::find_rule;
 pub use rules::{ALL_RULES, Rule};
@@ -147,125 +149,6 @@ impl Remap {
             }
         }
         diagnostic
-    }
-}
-
-/// The diagnostics of one compilation, in the order they were found.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Diagnostics(Vec<Diagnostic>);
-
-impl Diagnostics {
-    /// Records a finding.
-    pub(crate) fn push(&mut self, diagnostic: Diagnostic) {
-        self.0.push(diagnostic);
-    }
-
-    /// Sorts by file and position, drops exact repeats, and bounds the answer: at most
-    /// [`MAX_SHOWN`] findings per file, then one that counts the rest (HF004), and no message or
-    /// label longer than [`MAX_TEXT`] characters.
-    pub(crate) fn into_sorted(self) -> Vec<Diagnostic> {
-        let mut sorted = self.sorted();
-        for diagnostic in &mut sorted {
-            shorten(&mut diagnostic.message);
-            shorten(&mut diagnostic.label);
-            for note in &mut diagnostic.notes {
-                shorten(&mut note.label);
-            }
-        }
-        cap(sorted)
-    }
-
-    fn sorted(mut self) -> Vec<Diagnostic> {
-        self.0.sort_by(|a, b| {
-            (a.span.file, a.span.offset, a.span.len, a.rule.code).cmp(&(
-                b.span.file,
-                b.span.offset,
-                b.span.len,
-                b.rule.code,
-            ))
-        });
-        self.0
-            .dedup_by(|a, b| a.span == b.span && a.rule == b.rule && a.message == b.message);
-        self.0
-    }
-}
-
-/// Most findings shown for one file; the rest are counted (HF004).
-pub(crate) const MAX_SHOWN: usize = 100;
-/// Longest message or label, in characters; longer ones keep their start and end.
-pub(crate) const MAX_TEXT: usize = 400;
-
-/// `text` with its middle elided when it is longer than [`MAX_TEXT`] characters.
-fn shorten(text: &mut String) {
-    if text.len() <= MAX_TEXT {
-        return;
-    }
-    let chars = text.chars().count();
-    if chars <= MAX_TEXT {
-        return;
-    }
-    let keep = MAX_TEXT / 2;
-    let head: String = text.chars().take(keep).collect();
-    let tail: String = text.chars().skip(chars - keep).collect();
-    *text = format!("{head}… ({} characters elided) …{tail}", chars - 2 * keep);
-}
-
-/// At most [`MAX_SHOWN`] findings per file (sorted by place), then one that counts the rest. An
-/// error is always among those shown when the file has one, so the exit code stays the same.
-fn cap(sorted: Vec<Diagnostic>) -> Vec<Diagnostic> {
-    let mut per_file: Vec<(FileId, Vec<Diagnostic>)> = Vec::new();
-    for diagnostic in sorted {
-        match per_file.last_mut() {
-            Some((file, list)) if *file == diagnostic.span.file => list.push(diagnostic),
-            _ => per_file.push((diagnostic.span.file, vec![diagnostic])),
-        }
-    }
-    let mut out = Vec::new();
-    for (_, mut list) in per_file {
-        if list.len() <= MAX_SHOWN {
-            out.append(&mut list);
-            continue;
-        }
-        let mut rest = list.split_off(MAX_SHOWN);
-        if !list.iter().any(Diagnostic::is_error)
-            && let Some(at) = rest.iter().position(Diagnostic::is_error)
-        {
-            let error = rest.remove(at);
-            rest.insert(0, list.pop().expect("MAX_SHOWN is not zero"));
-            list.push(error);
-        }
-        let errors = rest.iter().filter(|d| d.is_error()).count();
-        let warnings = rest.len() - errors;
-        let counted = [(errors, "error"), (warnings, "warning")]
-            .into_iter()
-            .filter(|&(n, _)| n > 0)
-            .map(|(n, word)| format!("{n} {word}{}", if n == 1 { "" } else { "s" }))
-            .collect::<Vec<_>>()
-            .join(" and ");
-        let first = rest.iter().map(|d| d.span).min().unwrap_or_default();
-        out.append(&mut list);
-        out.push(
-            Diagnostic::new(
-                &rules::TOO_MANY_PROBLEMS,
-                Span::new(first.file, first.offset, 0),
-                if rest.len() == 1 {
-                    format!("1 more problem in this file is not shown ({counted})")
-                } else {
-                    format!(
-                        "{} more problems in this file are not shown ({counted})",
-                        rest.len()
-                    )
-                },
-            )
-            .label("the first that is not shown"),
-        );
-    }
-    out
-}
-
-impl Extend<Diagnostic> for Diagnostics {
-    fn extend<T: IntoIterator<Item = Diagnostic>>(&mut self, iter: T) {
-        self.0.extend(iter);
     }
 }
 

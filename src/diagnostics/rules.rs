@@ -88,17 +88,20 @@ rules! {
         help: "Add the missing `}` or remove the extra one.";
 
     /// ## What it catches
-    /// A file larger than 16 MiB; a file larger than 1 MiB that is not plain well-formed KDL
-    /// (the finding points where reading stopped); blocks nested more than 64 deep; a parse that
-    /// did not finish within the time budget.
+    /// A file larger than 32 KiB that is not plain well-formed KDL (the finding points where
+    /// reading stopped); a run of more than 1,000 marks of punctuation (braces, `/-`, `=`, `;`,
+    /// `\`) with no name or value between them in a file that is not well-formed; blocks nested
+    /// more than 64 deep; a parse that did not finish within the time budget. (Files over the
+    /// front end's limits on size, nodes and entries are HF005.)
     ///
     /// ## Why
     /// Lint runs in editors and in CI; it must always answer promptly. Well-formed KDL is read in
-    /// one linear pass at any size up to the limit, but the full KDL parser, which reports syntax
-    /// errors, is slow on large input, so it is given files up to 1 MiB only.
+    /// one linear pass at any size up to the limits, but the full KDL parser, which reports syntax
+    /// errors, takes time and memory with every error it recovers from and recurses on long runs
+    /// of punctuation, so it is given files up to 32 KiB (about 90 phases) without such runs.
     ///
     /// ## Example
-    /// A 3 MB generated pipeline with `retries 1.` (a number cut short) near its end.
+    /// A 300 KB generated pipeline with `retries 1.` (a number cut short) near its end.
     PARSE_BUDGET = "HF003" "parse-budget" Error,
         summary: "The file is too large or too complex to parse within the budget.",
         help: "Move agents and templates into imported files and build phases from templates, or check that this is the pipeline you meant.";
@@ -118,6 +121,30 @@ rules! {
     TOO_MANY_PROBLEMS = "HF004" "too-many-problems" Warning,
         summary: "More findings than are shown: the rest are counted.",
         help: "Fix the problems shown first (often one cause has many findings), then lint again.";
+
+    /// ## What it catches
+    /// A pipeline file over the front end's limits, its imports included: larger than 2 MiB,
+    /// more than 50,000 nodes (children and nodes commented out with `/-` included), or more
+    /// than 100,000 entries (arguments and properties). A pipeline file and the files it imports
+    /// share the limits; a phase built from a template or `defaults` counts their bytes as its
+    /// own, and prompt files count with their bytes. The file is measured in one pass before
+    /// anything is parsed; the finding points at the first byte, node, entry or phase over the
+    /// limit, and nothing past it is read.
+    ///
+    /// ## Why
+    /// Every input gets a bounded answer in bounded time and memory, from `lint`, `fmt`,
+    /// `compile`, `run`, `status` and the language server alike: a parsed node costs about a
+    /// kilobyte, so a generated or corrupted file of millions of nodes, or a large template
+    /// taken by thousands of phases, would otherwise take seconds and gigabytes before saying
+    /// anything. Real pipelines sit far below the limits: a generated 1,000-phase pipeline is
+    /// 348 KB with 9,000 nodes (609 KB with its templates counted for each phase).
+    ///
+    /// ## Example
+    /// A 10 MB file of phases on one line, 100,000 nodes written by a runaway generator, or a
+    /// template of 100 KB taken by 30 phases.
+    INPUT_LIMIT = "HF005" "input-limit" Error,
+        summary: "The file is over the limits of what a pipeline file may hold.",
+        help: "Move agents and templates into a smaller imported file and build phases from templates, or split the work into several pipelines.";
 
     /// ## What it catches
     /// A node name that the pipeline language does not define at all.

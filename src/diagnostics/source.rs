@@ -128,6 +128,8 @@ fn floor_char_boundary(text: &str, mut offset: usize) -> usize {
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
     files: Vec<SourceFile>,
+    by_path: std::collections::HashMap<PathBuf, FileId>,
+    bytes: usize,
 }
 
 impl Sources {
@@ -139,7 +141,10 @@ impl Sources {
     /// Adds a file and returns its id.
     pub(crate) fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
         let id = FileId(u32::try_from(self.files.len()).expect("fewer than 4 billion files"));
-        self.files.push(SourceFile::new(path, text));
+        let file = SourceFile::new(path, text);
+        self.bytes += file.text.len();
+        self.by_path.entry(file.path.clone()).or_insert(id);
+        self.files.push(file);
         id
     }
 
@@ -150,10 +155,12 @@ impl Sources {
 
     /// The id of an already added file with this path.
     pub(crate) fn find(&self, path: &Path) -> Option<FileId> {
-        self.files
-            .iter()
-            .position(|f| f.path == path)
-            .map(|i| FileId(i as u32))
+        self.by_path.get(path).copied()
+    }
+
+    /// The bytes of every file, together.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Adds every file of `other`; the result maps `other`'s spans to this table.

@@ -3,6 +3,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::decode::Body;
+use super::kdl::limits::thousands;
+use super::overlap::{self, Glob, Stopped, samples};
 use super::template::TemplateDef;
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, did_you_mean, rules};
 use crate::glob::compile_glob;
@@ -338,207 +340,154 @@ fn syntax_has_language(globs: &[String], outputs: &[Output]) -> bool {
 }
 
 /// Warns about two phases that may run at once (neither depends on the other, directly or not)
-/// and have overlapping scopes. Candidate pairs are found through the globs' literal folders, so
-/// unrelated scopes are never compared.
-#[allow(
-    clippy::too_many_lines,
-    reason = "not yet cut into named steps; a known exception to remove"
-)]
+/// and have overlapping scopes: once per pair of phases, at the later one's glob. Candidate pairs
+/// are found through the globs' literal folders, so unrelated scopes are never compared.
 fn overlapping_scopes(pipeline: &Pipeline, graph: &PhaseGraph, diagnostics: &mut Diagnostics) {
-    let scoped: Vec<usize> = (0..pipeline.phases.len())
-        .filter(|&i| !pipeline.phases[i].scope.is_empty())
+    let globs: Vec<Glob<'_>> = pipeline
+        .phases
+        .iter()
+        .enumerate()
+        .flat_map(|(phase, p)| {
+            p.scope
+                .iter()
+                .enumerate()
+                .map(move |(index, pattern)| Glob::new(phase, index, pattern))
+        })
         .collect();
-    if scoped.len() < 2 {
-        return;
-    }
-    let Some(depends) = depends_within(graph, &scoped) else {
-        return;
-    };
-
-    #[allow(
-        clippy::items_after_statements,
-        reason = "used by this check alone, next to its one use"
-    )]
-    struct ScopeGlob {
-        phase: usize,
-        index: usize,
-        prefix: String,
-        glob: globset::Glob,
-        /// Compiled when first needed: most globs are never compared with another.
-        matcher: std::cell::OnceCell<globset::GlobMatcher>,
-    }
-    #[allow(
-        clippy::items_after_statements,
-        reason = "used by this check alone, next to its one use"
-    )]
-    impl ScopeGlob {
-        fn is_match(&self, path: &str) -> bool {
-            self.matcher
-                .get_or_init(|| self.glob.compile_matcher())
-                .is_match(path)
-        }
-    }
-    let mut globs = Vec::new();
-    let mut by_prefix: HashMap<String, Vec<usize>> = HashMap::new();
-    for &phase in &scoped {
-        for (index, pattern) in pipeline.phases[phase].scope.iter().enumerate() {
-            let Ok(glob) = compile_glob(pattern) else {
-                continue;
-            };
-            let prefix = literal_prefix(pattern);
-            by_prefix
-                .entry(prefix.clone())
-                .or_default()
-                .push(globs.len());
-            globs.push(ScopeGlob {
-                phase,
-                index,
-                prefix,
-                glob,
-                matcher: std::cell::OnceCell::new(),
-            });
-        }
-    }
     let mut reported = HashSet::new();
-    for (a_id, a) in globs.iter().enumerate() {
-        // Globs whose literal folder contains this one's: the only ones that can overlap it.
-        let mut folder = a.prefix.as_str();
-        loop {
-            for &b_id in by_prefix.get(folder).into_iter().flatten() {
-                let b = &globs[b_id];
-                if b_id == a_id
-                    || a.phase == b.phase
-                    || reported.contains(&(a.phase.min(b.phase), a.phase.max(b.phase)))
-                {
-                    continue;
-                }
-                if depends(a.phase, b.phase) || depends(b.phase, a.phase) {
-                    continue;
-                }
-                let a_pattern = &pipeline.phases[a.phase].scope[a.index];
-                let b_pattern = &pipeline.phases[b.phase].scope[b.index];
-                let overlap = samples(a_pattern).iter().any(|s| b.is_match(s))
-                    || samples(b_pattern).iter().any(|s| a.is_match(s));
-                if !overlap {
-                    continue;
-                }
-                reported.insert((a.phase.min(b.phase), a.phase.max(b.phase)));
-                let (first, second) = if a.phase < b.phase { (a, b) } else { (b, a) };
-                let (p1, p2) = (
-                    &pipeline.phases[first.phase],
-                    &pipeline.phases[second.phase],
-                );
-                diagnostics.push(
-                    Diagnostic::new(
-                        &rules::OVERLAPPING_SCOPE,
-                        p2.spans.scope[second.index],
-                        format!(
-                            "phases \"{}\" and \"{}\" may run at the same time and both may change \"{}\"",
-                            p2.name.value, p1.name.value, p2.scope[second.index]
-                        ),
-                    )
-                    .label("overlaps")
-                    .note(p1.spans.scope[first.index], format!("scope of \"{}\"", p1.name.value)),
-                );
+    let stopped =
+        overlap::meeting_pairs(graph, &globs, &globs, true, &mut |a, b| {
+            let (first, second) = if a.phase < b.phase { (a, b) } else { (b, a) };
+            if !reported.insert((first.phase, second.phase)) {
+                return;
             }
-            if folder.is_empty() {
-                break;
-            }
-            folder = folder.rsplit_once('/').map_or("", |(parent, _)| parent);
-        }
+            let (p1, p2) = (
+                &pipeline.phases[first.phase],
+                &pipeline.phases[second.phase],
+            );
+            diagnostics.push(
+            Diagnostic::new(
+                &rules::OVERLAPPING_SCOPE,
+                p2.spans.scope[second.index],
+                format!(
+                    "phases \"{}\" and \"{}\" may run at the same time and both may change \"{}\"",
+                    p2.name.value, p1.name.value, second.pattern
+                ),
+            )
+            .label("overlaps")
+            .note(p1.spans.scope[first.index], format!("scope of \"{}\"", p1.name.value)),
+        );
+        });
+    if let (Err(stopped), Some(first)) = (stopped, globs.first()) {
+        diagnostics.push(not_compared(
+            &rules::OVERLAPPING_SCOPE,
+            pipeline.phases[first.phase].spans.scope[first.index],
+            "scopes",
+            stopped,
+        ));
     }
+}
+
+/// The finding of a check that compares globs of phases pairwise and stopped at its bound.
+fn not_compared(
+    rule: &'static crate::diagnostics::Rule,
+    span: crate::diagnostics::Span,
+    what: &str,
+    stopped: Stopped,
+) -> Diagnostic {
+    let message = match stopped {
+        Stopped::TooManyPhases(n) => format!(
+            "{} phases have {what} in folders that meet, more than the {} compared with each \
+             other: this check was not made",
+            thousands(n),
+            thousands(overlap::MAX_PHASES)
+        ),
+        Stopped::TooManyPairs => format!(
+            "more than {} pairs of {what} of phases were to be compared: this check stopped \
+             after the first",
+            thousands(overlap::MAX_PAIRS)
+        ),
+    };
+    Diagnostic::new(rule, span, message)
+        .label("not all compared")
+        .help("Give each phase folders of its own (`src/parser/**` rather than `**/*.py`), or make phases that share folders depend on each other.")
 }
 
 /// A phase's `protect` glob that covers another phase's `scope` or `outputs`, where the two may
 /// run at the same time: that phase's changes there are its own, which `protect` does not judge.
 /// One warning per pair of phases, at the first such glob.
-#[allow(
-    clippy::too_many_lines,
-    reason = "not yet cut into named steps; a known exception to remove"
-)]
 fn protect_overlaps_parallel_work(
     pipeline: &Pipeline,
     graph: &PhaseGraph,
     diagnostics: &mut Diagnostics,
 ) {
-    let protecting: Vec<usize> = (0..pipeline.phases.len())
-        .filter(|&i| !pipeline.phases[i].protect.is_empty())
-        .collect();
-    if protecting.is_empty() || pipeline.phases.len() < 2 {
-        return;
-    }
-    // Each phase's scope globs and file and glob outputs, found once.
-    let claims: Vec<Vec<String>> = pipeline
+    let protected: Vec<Glob<'_>> = pipeline
         .phases
         .iter()
-        .map(|phase| {
-            phase
-                .scope
+        .enumerate()
+        .flat_map(|(phase, p)| {
+            p.protect
                 .iter()
-                .cloned()
-                .chain(phase.outputs.iter().filter_map(|output| match output {
-                    Output::File { path } => Some(path.clone()),
-                    Output::Glob { pattern, .. } => Some(pattern.clone()),
-                    Output::From { .. } => None,
-                }))
-                .collect()
+                .enumerate()
+                .map(move |(index, pattern)| Glob::new(phase, index, pattern))
         })
         .collect();
-    let claiming: Vec<usize> = (0..pipeline.phases.len())
-        .filter(|&i| !claims[i].is_empty())
-        .collect();
-    let mut involved: Vec<usize> = protecting.iter().chain(&claiming).copied().collect();
-    involved.sort_unstable();
-    involved.dedup();
-    let Some(depends) = depends_within(graph, &involved) else {
+    if protected.is_empty() {
         return;
-    };
-    for &p in &protecting {
-        let phase = &pipeline.phases[p];
-        let globs: Vec<Option<globset::GlobMatcher>> = phase
-            .protect
-            .iter()
-            .map(|g| compile_glob(g).ok().map(|g| g.compile_matcher()))
-            .collect();
-        for &other in &claiming {
-            if other == p || depends(p, other) || depends(other, p) {
-                continue;
-            }
-            let claims = &claims[other];
-            let hit = phase
-                .protect
+    }
+    let claims: Vec<Glob<'_>> = pipeline
+        .phases
+        .iter()
+        .enumerate()
+        .flat_map(|(phase, p)| {
+            let outputs = p.outputs.iter().filter_map(|output| match output {
+                Output::File { path } => Some(path.as_str()),
+                Output::Glob { pattern, .. } => Some(pattern.as_str()),
+                Output::From { .. } => None,
+            });
+            p.scope
                 .iter()
-                .zip(&globs)
+                .map(String::as_str)
+                .chain(outputs)
                 .enumerate()
-                .find(|(_, (pattern, glob))| {
-                    let Some(glob) = glob else { return false };
-                    claims.iter().any(|claim| {
-                        samples(claim).iter().any(|s| glob.is_match(s))
-                            || compile_glob(claim).is_ok_and(|c| {
-                                let c = c.compile_matcher();
-                                samples(pattern).iter().any(|s| c.is_match(s))
-                            })
-                    })
-                });
-            let Some((index, (pattern, _))) = hit else {
-                continue;
-            };
-            let Some(&span) = phase.spans.protect.get(index) else {
-                continue;
-            };
-            let other = &pipeline.phases[other];
-            diagnostics.push(
-                Diagnostic::new(
-                    &rules::PROTECT_OVERLAPS_PARALLEL_WORK,
-                    span,
-                    format!(
-                        "phase \"{}\" protects \"{pattern}\", where phase \"{}\" may change files at the same time (its scope or outputs); those changes are \"{}\"'s, not judged by this `protect`",
-                        phase.name.value, other.name.value, other.name.value
-                    ),
-                )
-                .label("covers another phase's work"),
-            );
-        }
+                .map(move |(index, pattern)| Glob::new(phase, index, pattern))
+        })
+        .collect();
+    // The first protect glob of each protecting phase that covers another phase's claims.
+    let mut hits: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    let stopped = overlap::meeting_pairs(graph, &protected, &claims, false, &mut |p, claim| {
+        let first = hits.entry((p.phase, claim.phase)).or_insert(p.index);
+        *first = (*first).min(p.index);
+    });
+    for ((p, other), index) in hits {
+        let phase = &pipeline.phases[p];
+        let (Some(&span), Some(pattern)) =
+            (phase.spans.protect.get(index), phase.protect.get(index))
+        else {
+            continue;
+        };
+        let other = &pipeline.phases[other];
+        diagnostics.push(
+            Diagnostic::new(
+                &rules::PROTECT_OVERLAPS_PARALLEL_WORK,
+                span,
+                format!(
+                    "phase \"{}\" protects \"{pattern}\", where phase \"{}\" may change files at the same time (its scope or outputs); those changes are \"{}\"'s, not judged by this `protect`",
+                    phase.name.value, other.name.value, other.name.value
+                ),
+            )
+            .label("covers another phase's work"),
+        );
+    }
+    if let Err(stopped) = stopped
+        && let Some(&span) = pipeline.phases[protected[0].phase].spans.protect.first()
+    {
+        diagnostics.push(not_compared(
+            &rules::PROTECT_OVERLAPS_PARALLEL_WORK,
+            span,
+            "protected globs and claims",
+            stopped,
+        ));
     }
 }
 
@@ -584,89 +533,6 @@ fn protect_covers_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
             .label("covers the phase's own work"),
         );
     }
-}
-
-/// Whether phase `a` depends on phase `b`, directly or not, for phases in `subset` (indices into
-/// the pipeline's phases); `None` when the graph has a cycle.
-fn depends_within(graph: &PhaseGraph, subset: &[usize]) -> Option<impl Fn(usize, usize) -> bool> {
-    let ancestors = graph.ancestors_within(subset)?;
-    let bit_of: HashMap<usize, usize> = subset
-        .iter()
-        .enumerate()
-        .map(|(bit, &p)| (p, bit))
-        .collect();
-    Some(move |a: usize, b: usize| {
-        let bit = bit_of[&b];
-        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
-    })
-}
-
-/// The folders of a glob before its first wildcard: `src/lib/**/*.rs` → `src/lib`.
-fn literal_prefix(pattern: &str) -> String {
-    let mut parts = Vec::new();
-    let segments: Vec<&str> = pattern.split('/').collect();
-    for (i, segment) in segments.iter().enumerate() {
-        if segment.contains(['*', '?', '[', '{']) || i + 1 == segments.len() {
-            break;
-        }
-        parts.push(*segment);
-    }
-    parts.join("/")
-}
-
-/// Example paths a glob matches: each wildcard replaced by a plain name, each `{a,b}` expanded.
-fn samples(pattern: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' => {
-                if chars.peek() == Some(&'*') {
-                    chars.next();
-                }
-                for s in &mut out {
-                    s.push('x');
-                }
-            }
-            '?' => {
-                for s in &mut out {
-                    s.push('x');
-                }
-            }
-            '[' => {
-                let class: String = chars.by_ref().take_while(|&c| c != ']').collect();
-                let pick = class
-                    .trim_start_matches(['!', '^'])
-                    .chars()
-                    .next()
-                    .unwrap_or('x');
-                for s in &mut out {
-                    s.push(pick);
-                }
-            }
-            '{' => {
-                let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
-                out = out
-                    .iter()
-                    .flat_map(|s| group.split(',').map(move |alt| format!("{s}{alt}")))
-                    .take(64)
-                    .collect();
-            }
-            '\\' => {
-                if let Some(next) = chars.next() {
-                    for s in &mut out {
-                        s.push(next);
-                    }
-                }
-            }
-            other => {
-                for s in &mut out {
-                    s.push(other);
-                }
-            }
-        }
-    }
-    out
 }
 
 fn unused(
@@ -735,14 +601,6 @@ fn unused(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn samples_and_prefixes() {
-        assert_eq!(literal_prefix("src/lib/**/*.rs"), "src/lib");
-        assert_eq!(literal_prefix("*.md"), "");
-        assert_eq!(literal_prefix("docs/a.md"), "docs");
-        assert_eq!(samples("src/{a,b}/*.py"), vec!["src/a/x.py", "src/b/x.py"]);
-    }
 
     #[test]
     fn syntax_languages() {

@@ -8,8 +8,10 @@ use kdl::{KdlDocument, KdlNode};
 
 use super::check;
 use super::decode::{Body, Decoder, Origin};
+use super::kdl::limits::Allowance;
 use super::kdl::parse;
 use super::loader::{Loader, normalize};
+use super::prompt::UsesCache;
 use super::schema::Context;
 use super::template::{Substitution, TemplateDef};
 use super::validate::{Validator, name_span, positional, property, value_span};
@@ -87,6 +89,9 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
         origins: HashMap::new(),
         provenance: RemoteDefinitions::default(),
         generated: None,
+        allowance: Allowance::default(),
+        syntax: HashMap::new(),
+        uses: UsesCache::default(),
     };
     let pipeline = compiler.main(path, file, text);
     let remote = std::mem::take(&mut compiler.provenance);
@@ -135,6 +140,9 @@ pub(crate) fn compile_generated(
         remote_files: HashMap::new(),
         origins: HashMap::new(),
         provenance: RemoteDefinitions::default(),
+        allowance: Allowance::default(),
+        syntax: HashMap::new(),
+        uses: UsesCache::default(),
         generated: Some((generated, None)),
     };
     let pipeline = compiler.main(path, file, text);
@@ -183,11 +191,17 @@ pub(super) struct Compiler<'c> {
     pub(super) origins: HashMap<FileId, RemoteOrigin>,
     /// The agents and templates that came from repositories.
     provenance: RemoteDefinitions,
+    /// What the files still to be read may hold: a pipeline file and its imports share the
+    /// front end's limits.
+    pub(super) allowance: Allowance,
+    /// Whether each prompt file's template syntax is valid, and what each uses: checked once.
+    syntax: HashMap<FileId, bool>,
+    uses: UsesCache,
 }
 
 impl Compiler<'_> {
     pub(super) fn parse(&mut self, file: FileId, text: &str) -> Option<KdlDocument> {
-        match parse::parse(text, file, self.options.parse_budget) {
+        match parse::parse_within(text, file, self.options.parse_budget, &mut self.allowance) {
             Ok(document) => Some(document),
             Err(found) => {
                 self.diagnostics.extend(found);
@@ -266,6 +280,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            syntax: &mut self.syntax,
             workspace: workspace.clone(),
         };
         let none = Substitution::none();
@@ -276,12 +291,10 @@ impl Compiler<'_> {
             .attempts_from(BlockOrigin::Defaults);
 
         let mut pipeline = self.pipeline_settings(pipeline_node, file, path, workspace.clone());
-        let mut phases = Vec::new();
-        for node in nodes_named(&document, "phase") {
-            if let Some(phase) = self.phase(node, file, &defaults, &workspace) {
-                phases.push(phase);
-            }
-        }
+        let defaults_bytes =
+            defaults_node.map_or(0, |node| node_text(self.sources, file, node).len());
+        let pipeline_span = name_span(file, pipeline_node);
+        let mut phases = self.phases(document, file, (&defaults, defaults_bytes), &workspace);
         if let Some((generated, _)) = self.generated {
             let made = self.generated_phases(generated, &defaults, &workspace, &phases);
             phases.extend(made);
@@ -290,7 +303,7 @@ impl Compiler<'_> {
             self.diagnostics.push(
                 Diagnostic::new(
                     &rules::NO_PHASES,
-                    name_span(file, pipeline_node),
+                    pipeline_span,
                     "the pipeline has no phases",
                 )
                 .label("nothing to run"),
@@ -327,6 +340,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            syntax: &mut self.syntax,
             workspace: workspace.clone(),
         };
         let mut pipeline = Pipeline {
@@ -422,6 +436,7 @@ impl Compiler<'_> {
                 diagnostics: self.diagnostics,
                 sources: self.sources,
                 loader: self.loader,
+                syntax: &mut self.syntax,
                 workspace: PathBuf::new(),
             };
             let Some(agent) = decoder.agent(node, file, path) else {
@@ -474,9 +489,43 @@ impl Compiler<'_> {
                     imported,
                     params,
                     node: node.clone(),
+                    bytes: node_text(self.sources, file, node).len(),
                 },
             );
         }
+    }
+
+    /// Expands and decodes every `phase` node, each taking what it uses of templates and
+    /// `defaults` from the allowance: past it, the phases that do not fit are not decoded.
+    ///
+    /// The document is taken apart as its phases are decoded: each node is dropped once its phase
+    /// is, so that the tree and the model are not both whole at once.
+    fn phases(
+        &mut self,
+        mut document: KdlDocument,
+        file: FileId,
+        (defaults, defaults_bytes): (&Body, usize),
+        workspace: &Path,
+    ) -> Vec<Phase> {
+        let mut phases = Vec::with_capacity(nodes_named(&document, "phase").count());
+        let nodes = std::mem::take(document.nodes_mut());
+        for node in nodes.into_iter().filter(|n| n.name().value() == "phase") {
+            let node = &node;
+            let template = property(node, "use")
+                .and_then(|entry| entry.value().as_string())
+                .and_then(|name| self.templates.get(name))
+                .map_or(0, |template| template.bytes);
+            let before = self.sources.bytes();
+            let phase = self.phase(node, file, defaults, workspace);
+            let read = self.sources.bytes() - before;
+            let taken = template + defaults_bytes + read;
+            if let Err(refused) = self.allowance.take_again(taken, name_span(file, node)) {
+                self.diagnostics.push(*refused);
+                break;
+            }
+            phases.extend(phase);
+        }
+        phases
     }
 
     /// Expands and decodes one `phase` node.
@@ -501,6 +550,7 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            syntax: &mut self.syntax,
             workspace: workspace.to_owned(),
         };
         let own = decoder.body(node.children(), Origin { file, subst: &none });
@@ -542,6 +592,7 @@ impl Compiler<'_> {
                             diagnostics: self.diagnostics,
                             sources: self.sources,
                             loader: self.loader,
+                            syntax: &mut self.syntax,
                             workspace: workspace.to_owned(),
                         };
                         let mut body = decoder.body(
@@ -577,13 +628,26 @@ impl Compiler<'_> {
             diagnostics: self.diagnostics,
             sources: self.sources,
             loader: self.loader,
+            syntax: &mut self.syntax,
             workspace: workspace.to_owned(),
         };
         let prompt_includes = match &body.prompt {
-            Some(prompt) => decoder.check_prompt(&name.value, prompt, &vars, for_each.is_some()),
+            Some(prompt) => decoder.check_prompt(
+                &name.value,
+                prompt,
+                &vars,
+                for_each.is_some(),
+                &mut self.uses,
+            ),
             None => BTreeMap::new(),
         };
-        let attempts = attempt_blocks(&mut decoder, &name.value, &body, &vars, for_each.is_some());
+        let attempts = attempt_blocks(
+            &mut decoder,
+            (&name.value, for_each.is_some()),
+            &body,
+            &vars,
+            &mut self.uses,
+        );
 
         let worker = match (&body.agent, &body.run) {
             (Some(agent), Some(run)) => {
@@ -848,10 +912,10 @@ impl Compiler<'_> {
 /// against the phase's variables (`vars`) and the block's own.
 fn attempt_blocks(
     decoder: &mut Decoder<'_>,
-    phase: &str,
+    (phase, items): (&str, bool),
     body: &Body,
     vars: &BTreeMap<String, String>,
-    items: bool,
+    uses: &mut UsesCache,
 ) -> Vec<AttemptBlock> {
     body.attempts
         .iter()
@@ -860,7 +924,7 @@ fn attempt_blocks(
             if let Some(prompt) = &decl.prompt {
                 let mut vars = vars.clone();
                 vars.extend(block.vars.clone());
-                block.prompt_includes = decoder.check_prompt(phase, prompt, &vars, items);
+                block.prompt_includes = decoder.check_prompt(phase, prompt, &vars, items, uses);
                 block.prompt = Some(prompt.prompt.value.clone());
             }
             block
@@ -912,6 +976,16 @@ fn duplicate(kind: &str, name: &Spanned<String>, first: Span) -> Diagnostic {
     )
     .label("second definition")
     .note(first, "first defined here")
+}
+
+/// The text of a node as written in its file.
+fn node_text<'s>(sources: &'s Sources, file: FileId, node: &KdlNode) -> &'s str {
+    let span = node.span();
+    sources
+        .get(file)
+        .text
+        .get(span.offset()..span.offset() + span.len())
+        .unwrap_or_default()
 }
 
 /// Where the first argument of the node at `node` is written: the model keeps a gate's node span

@@ -76,6 +76,12 @@ impl Compiler<'_> {
         }
         let text = match self.loader.read(&resolved) {
             Ok(text) => text,
+            Err(e) if super::kdl::limits::is_too_large(&e) => {
+                let name = resolved.display().to_string();
+                self.diagnostics
+                    .push(super::kdl::limits::refused_file("the import", &name, span));
+                return;
+            }
             Err(e) => {
                 self.diagnostics.push(
                     Diagnostic::new(

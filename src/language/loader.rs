@@ -1,7 +1,7 @@
 //! File access for the language layer, so that lint, the language server and tests share one core
 //! without the core touching the disk itself.
 
-use std::io;
+use std::io::{self, Read as _};
 use std::path::{Path, PathBuf};
 
 use crate::remote::{Fetched, Policy, Problem, Resolver, Source};
@@ -43,9 +43,13 @@ pub struct FsLoader;
 
 impl Loader for FsLoader {
     fn read(&self, path: &Path) -> io::Result<String> {
-        let bytes = crate::regular::read(path)?;
-        String::from_utf8(bytes)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the file is not valid UTF-8"))
+        let text = read_pipeline_file(crate::regular::open(path)?)?.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "the file is not valid UTF-8")
+        })?;
+        if text.len() > super::kdl::limits::MAX_BYTES {
+            return Err(io::Error::other(super::kdl::limits::TooLarge));
+        }
+        Ok(text)
     }
 
     fn is_file(&self, path: &Path) -> bool {
@@ -81,6 +85,21 @@ impl Loader for Resolver {
     fn remote(&self, _root: &Path, source: &Source, rev: &str) -> Result<Fetched, Problem> {
         self.resolve(source, rev)
     }
+}
+
+/// The text of a pipeline file (or of standard input), read up to one byte past the front end's
+/// size limit: a longer file is refused all the same (HF005), and memory never holds more of it.
+/// `None` when the text is not UTF-8; past the limit, where the refusal is all that is said, a
+/// character the cut splits (or any invalid byte) is read as U+FFFD instead.
+pub(crate) fn read_pipeline_file(reader: impl io::Read) -> io::Result<Option<String>> {
+    let mut bytes = Vec::new();
+    reader
+        .take(super::kdl::limits::MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > super::kdl::limits::MAX_BYTES {
+        return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    Ok(String::from_utf8(bytes).ok())
 }
 
 /// Joins `relative` onto `base` and removes `.` and `..` lexically (no symlinks are followed).

@@ -8,6 +8,7 @@ mod imports;
 pub(crate) mod item;
 pub(crate) mod kdl;
 pub(crate) mod loader;
+mod overlap;
 pub(crate) mod placeholders;
 mod prompt;
 mod run_time;

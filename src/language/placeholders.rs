@@ -48,7 +48,9 @@ pub(crate) const RESUME_PLACEHOLDERS: &[&str] = &[
 /// a trailing newline is kept (prompts reach the agent byte-exact),
 /// and `includes` are the templates `{% include %}` and its kin may name, read when the pipeline was
 /// compiled.
-pub(crate) fn prompt_environment(includes: &BTreeMap<String, String>) -> Environment<'static> {
+pub(crate) fn prompt_environment(
+    includes: &BTreeMap<String, std::sync::Arc<str>>,
+) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
     env.set_syntax(
@@ -60,7 +62,7 @@ pub(crate) fn prompt_environment(includes: &BTreeMap<String, String>) -> Environ
     for (name, text) in includes {
         // A template that does not compile is reported by lint; here it fails the include that
         // names it, with MiniJinja's message.
-        let _ = env.add_template_owned(name.clone(), text.clone());
+        let _ = env.add_template_owned(name.clone(), text.to_string());
     }
     env
 }

@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use minijinja::machinery::{self, Instruction, Instructions};
 use minijinja::{Environment, ErrorKind};
@@ -19,8 +21,8 @@ use super::loader::normalize;
 use super::placeholders::{
     COMMAND_PLACEHOLDERS, PROMPT_VARIABLES, RESUME_PLACEHOLDERS, placeholders, prompt_environment,
 };
-use crate::diagnostics::{Diagnostic, Span, did_you_mean, rules};
-use crate::model::Spanned;
+use crate::diagnostics::{Diagnostic, FileId, Span, did_you_mean, rules};
+use crate::model::{Prompt, Spanned};
 
 /// `MiniJinja`'s filters, for "did you mean"; whether a filter exists is asked of `MiniJinja` itself.
 const FILTERS: &[&str] = &[
@@ -115,6 +117,11 @@ const TESTS: &[&str] = &[
 /// How deep includes may nest before lint stops following them (`MiniJinja`'s own limit is higher;
 /// a prompt nested this deep is almost certainly a cycle).
 const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// What each prompt file and included template uses, kept for the compilation: however many
+/// phases name a file, it is compiled once. `None` for one that does not compile.
+#[derive(Debug, Default)]
+pub(crate) struct UsesCache(HashMap<FileId, Option<Rc<Uses>>>);
 
 /// What a compiled template uses.
 #[derive(Debug, Default)]
@@ -252,12 +259,13 @@ struct PromptCheck<'p> {
     phase: &'p str,
     /// Whether the phase has `for-each`, and so an `item`.
     items: bool,
+    cache: &'p mut UsesCache,
     vars: &'p BTreeMap<String, String>,
     env: Environment<'static>,
     /// Whether each filter or test name exists, asked once.
     known: HashMap<(String, bool), bool>,
     /// The included templates read so far, by name.
-    includes: BTreeMap<String, String>,
+    includes: BTreeMap<String, Arc<str>>,
 }
 
 impl Decoder<'_> {
@@ -269,10 +277,12 @@ impl Decoder<'_> {
         prompt: &PromptDecl,
         vars: &BTreeMap<String, String>,
         items: bool,
-    ) -> BTreeMap<String, String> {
+        cache: &mut UsesCache,
+    ) -> BTreeMap<String, Arc<str>> {
         let mut check = PromptCheck {
             phase,
             items,
+            cache,
             vars,
             env: prompt_environment(&BTreeMap::new()),
             known: HashMap::new(),
@@ -282,9 +292,14 @@ impl Decoder<'_> {
             text: prompt.text,
             whole: prompt.prompt.span,
         };
+        // A prompt file is one of the sources; an inline prompt is a phase's own text.
+        let file = match &prompt.prompt.value {
+            Prompt::File { .. } => prompt.text.map(|span| span.file),
+            Prompt::Inline(_) => None,
+        };
         self.check_template(
             &mut check,
-            prompt.prompt.value.text(),
+            (prompt.prompt.value.text(), file),
             place,
             &BTreeSet::new(),
             0,
@@ -297,13 +312,22 @@ impl Decoder<'_> {
     fn check_template(
         &mut self,
         check: &mut PromptCheck<'_>,
-        text: &str,
+        (text, file): (&str, Option<FileId>),
         place: Place,
         outer: &BTreeSet<String>,
         depth: usize,
     ) {
         // A template that does not compile is reported where it is read.
-        let Ok(uses) = uses(&check.env, text) else {
+        let found = match file {
+            Some(file) => check
+                .cache
+                .0
+                .entry(file)
+                .or_insert_with(|| uses(&check.env, text).ok().map(Rc::new))
+                .clone(),
+            None => uses(&check.env, text).ok().map(Rc::new),
+        };
+        let Some(uses) = found else {
             return;
         };
         for variable in &uses.variables {
@@ -491,8 +515,8 @@ impl Decoder<'_> {
             let absolute = normalize(&self.workspace, Path::new(name));
             match self.read_source(&absolute) {
                 Ok((text, whole)) => {
-                    check.includes.insert(name.clone(), text.clone());
-                    if !self.template_syntax(&text, whole, Some(whole)) {
+                    check.includes.insert(name.clone(), Arc::clone(&text));
+                    if !self.syntax_once(&text, whole) {
                         return;
                     }
                     if depth < MAX_INCLUDE_DEPTH {
@@ -500,7 +524,8 @@ impl Decoder<'_> {
                             text: Some(whole),
                             whole,
                         };
-                        self.check_template(check, &text, place, assigned, depth + 1);
+                        let source = (&*text, Some(whole.file));
+                        self.check_template(check, source, place, assigned, depth + 1);
                     }
                     return;
                 }

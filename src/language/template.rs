@@ -23,6 +23,9 @@ pub(crate) struct TemplateDef {
     pub params: Vec<(String, Option<String>, Span)>,
     /// The `template` node itself.
     pub node: KdlNode,
+    /// The bytes of its text, which each phase that uses it takes again of the front end's
+    /// limits.
+    pub bytes: usize,
 }
 
 /// The parameter values of one use of a template.

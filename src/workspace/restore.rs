@@ -1,6 +1,7 @@
 //! Restoring files from a snapshot: [`Snapshot::restore`] puts the workspace back as the snapshot
 //! saw it, for the paths a diff names, byte-exact from the contents it kept.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, ErrorKind, Write};
 use std::path::{Component, Path, PathBuf};
@@ -23,14 +24,27 @@ impl Snapshot {
     /// could lead outside the workspace): such paths are returned as not restored, as are paths
     /// that are not plain relative paths and created files replaced by a folder since. A "created"
     /// file whose inode changed before this snapshot began is kept: it existed then, hidden by an
-    /// ignore rule that was changed since.
+    /// ignore rule that was changed since, unless it is a file this snapshot has elsewhere, under a
+    /// path the changes delete or modify, with its contents kept: a file moved (a folder moved
+    /// with `mv sub sub_real` keeps its files' change times), which is removed, as its original
+    /// is written back.
     ///
     /// # Errors
     /// The first I/O error met; every other path is still tried first.
     pub fn restore(&self, workspace: &Path, changes: &Changes) -> io::Result<Vec<String>> {
         let mut outcome = Restoring::default();
+        // The inodes of the files changes take away whose contents are kept: found again under a
+        // new name, such a file was moved there.
+        let moved: HashSet<u64> = changes
+            .deleted
+            .iter()
+            .chain(&changes.modified)
+            .filter_map(|path| self.entry(path))
+            .filter(|entry| entry.contents.is_some() && entry.inode != 0)
+            .map(|entry| entry.inode)
+            .collect();
         for path in changes.all().filter(|path| self.entry(path).is_none()) {
-            outcome.record(path, self.remove_created(workspace, path));
+            outcome.record(path, self.remove_created(workspace, path, &moved));
         }
         for path in changes.all() {
             if let Some(entry) = self.entry(path) {
@@ -119,12 +133,21 @@ impl Snapshot {
     }
 
     /// Removes a file this snapshot does not have, then the folders above it that it does not
-    /// have either, while they are empty. `Ok(false)`: left in place.
-    fn remove_created(&self, workspace: &Path, path: &str) -> io::Result<bool> {
+    /// have either, while they are empty; a file whose inode is among `moved` is removed even when
+    /// its inode last changed before this snapshot began. `Ok(false)`: left in place.
+    fn remove_created(
+        &self,
+        workspace: &Path,
+        path: &str,
+        moved: &HashSet<u64>,
+    ) -> io::Result<bool> {
         let Some(rel) = self.locate(workspace, path) else {
             return Ok(false);
         };
-        self.remove_path(workspace, &rel, Some(self.started_ns))
+        let was_moved = fs::symlink_metadata(workspace.join(&rel))
+            .is_ok_and(|meta| moved.contains(&os::inode(&meta)));
+        let kept_before = (!was_moved).then_some(self.started_ns);
+        self.remove_path(workspace, &rel, kept_before)
     }
 
     /// Removes the file at `rel` and the empty folders above it that this snapshot does not

@@ -204,6 +204,48 @@ fn a_path_that_cannot_be_written_fails_check_and_apply_before_anything_changes()
     );
 }
 
+/// On a case-insensitive file system (macOS's default) `.GIT/config` is `.git/config`, and
+/// macOS's also ignores a few invisible code points in names: such paths are refused everywhere,
+/// like `.git` itself, and so is the state folder's default name.
+#[test]
+fn paths_into_git_or_a_state_folder_are_refused_in_any_case() {
+    for (path, why) in [
+        (".git/config", "inside .git"),
+        (".GIT/config", "inside .git"),
+        ("sub/.Git/hooks/pre-commit", "inside .git"),
+        (".g\u{200c}it/config", "inside .git"),
+        ("\u{feff}.git/HEAD", "inside .git"),
+        (".helixflow/runs/x/run.json", "inside a state folder"),
+        (".Helixflow/runs/x/run.json", "inside a state folder"),
+        ("sub/.HELIXFLOW/lock", "inside a state folder"),
+    ] {
+        refused(
+            Crafted::new().manifest(json!([created(path, b"x")])).file(
+                &format!("files/{path}"),
+                0o644,
+                b"x",
+            ),
+            &format!("{path}: {why}"),
+        );
+    }
+    // Names that only look alike are files like any other.
+    let (dir, _) = workspace();
+    Crafted::new()
+        .manifest(json!([
+            created(".gitx", b"x"),
+            created("git/.helixflows", b"y")
+        ]))
+        .file("files/.gitx", 0o644, b"x")
+        .file("files/git/.helixflows", 0o644, b"y")
+        .write(&dir.path().join("b.hxb"));
+    let (code, stdout, stderr) = helixflow(&["bundle", "apply", "-C", "ws", "b.hxb"], dir.path());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(
+        std::fs::read(dir.path().join("ws/git/.helixflows")).unwrap(),
+        b"y"
+    );
+}
+
 #[test]
 fn the_manifest_and_the_archive_must_agree_exactly() {
     let a = || modified("a.txt", b"old", b"new");
@@ -506,4 +548,39 @@ phase "a" {
     let (code, show, _) = helixflow(&["bundle", "show", bundle.to_str().unwrap()], dir.path());
     assert_eq!(code, 0);
     assert!(show.contains("created   out.txt"), "{show}");
+}
+
+/// A phase whose changes hold a path no reader accepts (`.Git` is a folder of its own on Linux,
+/// `.git` on a Mac) passes, gets no bundle, and the run says why.
+#[test]
+fn a_phase_that_writes_what_no_bundle_may_carry_gets_none_and_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.kdl"),
+        "pipeline \"p\"\nphase \"a\" {\n    run \"mkdir .Git && echo x > .Git/config\"\n}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--no-progress",
+            "--bundles",
+            "--events",
+            "events.jsonl",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("its bundle could not be written: .Git/config: inside .git"),
+        "{events}"
+    );
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".helixflow/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    assert!(!runs[0].join("phases/a/bundle.hxb").exists());
 }

@@ -4,10 +4,11 @@
 //! so a regression fails the test instead of hanging it (the limit is far above any real run: it
 //! is not a timing assertion).
 
-use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
+
+use crate::common;
 
 /// Longer than any of these commands takes on a loaded machine; only a hang reaches it.
 const HANG: Duration = Duration::from_mins(2);
@@ -15,51 +16,12 @@ const HANG: Duration = Duration::from_mins(2);
 /// Runs the binary in `dir` with `args` (and `stdin`), killing it and failing the test should it
 /// hang.
 fn run(dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("HELIXFLOW_PATH")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("helixflow starts");
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let err = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr.read_to_end(&mut bytes);
-        bytes
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("helixflow {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let _ = feeder.join();
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
+    run_measured(dir, args, stdin).0
+}
+
+/// [`run`], and the binary's peak resident memory in KiB.
+fn run_measured(dir: &Path, args: &[&str], stdin: &[u8]) -> (Output, u64) {
+    common::run_measured(dir, args, stdin, HANG)
 }
 
 fn mkfifo(path: &Path) {
@@ -272,4 +234,161 @@ fn the_language_server_answers_a_body_that_is_not_json_and_reads_on() {
     // `shutdown` before `initialize` is answered with an error, and reading went on to `exit`.
     assert!(out.contains("\"id\":1"), "{out}");
     assert!(matches!(code, Some(c) if c != 101), "exit {code:?}");
+}
+
+// --- the front end's limits ----------------------------------------------------------------------
+
+/// Far above what a refusal costs (about 20 MB) and what the files below that fit cost, far below
+/// what the refused ones cost before there were limits (1.9 GB for the 10 MB line, 263 MB for
+/// 100,000 nodes, 2 GB for the template taken by every phase): a regression fails the test.
+const MEMORY_KIB: u64 = 160 * 1024;
+
+/// Every command that reads a pipeline refuses `source` with the same finding (HF005, saying
+/// `said`), exit 2 (lint: 1), in bounded memory; `fmt` too when the file alone is over the
+/// limits (it formats a file that is only over them once its templates are expanded).
+fn refused_everywhere(source: &str, said: &str, fmt: bool) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pipeline.kdl"), source).unwrap();
+    let commands = [
+        &["fmt", "--check", "pipeline.kdl"][..],
+        &["compile", "pipeline.kdl"][..],
+        &["run", "--dry-run", "pipeline.kdl"][..],
+        &["status", "pipeline.kdl"][..],
+        &["lint", "pipeline.kdl"][..],
+    ];
+    for args in commands.into_iter().skip(usize::from(!fmt)) {
+        let (output, peak) = run_measured(dir.path(), args, b"");
+        let text = text(&output);
+        let code = if args[0] == "lint" { 1 } else { 2 };
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {text}");
+        assert!(
+            text.contains("HF005") && text.contains(said),
+            "{args:?}: {text}"
+        );
+        assert!(peak < MEMORY_KIB, "{args:?}: {peak} KiB");
+    }
+    let output = run(
+        dir.path(),
+        &["lint", "--format", "json", "pipeline.kdl"],
+        b"",
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let findings = json.as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{json:#}");
+    findings[0].clone()
+}
+
+#[test]
+fn a_ten_megabyte_pipeline_on_one_line_is_refused_before_it_is_parsed() {
+    let mut line = String::from("pipeline \"p\"; ");
+    for i in 0.. {
+        if line.len() >= 10_000_000 {
+            break;
+        }
+        line.push_str(&format!("phase \"p{i}\" {{ prompt \"x\"; bogus 1 }}; "));
+    }
+    line.push('\n');
+    let found = refused_everywhere(&line, "the file is larger than 2 MiB", true);
+    // Where reading stopped: the first byte past the limit, on the one line.
+    assert_eq!(found["line"], 1);
+    assert_eq!(found["column"], 2 * 1024 * 1024 + 1);
+}
+
+#[test]
+fn a_hundred_thousand_nodes_are_refused_at_the_first_node_over_the_limit() {
+    let nodes: String = (0..100_000).map(|i| format!("node{i} \"x\" 1\n")).collect();
+    let found = refused_everywhere(&nodes, "more than 50,000 nodes", true);
+    assert_eq!([&found["line"], &found["column"]], [50_001, 1]);
+    assert_eq!(found["label"], "the first node over the limit");
+}
+
+#[test]
+fn a_template_counts_once_for_every_phase_that_takes_it() {
+    // 100 KB of text, taken by 30 phases: 3 MB of pipeline, though the file is 100 KB.
+    let mut source = format!(
+        "pipeline \"p\"\ntemplate \"t\" {{\n    param \"n\"\n    run \"echo {{{{ n }}}}\"\n    \
+         description \"{}\"\n}}\n",
+        "x".repeat(100_000)
+    );
+    for i in 0..30 {
+        source.push_str(&format!("phase \"p{i}\" use=\"t\" n=\"{i}\"\n"));
+    }
+    let found = refused_everywhere(&source, "over its limit of 2 MiB", false);
+    assert_eq!(found["label"], "the first phase over the limit");
+    // The file takes 101 KB of the 2 MiB and each phase 100 KB more: the 20th phase, on line
+    // 7 + 19, is the first that does not fit.
+    assert_eq!(found["line"], 26);
+}
+
+#[test]
+fn a_thousand_templated_phases_lint_far_inside_the_limits() {
+    let mut source = String::from(
+        "pipeline \"p\"\ntemplate \"t\" {\n    param \"n\"\n    run \"make {{ n }}\"\n    \
+         scope \"src/{{ n }}/**\"\n    outputs { file \"src/{{ n }}/out.txt\"; }\n    \
+         gates { command \"test -s src/{{ n }}/out.txt\"; }\n}\n",
+    );
+    for i in 0..1_000 {
+        let after = if i == 0 {
+            String::new()
+        } else {
+            format!(" {{ depends-on \"p{}\"; }}", i - 1)
+        };
+        source.push_str(&format!("phase \"p{i}\" use=\"t\" n=\"p{i}\"{after}\n"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pipeline.kdl"), &source).unwrap();
+    let (output, peak) = run_measured(dir.path(), &["lint", "pipeline.kdl"], b"");
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(peak < MEMORY_KIB, "{peak} KiB");
+}
+
+#[test]
+fn a_prompt_file_named_by_every_phase_is_read_and_checked_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200 KB of prompt, named by 2,000 phases: 400 MB when each phase kept its own copy.
+    let prompt = "Write {{ name }} well. ".repeat(9_000);
+    std::fs::write(dir.path().join("prompt.md"), &prompt).unwrap();
+    let mut source = String::from("pipeline \"p\"\nagent \"a\" { command \"a\"; stdin #true; }\n");
+    for i in 0..2_000 {
+        source.push_str(&format!(
+            "phase \"p{i}\" {{ agent \"a\"; prompt file=\"prompt.md\"; vars {{ name \"p{i}\"; }} }}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("pipeline.kdl"), &source).unwrap();
+    let (output, peak) = run_measured(dir.path(), &["lint", "pipeline.kdl"], b"");
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(peak < MEMORY_KIB, "{peak} KiB");
+}
+
+#[test]
+fn long_runs_of_punctuation_never_reach_the_kdl_parser() {
+    // Each of these overflowed the 64 MiB stack of the KDL parser's thread (an abort, exit 134)
+    // when files up to 1 MiB were given to it; now the parser gets at most 32 KiB.
+    let lint = |source: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.kdl"), source).unwrap();
+        let output = run(
+            dir.path(),
+            &["lint", "--format", "json", "pipeline.kdl"],
+            b"",
+        );
+        (output.status.code(), text(&output))
+    };
+    for (run_of, times) in [
+        ("/-", 20_000),
+        ("{}", 200_000),
+        ("\\ ", 500_000),
+        ("=", 1_000_000),
+    ] {
+        let (code, said) = lint(&format!("pipeline \"p\"\na {}\n", run_of.repeat(times)));
+        assert_eq!(code, Some(1), "{run_of}: {said}");
+        assert!(said.contains("HF003"), "{run_of}: {said}");
+    }
+    // A shorter run, in a file the parser could be given, is refused by the run itself.
+    let (code, said) = lint(&format!("pipeline \"p\"\na {}\n", "/-".repeat(1_500)));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("1500 marks of punctuation in a row"),
+        "{said}"
+    );
 }

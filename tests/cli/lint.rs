@@ -867,10 +867,10 @@ fn deeply_nested_blocks_are_refused_not_a_crash() {
 }
 
 #[test]
-fn files_over_1_mib_are_read_when_well_formed_and_stopped_at_an_error_otherwise() {
+fn files_over_32_kib_are_read_when_well_formed_and_stopped_at_an_error_otherwise() {
     let mut pipeline = String::from("pipeline \"p\"\n");
     let mut phase = 0;
-    while pipeline.len() <= 3 << 19 {
+    while pipeline.len() <= 200_000 {
         pipeline.push_str(&format!(
             "phase \"p{phase}\" {{\n    run \"echo {phase}\"\n    retries 0\n}}\n"
         ));
@@ -1233,5 +1233,53 @@ phase "b" {
             ("HF308", 12),
             ("HF308", 13),
         ]
+    );
+}
+
+/// The checks that compare phases pairwise stay bounded: past 2,048 phases whose scopes share
+/// folders they say they did not compare them, and phases that depend on each other are passed
+/// over without comparing their globs.
+#[test]
+fn pairwise_checks_say_when_they_stop_and_skip_dependent_phases() {
+    let phases = |n: usize, chained: bool| {
+        let mut text = String::from("pipeline \"p\"\n");
+        for i in 0..n {
+            let after = if chained && i > 0 {
+                format!("depends-on \"p{}\"; ", i - 1)
+            } else {
+                String::new()
+            };
+            text.push_str(&format!(
+                "phase \"p{i}\" {{ run \"true\"; {after}scope \"s/**\"; }}\n"
+            ));
+        }
+        text
+    };
+    let outcome = Test::new()
+        .pipeline(&phases(2_100, false))
+        .args(&["lint", "--format", "json", "pipeline.kdl"])
+        .run()
+        .code(0);
+    let found = outcome.json();
+    let found = found.as_array().unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["code"], "HF603");
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("2,100 phases have scopes in folders that meet, more than the 2,048"),
+        "{found:?}"
+    );
+    // 2,000 phases in a chain: two million pairs of scopes, none of phases that may run at once.
+    let outcome = Test::new()
+        .pipeline(&phases(2_000, true))
+        .args(&["lint", "pipeline.kdl"])
+        .run()
+        .code(0);
+    assert!(
+        outcome.stdout.contains("no problems found"),
+        "{}",
+        outcome.stdout
     );
 }

@@ -176,8 +176,17 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
             (crate_root, crate_root)
         };
         let dir = fixtures().join(rule.code);
-        let (bad, good) = if rule.code == "HF003" {
-            // Files over 1 MiB are generated rather than kept in the repository: past that size
+        let (bad, good) = if rule.code == "HF005" {
+            // A file over the limits is generated rather than kept in the repository: 50,001
+            // nodes, and a pipeline that fits.
+            let bad = generated.path().join("bad.kdl");
+            let good = generated.path().join("good.kdl");
+            let nodes: String = (0..50_001).map(|i| format!("note{i} \"x\"\n")).collect();
+            std::fs::write(&bad, format!("pipeline \"p\"\n{nodes}")).unwrap();
+            std::fs::write(&good, "pipeline \"p\"\nphase \"a\" { run \"true\"; }\n").unwrap();
+            (bad, good)
+        } else if rule.code == "HF003" {
+            // Files over 32 KiB are generated rather than kept in the repository: past that size
             // only plain well-formed KDL is read, so the bad one has a syntax error at its end.
             let bad = generated.path().join("bad.kdl");
             let good = generated.path().join("good.kdl");
@@ -206,6 +215,11 @@ fn every_code_has_a_triggering_and_a_clean_fixture() {
             rule.code,
             dir.display()
         );
+        let bad_root = if rule.code == "HF005" {
+            generated.path()
+        } else {
+            bad_root
+        };
         let found = codes(bad_root, &bad, remote.as_ref());
         assert!(
             found.iter().any(|c| c == rule.code),

@@ -812,6 +812,45 @@ fn document_symbols_outline_the_pipeline() {
 }
 
 #[test]
+fn a_document_over_the_limits_gets_the_answer_lint_gives() {
+    let mut client = Client::start();
+    // 100,000 phases on 3 MB of one line.
+    let mut text = String::from("pipeline \"p\"; ");
+    for i in 0..100_000 {
+        text.push_str(&format!("phase \"p{i}\" {{ run \"x\"; }}; "));
+    }
+    client.file("pipeline.kdl", &text);
+    let uri = client.open("pipeline.kdl", &text);
+    let diagnostics = client.diagnostics(&uri);
+    assert_eq!(codes(&diagnostics), ["HF005"]);
+    let lint = lint_json(&client.root, "pipeline.kdl");
+    assert_eq!(
+        diagnostics[0]["message"],
+        format!(
+            "{}\nhelp: {}",
+            lint[0]["message"].as_str().unwrap(),
+            lint[0]["help"].as_str().unwrap()
+        )
+    );
+    // Nothing past the limits is read for the outline, completion or hover either.
+    let symbols = client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    assert_eq!(symbols, json!([]));
+    assert_eq!(
+        client.hover(&uri, json!({"line": 0, "character": 20})),
+        Value::Null
+    );
+    let edits = client.request(
+        "textDocument/formatting",
+        json!({"textDocument": {"uri": uri}, "options": {"tabSize": 4, "insertSpaces": true}}),
+    );
+    assert!(edits.is_null() || edits == json!([]), "{edits}");
+    assert!(client.shut_down().success());
+}
+
+#[test]
 fn formatting_is_fmt_and_leaves_broken_text_alone() {
     let mut client = Client::start();
     let text = "pipeline   \"p\" {\n  description \"ü😀\"   // kept\n}\nphase \"a\"  {  run \"true\"; retries 1 }\n";

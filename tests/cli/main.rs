@@ -12,6 +12,7 @@ mod common;
 
 mod approvals;
 mod bundle;
+mod bundle_fuzz;
 mod bypass;
 mod check;
 mod cost;

@@ -3,7 +3,8 @@
 pub(crate) mod lsp_wire;
 pub(crate) mod repos;
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
@@ -321,4 +322,85 @@ pub(crate) fn git_repo(dir: &Path) {
             .expect("git runs");
         assert!(status.success(), "git {args:?}");
     }
+}
+
+/// Starts the binary for [`run_measured`] and writes its peak resident memory in KiB to the file
+/// named first. The binary is forked from this small process: a child's peak counts the memory
+/// of the process it was forked from, and the test process holds large inputs.
+pub(crate) const MEASURE: &str = "import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], 'w').write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+";
+
+/// Runs the binary in `dir` with `args` (and `stdin`), killing it and failing the test should it
+/// run longer than `hang`; its output and its peak resident memory in KiB (from `wait4`, in a
+/// small parent: see [`MEASURE`]).
+pub(crate) fn run_measured(
+    dir: &Path,
+    args: &[&str],
+    stdin: &[u8],
+    hang: std::time::Duration,
+) -> (std::process::Output, u64) {
+    let peak_file = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new("python3")
+        .args(["-c", MEASURE])
+        .arg(peak_file.path())
+        .arg(env!("CARGO_BIN_EXE_helixflow"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("HELIXFLOW_PATH")
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 starts");
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > hang {
+            let group = libc::pid_t::try_from(child.id()).unwrap();
+            // SAFETY: signals the process group this test started.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("helixflow {args:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = feeder.join();
+    let peak = std::fs::read_to_string(peak_file.path())
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0);
+    let output = std::process::Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    (output, peak)
 }

@@ -538,6 +538,70 @@ echo '{"success": true, "checks_passed": ["fixed it myself"]}'
     assert_eq!(json["not_restored"], serde_json::json!([]));
 }
 
+/// Every path below `root` but the state folder (folders with a trailing `/`, symlinks as
+/// `-> target`), with the contents of each file, in name order: the whole workspace, to compare
+/// before and after.
+fn every_path(root: &Path) -> Vec<(String, String)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("a folder")
+            .map(|e| e.expect("an entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if rel == STATE_DIR {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.push((rel, format!("-> {}", target.display())));
+            } else if meta.is_dir() {
+                out.push((format!("{rel}/"), String::new()));
+                walk(root, &path, out);
+            } else {
+                out.push((rel, std::fs::read_to_string(&path).unwrap_or_default()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+#[test]
+fn a_folder_the_verifier_moves_and_links_back_is_put_back_exactly() {
+    let mut review = Review::new(&[
+        ("src/app.py", b"def main():\n    pass\n"),
+        ("sub/a.txt", b"a\n"),
+        ("sub/deep/b.txt", b"b\n"),
+    ]);
+    review.write("src/app.py", b"def main():\n    print('hello')\n");
+    let before_review = every_path(&review.workspace());
+    review.verifier(
+        "mv sub sub_real\nln -s sub_real sub\necho '{\"success\": true}'\n",
+        "",
+        "",
+    );
+    let outcome = review.run_check();
+    let SubAgentOutcome::Void {
+        reason,
+        not_restored,
+        ..
+    } = &outcome
+    else {
+        panic!("expected a void verdict, got {outcome:?}");
+    };
+    assert!(reason.contains("(all undone)"), "{reason}");
+    assert!(not_restored.is_empty(), "{not_restored:?}");
+    assert_eq!(
+        every_path(&review.workspace()),
+        before_review,
+        "the workspace is as the review found it: `sub` a folder again, no `sub_real`"
+    );
+}
+
 #[test]
 fn a_cancelled_review_is_undone_too() {
     let mut review = reviewed_app();

@@ -69,6 +69,9 @@ pub(crate) struct Decoder<'c> {
     pub diagnostics: &'c mut Diagnostics,
     pub sources: &'c mut Sources,
     pub loader: &'c dyn Loader,
+    /// Whether the template syntax of each prompt file and included template is valid, checked
+    /// (and reported) once for all the phases that name it.
+    pub syntax: &'c mut std::collections::HashMap<FileId, bool>,
     /// The workspace root, for prompt files.
     pub workspace: PathBuf,
 }

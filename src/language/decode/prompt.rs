@@ -46,14 +46,31 @@ impl Decoder<'_> {
         false
     }
 
+    /// The template syntax of a whole source file (a prompt file, an included template), checked
+    /// and reported the first time only.
+    pub(crate) fn syntax_once(&mut self, text: &str, whole: Span) -> bool {
+        if let Some(&valid) = self.syntax.get(&whole.file) {
+            return valid;
+        }
+        let valid = self.template_syntax(text, whole, Some(whole));
+        self.syntax.insert(whole.file, valid);
+        valid
+    }
+
     /// Reads a file a prompt names (through the loader, so an editor's unsaved text counts) and
-    /// registers it among the sources, once: its text, and a span over the whole of it.
-    pub(crate) fn read_source(&mut self, absolute: &Path) -> std::io::Result<(String, Span)> {
-        let text = self.loader.read(absolute)?;
-        let file = self
-            .sources
-            .find(absolute)
-            .unwrap_or_else(|| self.sources.add(absolute.to_path_buf(), text.as_str()));
+    /// registers it among the sources, once: its text, shared by every phase that names it, and a
+    /// span over the whole of it.
+    pub(crate) fn read_source(
+        &mut self,
+        absolute: &Path,
+    ) -> std::io::Result<(std::sync::Arc<str>, Span)> {
+        let file = if let Some(file) = self.sources.find(absolute) {
+            file
+        } else {
+            let text = self.loader.read(absolute)?;
+            self.sources.add(absolute.to_path_buf(), text)
+        };
+        let text = std::sync::Arc::clone(&self.sources.get(file).text);
         let whole = Span::new(file, 0, text.len());
         Ok((text, whole))
     }
@@ -65,7 +82,7 @@ impl Decoder<'_> {
             let absolute = normalize(&self.workspace, Path::new(&path.value));
             return match self.read_source(&absolute) {
                 Ok((text, whole)) => {
-                    self.template_syntax(&text, whole, Some(whole));
+                    self.syntax_once(&text, whole);
                     Some(PromptDecl {
                         prompt: Spanned::new(
                             Prompt::File {
@@ -76,6 +93,14 @@ impl Decoder<'_> {
                         ),
                         text: Some(whole),
                     })
+                }
+                Err(e) if crate::language::kdl::limits::is_too_large(&e) => {
+                    self.report(crate::language::kdl::limits::refused_file(
+                        "the prompt file",
+                        &path.value,
+                        path.span,
+                    ));
+                    None
                 }
                 Err(e) => {
                     let what = if e.kind() == std::io::ErrorKind::NotFound {

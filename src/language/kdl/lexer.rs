@@ -99,18 +99,24 @@ impl Token {
 
 /// Splits `src` into tokens that cover it completely, in order.
 pub(crate) fn tokenize(src: &str) -> Vec<Token> {
+    tokens(src).collect()
+}
+
+/// The tokens of `src` one by one, for a pass that need not keep them.
+pub(crate) fn tokens(src: &str) -> impl Iterator<Item = Token> + '_ {
     let mut lexer = Lexer { src, pos: 0 };
-    let mut tokens = Vec::new();
-    while lexer.pos < src.len() {
+    std::iter::from_fn(move || {
+        if lexer.pos >= src.len() {
+            return None;
+        }
         let start = lexer.pos;
         let kind = lexer.next_kind();
-        tokens.push(Token {
+        Some(Token {
             kind,
             start,
             end: lexer.pos,
-        });
-    }
-    tokens
+        })
+    })
 }
 
 /// Checks that braces outside strings and comments balance, and reports every `{` that is never

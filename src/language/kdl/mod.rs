@@ -7,9 +7,11 @@
 //!   for where the crate lags the specification.
 //! - `tolerant`: a view of nodes and entries that never fails, for the half-written text an editor
 //!   holds (the language server reads documents through it).
+//! - [`limits`]: what the front end reads at most, measured with the lexer before any parser runs.
 
 mod compat;
 mod fast;
 pub(crate) mod lexer;
+pub(crate) mod limits;
 pub mod parse;
 pub(crate) mod tolerant;

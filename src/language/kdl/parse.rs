@@ -8,21 +8,8 @@ use kdl::KdlDocument;
 use super::{compat, fast, lexer};
 use crate::diagnostics::{Diagnostic, FileId, Span, rules};
 
-/// The largest file the `kdl` crate's parser is given (for files that are not plain well-formed
-/// KDL): its error recovery is slow on large input.
-pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
-
-/// The largest file read at all. Files over [`MAX_FILE_BYTES`] are read only when they are plain
-/// well-formed KDL, which takes one linear pass.
-pub(crate) const MAX_WELL_FORMED_BYTES: usize = 16 << 20;
-
-/// How long the KDL parser may take before the file is reported instead of parsed.
-/// Measured in wall time, so it is generous: a valid 1 MiB file parses in about a second of CPU,
-/// and a busy machine may stretch that several times.
-pub(crate) const PARSE_BUDGET: Duration = Duration::from_secs(15);
-
-/// The deepest block nesting parsed; real pipelines need four or five levels.
-pub(crate) const MAX_NESTING: usize = 64;
+pub(crate) use super::limits::PARSE_BUDGET;
+use super::limits::{Allowance, MAX_NESTING, MAX_PARSER_BYTES, MAX_PUNCTUATION_RUN};
 
 /// The deepest `{` nesting outside strings and comments.
 fn nesting_depth(tokens: &[lexer::Token]) -> usize {
@@ -41,24 +28,102 @@ fn nesting_depth(tokens: &[lexer::Token]) -> usize {
     deepest
 }
 
+/// Why a file that is not plain well-formed KDL (the fast parser stopped at `stopped`) is not
+/// given to the `kdl` crate's parser either: too large, or a run of punctuation it recurses on.
+fn not_for_the_parser(
+    text: &str,
+    file: FileId,
+    tokens: &[lexer::Token],
+    stopped: usize,
+) -> Option<Diagnostic> {
+    if text.len() > MAX_PARSER_BYTES {
+        let len = text[stopped..].chars().next().map_or(0, char::len_utf8);
+        return Some(
+            Diagnostic::new(
+                &rules::PARSE_BUDGET,
+                Span::new(file, stopped, len),
+                format!(
+                    "the file is {} bytes, and files over {MAX_PARSER_BYTES} bytes are read only \
+                     when they are plain well-formed KDL; this one is not, from here on",
+                    text.len()
+                ),
+            )
+            .label("not read past here")
+            .help(
+                "Fix the syntax error here (under 32 KiB, the file would get a full report), or \
+                 move agents and templates into imported files.",
+            ),
+        );
+    }
+    let (start, end, run) = punctuation_run(tokens)?;
+    Some(
+        Diagnostic::new(
+            &rules::PARSE_BUDGET,
+            Span::new(file, start, end - start),
+            format!(
+                "{run} marks of punctuation in a row with no name or value between them; the KDL \
+                 parser is not given more than {MAX_PUNCTUATION_RUN}"
+            ),
+        )
+        .label("this run")
+        .help("Remove the repeated braces, `/-`, `=`, `;` or `\\` here."),
+    )
+}
+
+/// The first run of more than [`MAX_PUNCTUATION_RUN`] punctuation tokens with no name or value
+/// between (spaces, line breaks and comments do not end a run): its start, end and length. The
+/// `kdl` crate's parser recurses on such runs until its stack overflows.
+fn punctuation_run(tokens: &[lexer::Token]) -> Option<(usize, usize, usize)> {
+    use lexer::TokenKind as K;
+    let (mut run, mut start, mut end) = (0, 0, 0);
+    for token in tokens {
+        match token.kind {
+            K::OpenBrace
+            | K::CloseBrace
+            | K::Semicolon
+            | K::Equals
+            | K::Slashdash
+            | K::Continuation
+            | K::OpenParen
+            | K::CloseParen
+            | K::Invalid => {
+                if run == 0 {
+                    start = token.start;
+                }
+                run += 1;
+                end = token.end;
+            }
+            K::Whitespace | K::Newline | K::LineComment | K::BlockComment { .. } => {}
+            _ if run > MAX_PUNCTUATION_RUN => break,
+            _ => run = 0,
+        }
+    }
+    (run > MAX_PUNCTUATION_RUN).then_some((start, end, run))
+}
+
 /// How many syntax errors are reported per file; beyond that they are noise.
 const MAX_SYNTAX_ERRORS: usize = 50;
 
 /// Parses `text`; on failure returns the diagnostics instead.
 ///
+/// The text is first measured against the front end's limits (see `limits`), alone.
 /// The kdl parser's error recovery is exponential on some malformed input (unclosed slashdashed
 /// blocks), so braces are screened first, and the parse runs on a worker thread with a budget.
 pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, Vec<Diagnostic>> {
-    if text.len() > MAX_WELL_FORMED_BYTES {
-        return Err(vec![Diagnostic::new(
-            &rules::PARSE_BUDGET,
-            Span::new(file, 0, 0),
-            format!(
-                "the file is {} bytes; pipeline files are limited to {MAX_WELL_FORMED_BYTES}",
-                text.len()
-            ),
-        )]);
-    }
+    parse_within(text, file, budget, &mut Allowance::default())
+}
+
+/// [`parse`], with what the file may take out of the allowance of a whole compilation (a pipeline
+/// file and its imports share the limits).
+pub(crate) fn parse_within(
+    text: &str,
+    file: FileId,
+    budget: Duration,
+    allowance: &mut Allowance,
+) -> Result<KdlDocument, Vec<Diagnostic>> {
+    allowance
+        .take(text, file)
+        .map_err(|refused| vec![*refused])?;
     let tokens = lexer::tokenize(text);
     let screened = lexer::screen_tokens(text, &tokens, file);
     if !screened.is_empty() {
@@ -80,24 +145,8 @@ pub fn parse(text: &str, file: FileId, budget: Duration) -> Result<KdlDocument, 
         Ok(document) => return Ok(document),
         Err(stopped) => stopped,
     };
-    if text.len() > MAX_FILE_BYTES {
-        let len = text[stopped..].chars().next().map_or(0, char::len_utf8);
-        return Err(vec![
-            Diagnostic::new(
-                &rules::PARSE_BUDGET,
-                Span::new(file, stopped, len),
-                format!(
-                    "the file is {} bytes, and files over {MAX_FILE_BYTES} bytes are read only \
-                     when they are plain well-formed KDL; this one is not, from here on",
-                    text.len()
-                ),
-            )
-            .label("not read past here")
-            .help(
-                "Fix the syntax error here (under 1 MiB, the file would get a full report), or \
-                 move agents and templates into imported files.",
-            ),
-        ]);
+    if let Some(refused) = not_for_the_parser(text, file, &tokens, stopped) {
+        return Err(vec![refused]);
     }
     let (sender, receiver) = mpsc::channel();
     // The crate reads the text as the current specification does (see `compat`).
@@ -158,6 +207,9 @@ fn properties_without_values(tokens: &[lexer::Token], file: FileId, text: &str) 
     for (i, equals) in tokens.iter().enumerate() {
         if equals.kind != K::Equals {
             continue;
+        }
+        if found.len() == MAX_SYNTAX_ERRORS {
+            break;
         }
         let next = (i + 1..tokens.len())
             .find(significant)

@@ -132,8 +132,12 @@ impl Node {
     }
 }
 
-/// Reads the tolerant view of `src`.
+/// Reads the tolerant view of `src`; a text over the front end's limits has an empty one (the
+/// language server, which reads documents this way, gets the same bounded answer as `lint`).
 pub(crate) fn parse(src: &str) -> Tree {
+    if !crate::language::kdl::limits::Allowance::fits(src) {
+        return Tree::default();
+    }
     let tokens: Vec<Token> = tokenize(src)
         .into_iter()
         .filter(|t| !matches!(t.kind, TokenKind::Whitespace) && !is_comment(t.kind))

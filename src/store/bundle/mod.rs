@@ -158,8 +158,11 @@ fn hex(hash: &blake3::Hash) -> String {
 }
 
 /// Refuses a path that is not written the one plain way (`a/b.txt`: no empty, `.` or `..` name,
-/// no leading or trailing `/`), that would leave the workspace, goes into `.git`, or has a name
-/// too long to be written.
+/// no leading or trailing `/`), that would leave the workspace, goes into `.git` or a state
+/// folder (named `.helixflow`), or has a name too long to be written. The reserved names are
+/// compared as a case-insensitive file system would (macOS's default): in any case, and without
+/// the invisible code points macOS ignores in names (as Git's own check does), on every system,
+/// so that a bundle refused on a Mac is refused everywhere.
 fn safe_path(path: &str) -> Result<(), String> {
     if path.is_empty() {
         return Err("an empty path".to_owned());
@@ -175,7 +178,8 @@ fn safe_path(path: &str) -> Result<(), String> {
             "" | "." | ".." => {
                 return Err("not a plain relative path inside the workspace".to_owned());
             }
-            ".git" => return Err("inside .git".to_owned()),
+            _ if reserved(name, ".git") => return Err("inside .git".to_owned()),
+            _ if reserved(name, ".helixflow") => return Err("inside a state folder".to_owned()),
             _ if name.contains('\0') => return Err("a name with a NUL byte".to_owned()),
             _ if name.len() > COMPONENT_LIMIT => {
                 return Err(format!(
@@ -187,6 +191,21 @@ fn safe_path(path: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether `name` is `reserved` (lower case) on a case-insensitive file system.
+fn reserved(name: &str, reserved: &str) -> bool {
+    let mut seen = name.chars().filter(|&c| !ignored_by_hfs(c));
+    reserved
+        .chars()
+        .all(|want| seen.next().is_some_and(|c| c.eq_ignore_ascii_case(&want)))
+        && seen.next().is_none()
+}
+
+/// Code points macOS's file systems leave out when they compare names (the list Git checks
+/// `.git` against: joiners, direction marks and the byte order mark).
+fn ignored_by_hfs(c: char) -> bool {
+    matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}')
 }
 
 /// Whether a symlink at `path` (relative to the workspace) to `target` leads to a place inside

@@ -137,6 +137,11 @@ fn manifest(source: &Source<'_>) -> io::Result<Manifest> {
     changed.sort_unstable_by_key(|(path, _)| *path);
     let mut files = Vec::new();
     for (rel, change) in changed {
+        // What no reader would accept is not written (a `.Git` folder is one on Linux, not on a
+        // Mac): the phase gets no bundle, and the run says why.
+        super::safe_path(rel).map_err(|why| {
+            io::Error::other(format!("{rel}: {why}, which a bundle cannot carry"))
+        })?;
         let after = if change == ChangeKind::Deleted {
             None
         } else {

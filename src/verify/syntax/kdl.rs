@@ -10,6 +10,7 @@ use tree_sitter::Tree;
 use super::{Finding, LanguageRules};
 use crate::diagnostics::FileId;
 use crate::diagnostics::rules;
+use crate::language::kdl::limits::MAX_BYTES;
 use crate::language::kdl::parse as kdl_parse;
 
 /// KDL's rules: helixflow's KDL v2 parser, with tree-sitter-kdl for what it cannot judge.
@@ -44,7 +45,7 @@ fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> V
     let Some(text) = utf8 else {
         return tree_errors;
     };
-    if text.len() > kdl_parse::MAX_FILE_BYTES || tree_depth_exceeds(tree, KDL_MAX_TREE_DEPTH) {
+    if text.len() > MAX_BYTES || tree_depth_exceeds(tree, KDL_MAX_TREE_DEPTH) {
         return tree_errors;
     }
     let Err(diagnostics) = kdl_parse::parse(text, FileId(0), kdl_parse::PARSE_BUDGET) else {
@@ -52,7 +53,7 @@ fn kdl_findings(utf8: Option<&str>, tree: &Tree, tree_errors: Vec<Finding>) -> V
     };
     if diagnostics
         .iter()
-        .any(|d| d.rule.code == rules::PARSE_BUDGET.code)
+        .any(|d| d.rule == &rules::PARSE_BUDGET || d.rule == &rules::INPUT_LIMIT)
     {
         return tree_errors;
     }

@@ -1,0 +1,377 @@
+//! Globs of different phases that may name the same file, for phases that may run at the same
+//! time: what `overlapping-scope` (HF603) and `protect-overlaps-parallel-work` (HF609) look for.
+//!
+//! Two globs can only name the same file when the folder of one (its text before the first
+//! wildcard) holds the folder of the other; and a glob without wildcards, a plain path, names one
+//! file, so it only meets globs whose folder holds that path. Globs are indexed by folder, and a
+//! glob meets only those in its own folder and the wildcard globs of the folders above it: a
+//! thousand phases each with its own `src/pN/**` and a `protect "Cargo.lock"` compare nothing.
+//!
+//! Whatever the pipeline, the work is bounded: at most [`MAX_PHASES`] phases are compared (the
+//! dependencies between them are a bit set each) and at most [`MAX_PAIRS`] pairs of globs of phases
+//! that may run at the same time (20 million pairs in all); past either, the check says it stopped
+//! instead of taking seconds and gigabytes.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeSet, HashMap};
+
+use crate::glob::compile_glob;
+use crate::graph::PhaseGraph;
+
+/// The most phases whose globs are compared with each other's.
+pub(super) const MAX_PHASES: usize = 2_048;
+/// The most pairs of globs of phases that may run at the same time compared by one check.
+pub(super) const MAX_PAIRS: usize = 500_000;
+/// The most pairs of globs one check looks at, those of phases that depend on each other (a bit
+/// looked up, nothing compared) included.
+const MAX_VISITS: usize = 20_000_000;
+
+/// One glob of a phase. It is compiled only when first compared: most globs never are.
+pub(super) struct Glob<'p> {
+    /// The phase (an index into the pipeline's phases).
+    pub(super) phase: usize,
+    /// Which of the phase's globs of its kind it is.
+    pub(super) index: usize,
+    pub(super) pattern: &'p str,
+    /// Its folders before the first wildcard (a prefix of `pattern`).
+    folder: &'p str,
+    literal: bool,
+    /// `None` inside when it does not compile (lint reports it): it then matches nothing.
+    matcher: OnceCell<Option<globset::GlobMatcher>>,
+    samples: OnceCell<Vec<String>>,
+}
+
+impl<'p> Glob<'p> {
+    pub(super) fn new(phase: usize, index: usize, pattern: &'p str) -> Self {
+        Glob {
+            phase,
+            index,
+            pattern,
+            folder: literal_prefix(pattern),
+            literal: !pattern.contains(['*', '?', '[', '{', '\\']),
+            matcher: OnceCell::new(),
+            samples: OnceCell::new(),
+        }
+    }
+
+    fn matcher(&self) -> Option<&globset::GlobMatcher> {
+        self.matcher
+            .get_or_init(|| compile_glob(self.pattern).ok().map(|g| g.compile_matcher()))
+            .as_ref()
+    }
+
+    fn is_match(&self, path: &str) -> bool {
+        self.matcher().is_some_and(|m| m.is_match(path))
+    }
+
+    /// Whether a file one names, the other names too (judged on sample paths of each); never for
+    /// a glob that does not compile.
+    fn meets(&self, other: &Glob<'_>) -> bool {
+        if self.matcher().is_none() || other.matcher().is_none() {
+            return false;
+        }
+        let samples = |g: &Glob<'_>| g.samples.get_or_init(|| samples(g.pattern)).clone();
+        samples(self).iter().any(|s| other.is_match(s))
+            || samples(other).iter().any(|s| self.is_match(s))
+    }
+}
+
+/// Why a check stopped before comparing every pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stopped {
+    /// This many phases have globs that may meet: more than [`MAX_PHASES`].
+    TooManyPhases(usize),
+    /// [`MAX_PAIRS`] pairs were compared, and more were left.
+    TooManyPairs,
+}
+
+/// Globs indexed by folder: plain paths and wildcard globs apart, each in runs of one phase
+/// (the globs come phase by phase), so that a phase's own globs are passed over at once.
+#[derive(Default)]
+struct Index<'p> {
+    by_folder: HashMap<&'p str, Bucket>,
+    /// Two of the phases with globs in each folder or below it.
+    at_or_below: HashMap<&'p str, Two>,
+}
+
+/// The globs in one folder, as runs of one phase: (phase, indices).
+#[derive(Default)]
+struct Bucket {
+    plain: Vec<(usize, Vec<usize>)>,
+    wild: Vec<(usize, Vec<usize>)>,
+}
+
+/// Up to two distinct phases: enough to know whether one other than a given phase is there.
+#[derive(Default, Clone, Copy)]
+struct Two([Option<usize>; 2]);
+
+impl Two {
+    fn add(&mut self, phase: usize) {
+        match self.0 {
+            [None, _] => self.0[0] = Some(phase),
+            [Some(first), None] if first != phase => self.0[1] = Some(phase),
+            _ => {}
+        }
+    }
+
+    fn other_than(self, phase: usize) -> bool {
+        self.0.iter().flatten().any(|&p| p != phase)
+    }
+}
+
+impl<'p> Index<'p> {
+    fn new(globs: &[Glob<'p>]) -> Index<'p> {
+        let mut index = Index::default();
+        for (i, glob) in globs.iter().enumerate() {
+            let bucket = index.by_folder.entry(glob.folder).or_default();
+            let runs = if glob.literal {
+                &mut bucket.plain
+            } else {
+                &mut bucket.wild
+            };
+            match runs.last_mut() {
+                Some((phase, members)) if *phase == glob.phase => members.push(i),
+                _ => runs.push((glob.phase, vec![i])),
+            }
+            for folder in ancestors(glob.folder) {
+                index.at_or_below.entry(folder).or_default().add(glob.phase);
+            }
+        }
+        index
+    }
+
+    /// The runs of globs of other phases that `glob` may meet: all in its folder, the wildcard
+    /// ones in folders above it.
+    fn candidates<'i>(
+        &'i self,
+        glob: &'i Glob<'_>,
+    ) -> impl Iterator<Item = &'i (usize, Vec<usize>)> + 'i {
+        ancestors(glob.folder)
+            .enumerate()
+            .filter_map(|(up, folder)| Some((up, self.by_folder.get(folder)?)))
+            .flat_map(|(up, bucket)| {
+                let plain = if up == 0 { &bucket.plain[..] } else { &[] };
+                plain.iter().chain(&bucket.wild)
+            })
+            .filter(|(phase, _)| *phase != glob.phase)
+    }
+
+    /// Whether `glob` may meet a glob of another phase in this index.
+    fn may_meet(&self, glob: &Glob<'_>) -> bool {
+        // At most two runs of a bucket are looked at: one may be the glob's own phase.
+        let others =
+            |runs: &[(usize, Vec<usize>)]| runs.iter().take(2).any(|(p, _)| *p != glob.phase);
+        ancestors(glob.folder).enumerate().any(|(up, folder)| {
+            self.by_folder
+                .get(folder)
+                .is_some_and(|b| (up == 0 && others(&b.plain)) || others(&b.wild))
+        }) || (!glob.literal
+            && self
+                .at_or_below
+                .get(glob.folder)
+                .is_some_and(|two| two.other_than(glob.phase)))
+    }
+}
+
+/// A folder and the folders above it: `a/b`, then `a`, then the top (the empty path).
+fn ancestors(folder: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(folder);
+    std::iter::from_fn(move || {
+        let current = next?;
+        next = if current.is_empty() {
+            None
+        } else {
+            Some(current.rsplit_once('/').map_or("", |(parent, _)| parent))
+        };
+        Some(current)
+    })
+}
+
+/// Calls `found` with every pair of a glob of `left` and a glob of `right` that may name the same
+/// file, of two phases that may run at the same time (neither depends on the other). With
+/// `same`, `left` and `right` are one list and each pair comes once. Nothing is compared when the
+/// graph has a cycle (reported on its own).
+pub(super) fn meeting_pairs(
+    graph: &PhaseGraph,
+    left: &[Glob<'_>],
+    right: &[Glob<'_>],
+    same: bool,
+    found: &mut dyn FnMut(&Glob<'_>, &Glob<'_>),
+) -> Result<(), Stopped> {
+    let (left_index, right_index) = (Index::new(left), Index::new(right));
+    let involved: BTreeSet<usize> = left
+        .iter()
+        .filter(|g| right_index.may_meet(g))
+        .chain(right.iter().filter(|g| left_index.may_meet(g)))
+        .map(|g| g.phase)
+        .collect();
+    if involved.len() < 2 {
+        return Ok(());
+    }
+    if involved.len() > MAX_PHASES {
+        return Err(Stopped::TooManyPhases(involved.len()));
+    }
+    let involved: Vec<usize> = involved.into_iter().collect();
+    let Some(depends) = depends_within(graph, &involved) else {
+        return Ok(());
+    };
+    let (mut pairs, mut visits) = (MAX_PAIRS, MAX_VISITS);
+    let mut compare = |a: &Glob<'_>, b: &Glob<'_>| -> Result<(), Stopped> {
+        visits = visits.checked_sub(1).ok_or(Stopped::TooManyPairs)?;
+        if depends(a.phase, b.phase) || depends(b.phase, a.phase) {
+            return Ok(());
+        }
+        pairs = pairs.checked_sub(1).ok_or(Stopped::TooManyPairs)?;
+        if a.meets(b) {
+            found(a, b);
+        }
+        Ok(())
+    };
+    for (i, a) in left.iter().enumerate() {
+        for (_, run) in right_index.candidates(a) {
+            for &j in run {
+                // One list: a pair in one folder is seen from both of its globs.
+                if same && j <= i && right[j].folder == a.folder {
+                    continue;
+                }
+                compare(a, &right[j])?;
+            }
+        }
+    }
+    if !same {
+        for b in right {
+            // The wildcard globs of `left` in folders above `b`'s (its own folder was seen above).
+            for (_, run) in left_index.candidates(b) {
+                for &i in run.iter().filter(|&&i| left[i].folder != b.folder) {
+                    compare(&left[i], b)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether phase `a` depends on phase `b`, directly or not, for phases in `subset` (indices into
+/// the pipeline's phases); `None` when the graph has a cycle.
+fn depends_within(graph: &PhaseGraph, subset: &[usize]) -> Option<impl Fn(usize, usize) -> bool> {
+    let ancestors = graph.ancestors_within(subset)?;
+    let bit_of: HashMap<usize, usize> = subset
+        .iter()
+        .enumerate()
+        .map(|(bit, &p)| (p, bit))
+        .collect();
+    Some(move |a: usize, b: usize| {
+        let bit = bit_of[&b];
+        ancestors[a][bit / 64] & (1 << (bit % 64)) != 0
+    })
+}
+
+/// The folders of a glob before its first wildcard: `src/lib/**/*.rs` → `src/lib`.
+pub(super) fn literal_prefix(pattern: &str) -> &str {
+    let mut end = 0;
+    for (at, _) in pattern.match_indices('/') {
+        if pattern[end..at].contains(['*', '?', '[', '{']) {
+            break;
+        }
+        end = at;
+    }
+    &pattern[..end]
+}
+
+/// Example paths a glob matches: each wildcard replaced by a plain name, each `{a,b}` expanded.
+pub(super) fn samples(pattern: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => {
+                if chars.peek() == Some(&'*') {
+                    chars.next();
+                }
+                for s in &mut out {
+                    s.push('x');
+                }
+            }
+            '?' => {
+                for s in &mut out {
+                    s.push('x');
+                }
+            }
+            '[' => {
+                let class: String = chars.by_ref().take_while(|&c| c != ']').collect();
+                let pick = class
+                    .trim_start_matches(['!', '^'])
+                    .chars()
+                    .next()
+                    .unwrap_or('x');
+                for s in &mut out {
+                    s.push(pick);
+                }
+            }
+            '{' => {
+                let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                out = out
+                    .iter()
+                    .flat_map(|s| group.split(',').map(move |alt| format!("{s}{alt}")))
+                    .take(64)
+                    .collect();
+            }
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    for s in &mut out {
+                        s.push(next);
+                    }
+                }
+            }
+            other => {
+                for s in &mut out {
+                    s.push(other);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_and_prefixes() {
+        assert_eq!(literal_prefix("src/lib/**/*.rs"), "src/lib");
+        assert_eq!(literal_prefix("*.md"), "");
+        assert_eq!(literal_prefix("docs/a.md"), "docs");
+        assert_eq!(samples("src/{a,b}/*.py"), vec!["src/a/x.py", "src/b/x.py"]);
+        assert_eq!(ancestors("a/b").collect::<Vec<_>>(), ["a/b", "a", ""]);
+        assert_eq!(ancestors("").collect::<Vec<_>>(), [""]);
+    }
+
+    #[test]
+    fn a_plain_path_meets_only_globs_whose_folder_holds_it() {
+        let globs: Vec<Glob<'_>> = [
+            (0, "Cargo.lock"),
+            (1, "src/p1/**"),
+            (2, "src/**"),
+            (3, "**/*.lock"),
+        ]
+        .into_iter()
+        .map(|(phase, pattern)| Glob::new(phase, 0, pattern))
+        .collect();
+        let index = Index::new(&globs);
+        let candidates = |i: usize| {
+            index
+                .candidates(&globs[i])
+                .flat_map(|(_, run)| run.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(candidates(0), [3], "Cargo.lock meets only globs at the top");
+        assert_eq!(
+            candidates(1),
+            [2, 3],
+            "src/p1/** meets src/** and **/*.lock"
+        );
+        assert!(index.may_meet(&globs[2]));
+        assert!(!index.may_meet(&Glob::new(3, 1, "x/y.md")));
+    }
+}
