@@ -3,7 +3,7 @@
 //! what `apply` would fail on, and a failure while applying leaves the workspace as it was.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -350,35 +350,14 @@ fn the_manifest_and_the_archive_must_agree_exactly() {
     );
 }
 
-/// Run with its peak memory: `(exit code, stderr, peak resident memory in bytes)`, read from the
-/// kernel's accounting of that one child (`wait4`).
-fn peak_memory(command: &mut Command) -> (i32, String, u64) {
-    let stderr = tempfile::NamedTempFile::new().unwrap();
-    #[expect(
-        clippy::zombie_processes,
-        reason = "reaped by `wait4` below, which also reports its memory"
-    )]
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(stderr.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value, which `wait4` overwrites.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, writing into the two locals.
-    let waited = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
-    assert_eq!(waited, pid);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    let kib = u64::try_from(usage.ru_maxrss).unwrap();
+/// Runs the binary in `dir` with `args`: its exit code, standard error and peak resident memory
+/// in bytes (measured by a small parent, so the test process's own memory does not count).
+fn peak_memory(dir: &Path, args: &[&str]) -> (i32, String, u64) {
+    let (output, kib) =
+        crate::common::run_measured(dir, args, b"", std::time::Duration::from_secs(120));
     (
-        code,
-        std::fs::read_to_string(stderr.path()).unwrap(),
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
         kib * 1024,
     )
 }
@@ -423,8 +402,7 @@ fn an_entry_that_claims_a_gibibyte_costs_no_memory() {
             &["bundle", "show", "b.hxb"][..],
             &["bundle", "apply", "--check", "-C", "ws", "b.hxb"],
         ] {
-            let (code, stderr, peak) =
-                peak_memory(Command::new(BIN).args(args).current_dir(dir.path()));
+            let (code, stderr, peak) = peak_memory(dir.path(), args);
             assert_eq!(code, 2, "{args:?}: {stderr}");
             assert!(
                 stderr.contains(why),
@@ -531,11 +509,7 @@ phase "a" {
 "#,
     )
     .unwrap();
-    let (code, stderr, peak) = peak_memory(
-        Command::new(BIN)
-            .args(["run", "--no-progress"])
-            .current_dir(dir.path()),
-    );
+    let (code, stderr, peak) = peak_memory(dir.path(), &["run", "--no-progress"]);
     assert_eq!(code, 0, "{stderr}");
     let runs = dir.path().join(".helixflow/runs");
     let run = crate::common::run_folders(&runs).remove(0);
@@ -577,10 +551,7 @@ fn a_phase_that_writes_what_no_bundle_may_carry_gets_none_and_a_warning() {
         events.contains("its bundle could not be written: .Git/config: inside .git"),
         "{events}"
     );
-    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".helixflow/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let runs = crate::common::run_folders(&dir.path().join(".helixflow/runs"));
     assert_eq!(runs.len(), 1);
     assert!(!runs[0].join("phases/a/bundle.hxb").exists());
 }
