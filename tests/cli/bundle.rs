@@ -354,7 +354,7 @@ fn the_manifest_and_the_archive_must_agree_exactly() {
 /// in bytes (measured by a small parent, so the test process's own memory does not count).
 fn peak_memory(dir: &Path, args: &[&str]) -> (i32, String, u64) {
     let (output, kib) =
-        crate::common::run_measured(dir, args, b"", std::time::Duration::from_secs(120));
+        crate::common::run_measured(dir, args, b"", std::time::Duration::from_mins(2));
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stderr).into_owned(),
