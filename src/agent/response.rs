@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use crate::model::ResponseFormat;
 
-/// How much of a `text` response is kept: the last 16 MiB.
-pub const TEXT_LIMIT: u64 = 16 * 1024 * 1024;
+/// How much of a `text` response is kept: the last 1 MiB. The rest of the output stays in
+/// `stdout.log`; helixflow's memory does not grow with what the agent prints.
+pub const TEXT_LIMIT: u64 = 1024 * 1024;
 
 /// The largest `json` document, and the longest line of a `claude-stream-json` log, that is read.
 pub(crate) const JSON_LIMIT: u64 = 64 * 1024 * 1024;

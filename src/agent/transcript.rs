@@ -2,7 +2,7 @@
 //! (`session-id`), and which of its tool calls succeeded (`evidence-tools`).
 
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::path::Path;
 
 use serde_json::Value;
@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::response::for_each_json_object;
 use crate::model::{ResponseFormat, SessionCapture};
 
-/// How much of standard output a `session-id regex=` searches: CLIs print their session id at the
-/// start or the end of a run, never deep inside a huge transcript.
-const REGEX_SEARCH_LIMIT: u64 = 16 * 1024 * 1024;
+/// How much of the start, and of the end, of standard output a `session-id regex=` searches: CLIs
+/// print their session id at the start or the end of a run, never deep inside a huge transcript.
+const REGEX_SEARCH_LIMIT: u64 = 1024 * 1024;
 
 /// The session id the agent's output reports, per its `session-id`; `None` when it reports none.
 pub(crate) fn session_id(
@@ -36,17 +36,33 @@ pub(crate) fn session_id(
         SessionCapture::Regex(pattern) => {
             let regex = regex::bytes::Regex::new(pattern)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            let mut file = std::fs::File::open(stdout_log)?;
+            let len = file.metadata()?.len();
             let mut bytes = Vec::new();
-            std::fs::File::open(stdout_log)?
-                .take(REGEX_SEARCH_LIMIT)
-                .read_to_end(&mut bytes)?;
-            Ok(regex.captures(&bytes).and_then(|captures| {
-                let id = captures.get(1).or_else(|| captures.get(0))?;
-                let id = String::from_utf8_lossy(id.as_bytes()).trim().to_owned();
-                (!id.is_empty()).then_some(id)
-            }))
+            (&mut file).take(REGEX_SEARCH_LIMIT).read_to_end(&mut bytes)?;
+            if let Some(id) = captured(&regex, &bytes) {
+                return Ok(Some(id));
+            }
+            // The end, when the start did not reach it.
+            let tail = len.saturating_sub(REGEX_SEARCH_LIMIT).max(REGEX_SEARCH_LIMIT);
+            if tail >= len {
+                return Ok(None);
+            }
+            bytes.clear();
+            file.seek(io::SeekFrom::Start(tail))?;
+            file.take(REGEX_SEARCH_LIMIT).read_to_end(&mut bytes)?;
+            Ok(captured(&regex, &bytes))
         }
     }
+}
+
+/// The session id `regex` captures in `bytes`: its first group, else the whole match.
+fn captured(regex: &regex::bytes::Regex, bytes: &[u8]) -> Option<String> {
+    regex.captures(bytes).and_then(|captures| {
+        let id = captures.get(1).or_else(|| captures.get(0))?;
+        let id = String::from_utf8_lossy(id.as_bytes()).trim().to_owned();
+        (!id.is_empty()).then_some(id)
+    })
 }
 
 /// The tool calls in a transcript, by outcome.
@@ -181,6 +197,24 @@ mod tests {
             session_id(&regex, &path).unwrap().as_deref(),
             Some("0199a213-81c0")
         );
+    }
+
+    #[test]
+    fn a_session_id_regex_searches_the_start_then_the_end_of_a_long_transcript() {
+        let middle = "x".repeat(3 * REGEX_SEARCH_LIMIT as usize);
+        let regex = SessionCapture::Regex("session: ([a-z0-9-]+)".into());
+        let (_dir, path) = log(&format!("{middle}\nsession: deep-inside\n{middle}\nsession: at-the-end\n"));
+        assert_eq!(
+            session_id(&regex, &path).unwrap().as_deref(),
+            Some("at-the-end")
+        );
+        let (_dir, path) = log(&format!("session: at-the-start\n{middle}\nsession: at-the-end\n"));
+        assert_eq!(
+            session_id(&regex, &path).unwrap().as_deref(),
+            Some("at-the-start")
+        );
+        let (_dir, path) = log(&format!("{middle}\nsession: deep-inside\n{middle}\n"));
+        assert_eq!(session_id(&regex, &path).unwrap(), None);
     }
 
     #[test]

@@ -16,8 +16,9 @@ use super::response::{JSON_LIMIT, for_each_json_object};
 use crate::event::usage::{Dollars, Usage};
 use crate::model::{Price, UsageFormat, UsageSpec};
 
-/// How much of the end of a log the text formats (`aider`, `regex`) read.
-const TEXT_TAIL: u64 = 16 * 1024 * 1024;
+/// How much of the end of a log the text formats (`aider`, `regex`) read: CLIs report what a run
+/// used as it ends, and the tail is all that is read of a log of any size.
+const TEXT_TAIL: u64 = 1024 * 1024;
 
 /// Tokens one model used.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -491,8 +491,9 @@ fn names_from_a_bundle_reach_the_terminal_without_escapes() {
     }
 }
 
-/// A phase whose agent prints 100 MB passes and leaves its bundle (logs and all) without
-/// helixflow's memory growing with that output.
+/// A phase whose agent prints 100 MB passes and leaves its bundle without helixflow's memory
+/// growing with that output; the bundle holds the change and the journal's records, not the
+/// transcript, which stays in the run folder.
 #[test]
 fn a_passing_phase_with_a_hundred_megabytes_of_output_stays_within_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -513,12 +514,37 @@ phase "a" {
     assert_eq!(code, 0, "{stderr}");
     let runs = dir.path().join(".helixflow/runs");
     let run = crate::common::run_folders(&runs).remove(0);
-    let bundle = run.join("phases/a/bundle.hxb");
-    assert!(
-        std::fs::metadata(&bundle).unwrap().len() > 100_000_000,
-        "the bundle holds the logs"
+    let attempt = run.join("phases/a/attempt-1");
+    assert_eq!(
+        std::fs::metadata(attempt.join("stdout.log")).unwrap().len(),
+        100_000_000,
+        "the transcript stays in the run folder"
     );
-    assert!(peak < 100 << 20, "helixflow peaked at {peak} bytes");
+    let bundle = run.join("phases/a/bundle.hxb");
+    let size = std::fs::metadata(&bundle).unwrap().len();
+    assert!(size < 1 << 20, "the bundle is {size} bytes");
+    let names: Vec<String> = tar::Archive::new(std::fs::File::open(&bundle).unwrap())
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for record in [
+        "manifest.json",
+        "files/out.txt",
+        "journal/events.jsonl",
+        "journal/phase/attempt-1/invocation.json",
+        "journal/phase/attempt-1/gates.json",
+        "journal/phase/attempt-1/changes.json",
+    ] {
+        assert!(names.iter().any(|n| n == record), "{record}: {names:?}");
+    }
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".log") || n.ends_with("response.txt")),
+        "{names:?}"
+    );
+    assert!(peak < 45 << 20, "helixflow peaked at {peak} bytes");
     let (code, show, _) = helixflow(&["bundle", "show", bundle.to_str().unwrap()], dir.path());
     assert_eq!(code, 0);
     assert!(show.contains("created   out.txt"), "{show}");

@@ -10,8 +10,9 @@
 //!   symlink, with its target), with its permission bits;
 //! - `journal/events.jsonl`: the phase's records in the run's journal, one event per line, as far
 //!   as the journal had them when the bundle was written (the run's own journal has them all);
-//! - `journal/phase/<path>`: the phase's folder of the run (every attempt's prompt, logs, gate
-//!   reports, feedback and `changes.json`).
+//! - `journal/phase/<path>`: the records of the phase's folder of the run (every attempt's
+//!   `invocation.json`, `gates.json`, `changes.json` and the other JSON records that replay its
+//!   verdict); the transcripts, prompts and logs stay in the run folder.
 //!
 //! Tar rather than a format of our own: it keeps binary contents, permission bits and symlinks as
 //! they are, any machine can list or unpack it (`tar tf bundle.hxb`), and the `tar` crate reads

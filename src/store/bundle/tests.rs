@@ -19,6 +19,10 @@ fn make(dir: &Path, out: &Path, before: &Snapshot) -> Manifest {
     let phase_dir = tempfile::tempdir().unwrap();
     fs::create_dir_all(phase_dir.path().join("attempt-1")).unwrap();
     fs::write(phase_dir.path().join("attempt-1/gates.json"), "[]").unwrap();
+    // The transcripts stay in the run folder.
+    for log in ["stdout.log", "stderr.log", "response.txt", "prompt.md"] {
+        fs::write(phase_dir.path().join("attempt-1").join(log), "said").unwrap();
+    }
     let journal_dir = tempfile::tempdir().unwrap();
     let journal = journal_dir.path().join("events.jsonl");
     fs::write(&journal, "{\"phase\":\"code\"}\n{\"phase\":\"other\"}\n").unwrap();

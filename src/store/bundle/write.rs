@@ -1,6 +1,6 @@
 //! Writing a bundle at the end of a passing attempt. Every file is streamed into the archive (its
 //! hash taken on a first read, checked again as it is copied), so that memory does not grow with
-//! the size of the workspace's files, the agent's logs or the journal.
+//! the size of the workspace's files or the journal. The agent's transcripts are not carried.
 
 use std::fs;
 use std::io::{self, BufRead, Read, Seek, Write};
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{
-    ChangeKind, EVENTS, FILE_NAME, FILES, FORMAT, FileAfter, FileChange, FileKind, MANIFEST,
+    ChangeKind, EVENTS, FILES, FORMAT, FileAfter, FileChange, FileKind, MANIFEST,
     Manifest, PHASE_DIR, VERSION, hex, leaves, stays_inside,
 };
 use crate::workspace::{Changes, Snapshot};
@@ -33,7 +33,7 @@ pub(crate) struct Source<'a> {
     pub run_id: &'a str,
     /// The passing attempt.
     pub attempt: u32,
-    /// The phase's folder of the run, kept under `journal/phase/`.
+    /// The phase's folder of the run, whose records are kept under `journal/phase/`.
     pub phase_dir: &'a Path,
     /// The run's journal, whose lines of the phase are kept as `journal/events.jsonl`.
     pub journal: &'a Path,
@@ -88,12 +88,8 @@ fn write_to(tmp: &Path, source: &Source<'_>) -> io::Result<Manifest> {
     append_events(&mut builder, source)?;
     let mut journal = Vec::new();
     list_files(source.phase_dir, Path::new(""), &mut journal)?;
-    for rel in journal {
+    for rel in journal.into_iter().filter(|rel| is_record(rel)) {
         let rel_text = rel.to_string_lossy().replace('\\', "/");
-        // The bundle itself, and the file it is written to before its rename.
-        if rel_text == FILE_NAME || rel_text == format!("{FILE_NAME}.tmp") {
-            continue;
-        }
         let file = fs::File::open(source.phase_dir.join(&rel))?;
         let size = file.metadata()?.len();
         let mut header = header(tar::EntryType::Regular, 0o644, size);
@@ -300,6 +296,16 @@ impl<R: Read> Read for Checked<R> {
         self.hasher.update(&buf[..n]);
         Ok(n)
     }
+}
+
+/// Whether a file of the phase's folder is one of the journal's records, which a bundle carries:
+/// the JSON files helixflow writes (`invocation.json`, `gates.json`, `changes.json`,
+/// `bookkeeping.json`, `receipt.json`, `verdict.json`, approvals, `work.json`), which replay the
+/// verdict. The transcripts (`stdout.log`, `stderr.log`, `response.txt`), the prompts, the
+/// feedback and the gate commands' logs grow with what the agent and the gates print: they stay in
+/// the run folder, so that a bundle is the size of the phase's changes and not of its output.
+fn is_record(rel: &Path) -> bool {
+    rel.extension().is_some_and(|e| e == "json")
 }
 
 /// Every file below `dir`, relative to the root it was first called with, in name order.
