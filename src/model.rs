@@ -742,6 +742,12 @@ pub struct Phase {
     /// Where the attempts work.
     #[serde(skip_serializing_if = "is_shared")]
     pub isolation: Isolation,
+    /// Ignored files an isolated attempt's worktree gets a copy of (globs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub worktree_include: Vec<String>,
+    /// Ignored folders an isolated attempt sees read only, without a copy (globs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub worktree_share: Vec<String>,
     /// Run when the phase finally fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalate: Option<String>,
@@ -1107,6 +1113,10 @@ pub struct PhaseSpans {
     pub protect: Vec<Span>,
     /// The `isolation` node's value, where the phase, its template or `defaults` set it.
     pub isolation: Option<Span>,
+    /// Each `worktree-include` glob, in order.
+    pub worktree_include: Vec<Span>,
+    /// Each `worktree-share` glob, in order.
+    pub worktree_share: Vec<Span>,
 }
 
 #[allow(

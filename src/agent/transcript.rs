@@ -39,12 +39,16 @@ pub(crate) fn session_id(
             let mut file = std::fs::File::open(stdout_log)?;
             let len = file.metadata()?.len();
             let mut bytes = Vec::new();
-            (&mut file).take(REGEX_SEARCH_LIMIT).read_to_end(&mut bytes)?;
+            (&mut file)
+                .take(REGEX_SEARCH_LIMIT)
+                .read_to_end(&mut bytes)?;
             if let Some(id) = captured(&regex, &bytes) {
                 return Ok(Some(id));
             }
             // The end, when the start did not reach it.
-            let tail = len.saturating_sub(REGEX_SEARCH_LIMIT).max(REGEX_SEARCH_LIMIT);
+            let tail = len
+                .saturating_sub(REGEX_SEARCH_LIMIT)
+                .max(REGEX_SEARCH_LIMIT);
             if tail >= len {
                 return Ok(None);
             }
@@ -203,12 +207,16 @@ mod tests {
     fn a_session_id_regex_searches_the_start_then_the_end_of_a_long_transcript() {
         let middle = "x".repeat(3 * REGEX_SEARCH_LIMIT as usize);
         let regex = SessionCapture::Regex("session: ([a-z0-9-]+)".into());
-        let (_dir, path) = log(&format!("{middle}\nsession: deep-inside\n{middle}\nsession: at-the-end\n"));
+        let (_dir, path) = log(&format!(
+            "{middle}\nsession: deep-inside\n{middle}\nsession: at-the-end\n"
+        ));
         assert_eq!(
             session_id(&regex, &path).unwrap().as_deref(),
             Some("at-the-end")
         );
-        let (_dir, path) = log(&format!("session: at-the-start\n{middle}\nsession: at-the-end\n"));
+        let (_dir, path) = log(&format!(
+            "session: at-the-start\n{middle}\nsession: at-the-end\n"
+        ));
         assert_eq!(
             session_id(&regex, &path).unwrap().as_deref(),
             Some("at-the-start")

@@ -1251,6 +1251,48 @@ rules! {
         help: "Narrow `protect` to what the phase must not touch (e.g. `toolz/*.py` rather than `toolz/**`), or narrow its scope.";
 
     /// ## What it catches
+    /// `worktree-include` or `worktree-share` where no phase they apply to has
+    /// `isolation "worktree"`.
+    ///
+    /// ## Why
+    /// They say what an attempt's git worktree brings from the workspace. A phase that works in
+    /// the workspace itself has no worktree: the files are already there, and nothing is read
+    /// only, so the setting does nothing.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "tests" {
+    ///     run "pytest -q"
+    ///     worktree-share ".venv"
+    /// }
+    /// ```
+    WORKTREE_SETTING_WITHOUT_WORKTREE = "HF611" "worktree-setting-without-worktree" Warning,
+        summary: "`worktree-include` or `worktree-share` on a phase that has no worktree.",
+        help: "Add `isolation \"worktree\"` to the phase (or to `defaults`), or remove the setting.";
+
+    /// ## What it catches
+    /// A phase's `worktree-share` glob that covers one of its own outputs or part of its own
+    /// scope.
+    ///
+    /// ## Why
+    /// A shared folder is read only for every process the attempt starts: an output inside it
+    /// can never be written, so the phase can never pass, and a change the scope allows there
+    /// always fails.
+    ///
+    /// ## Example
+    /// ```kdl
+    /// phase "deps" {
+    ///     isolation "worktree"
+    ///     run "npm install"
+    ///     outputs { file "node_modules/.package-lock.json" }
+    ///     worktree-share "node_modules"
+    /// }
+    /// ```
+    SHARED_FOLDER_IN_OWN_WORK = "HF612" "shared-folder-in-own-work" Warning,
+        summary: "A phase shares read only a folder it must or may write.",
+        help: "Bring the folder with `worktree-include \"FOLDER/**\"` instead (a copy the attempt may change), or keep the phase's outputs and scope out of it.";
+
+    /// ## What it catches
     /// A `for-each` with no source, or with more than one (`json=`, `glob=`, a list of items),
     /// or `key=` without `json=`.
     ///

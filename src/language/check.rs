@@ -54,6 +54,8 @@ pub(crate) fn pipeline(
     overlapping_scopes(pipeline, &graph, diagnostics);
     protect_overlaps_parallel_work(pipeline, &graph, diagnostics);
     protect_covers_own_work(pipeline, diagnostics);
+    worktree_settings_without_worktree(pipeline, diagnostics);
+    shared_folder_in_own_work(pipeline, diagnostics);
     always_run_upstream(pipeline, diagnostics);
     budgets_without_usage(pipeline, diagnostics);
     unused(pipeline, templates, defaults, main_file, diagnostics);
@@ -531,6 +533,99 @@ fn protect_covers_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
                 ),
             )
             .label("covers the phase's own work"),
+        );
+    }
+}
+
+/// `worktree-include` or `worktree-share` where none of the phases it applies to works in a
+/// worktree: reported once per place it is written (in `defaults` or a template it applies to
+/// many phases, and does something when one of them is isolated).
+fn worktree_settings_without_worktree(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
+    let mut places: Vec<(crate::diagnostics::Span, &str, &str, bool)> = Vec::new();
+    for phase in &pipeline.phases {
+        let isolated = phase.isolation == Isolation::Worktree;
+        for (spans, node) in [
+            (&phase.spans.worktree_include, "worktree-include"),
+            (&phase.spans.worktree_share, "worktree-share"),
+        ] {
+            let Some(&span) = spans.first() else { continue };
+            match places.iter_mut().find(|(s, ..)| *s == span) {
+                Some(place) => place.3 |= isolated,
+                None => places.push((span, node, phase.name.value.as_str(), isolated)),
+            }
+        }
+    }
+    for (span, node, phase, _) in places.into_iter().filter(|place| !place.3) {
+        diagnostics.push(
+            Diagnostic::new(
+                &rules::WORKTREE_SETTING_WITHOUT_WORKTREE,
+                span,
+                format!(
+                    "`{node}` does nothing for phase \"{phase}\": it works in the workspace, not in a git worktree"
+                ),
+            )
+            .label("no worktree to bring this to"),
+        );
+    }
+}
+
+/// A phase's `worktree-share` glob that covers one of its own outputs or part of its own scope:
+/// the first such glob per phase. A shared folder is read only, and a folder matched by the glob
+/// holds everything below it.
+fn shared_folder_in_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
+    for phase in pipeline
+        .phases
+        .iter()
+        .filter(|p| !p.worktree_share.is_empty() && p.isolation == Isolation::Worktree)
+    {
+        let own: Vec<(&str, String)> = phase
+            .outputs
+            .iter()
+            .filter_map(|output| match output {
+                Output::File { path } => Some(("output", path.clone())),
+                Output::Glob { pattern, .. } => Some(("output", pattern.clone())),
+                Output::From { .. } => None,
+            })
+            .chain(phase.scope.iter().map(|glob| ("scope", glob.clone())))
+            .collect();
+        let inside = |glob: &globset::GlobMatcher, path: &str| {
+            let mut folder = path.trim_end_matches('/');
+            while let Some((parent, _)) = folder.rsplit_once('/') {
+                if glob.is_match(parent) {
+                    return true;
+                }
+                folder = parent;
+            }
+            false
+        };
+        let hit = phase
+            .worktree_share
+            .iter()
+            .enumerate()
+            .find_map(|(index, pattern)| {
+                let glob = compile_glob(pattern.trim_end_matches('/'))
+                    .ok()?
+                    .compile_matcher();
+                own.iter()
+                    .find(|(_, claim)| samples(claim).iter().any(|s| inside(&glob, s)))
+                    .map(|(what, claim)| (index, pattern, *what, claim))
+            });
+        let Some((index, pattern, what, claim)) = hit else {
+            continue;
+        };
+        let Some(&span) = phase.spans.worktree_share.get(index) else {
+            continue;
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                &rules::SHARED_FOLDER_IN_OWN_WORK,
+                span,
+                format!(
+                    "phase \"{}\" shares \"{pattern}\" read only, which holds its own {what} \"{claim}\"",
+                    phase.name.value
+                ),
+            )
+            .label("read only for the phase's attempts"),
         );
     }
 }

@@ -723,6 +723,16 @@ impl Compiler<'_> {
             timeout: body.timeout,
             on_failure: body.on_failure.unwrap_or(OnFailure::Stop),
             isolation: body.isolation.as_ref().map(|i| i.value).unwrap_or_default(),
+            worktree_include: body
+                .worktree_include
+                .iter()
+                .map(|s| s.value.clone())
+                .collect(),
+            worktree_share: body
+                .worktree_share
+                .iter()
+                .map(|s| s.value.clone())
+                .collect(),
             escalate: body.escalate,
             env: body.env,
             max_cost: body.max_cost,
@@ -738,6 +748,8 @@ impl Compiler<'_> {
                 scope: body.scope.iter().map(|s| s.span).collect(),
                 protect: body.protect.iter().map(|s| s.span).collect(),
                 isolation: body.isolation.map(|i| i.span),
+                worktree_include: body.worktree_include.iter().map(|s| s.span).collect(),
+                worktree_share: body.worktree_share.iter().map(|s| s.span).collect(),
             },
         })
     }

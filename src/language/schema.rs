@@ -1137,7 +1137,35 @@ pub static NODES: &[NodeSchema] = &[
             "Where the phase's attempts work.",
         )],
         min_args: 1,
-        doc: "Where the phase's attempts work: `shared` in the workspace (the default), or `worktree`, each attempt in a git worktree of its own under the state folder, made from the workspace as the phase's dependencies left it (tracked changes, untracked and ignored files included). The agent, the `run` step, the gates, `scope`, `protect`, `changes` and the verifiers all see the worktree as the workspace. Only a passing attempt's changes (created, modified and deleted files, modes, symlinks) are applied back, a file that another phase changed meanwhile merged line by line; a failed attempt leaves nothing behind. When the changes do not apply (both changed the same lines), the attempt fails with feedback naming the files, and the next attempt starts from the new state. Worktrees are removed afterwards, and a run removes those a killed run left. In `defaults`, the mode of every phase. Needs the workspace to be in a git repository.",
+        doc: "Where the phase's attempts work: `shared` in the workspace (the default), or `worktree`, each attempt in a git worktree of its own under the state folder, made from the workspace as the phase's dependencies left it (tracked files, uncommitted and untracked changes; of the ignored files, those `worktree-include` names and the phase's outputs, and the folders `worktree-share` names, read only). The agent, the `run` step, the gates, `scope`, `protect`, `changes` and the verifiers all see the worktree as the workspace. Only a passing attempt's changes (created, modified and deleted files, modes, symlinks; of the ignored files, only its outputs and `worktree-include` files) are applied back, a file that another phase changed meanwhile merged line by line; a failed attempt leaves nothing behind. When the changes do not apply (both changed the same lines), the attempt fails with feedback naming the files, and the next attempt starts from the new state. Worktrees are removed afterwards, and a run removes those a killed run left. In `defaults`, the mode of every phase. Needs the workspace to be in a git repository.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "worktree-include",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "GLOB",
+            ValueType::Glob,
+            "Ignored files the attempt's worktree gets a copy of.",
+        )],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "With `isolation \"worktree\"`: ignored files (`.gitignore`) each attempt's worktree gets a copy of, made by a copy-on-write clone where the file system offers one (btrfs, XFS), else copied: `.env`, a generated config, test data (`\"data/**\"`). A worktree has the tracked files and the workspace's uncommitted and untracked changes; of the ignored files, only these, the phase's declared outputs and the `worktree-share` folders. A passing attempt's changes to them are applied back. In `defaults`, for every isolated phase.",
+        ..BASE
+    },
+    NodeSchema {
+        name: "worktree-share",
+        contexts: PHASE_LIKE,
+        args: &[arg(
+            "GLOB",
+            ValueType::Glob,
+            "Ignored folders the attempt may only read.",
+        )],
+        min_args: 1,
+        variadic: true,
+        repeatable: true,
+        doc: "With `isolation \"worktree\"`: ignored folders each attempt sees in its worktree without a copy, read only (`\".venv\"`, `\"node_modules\"`, `\"**/node_modules\"`, a package cache). Every process the attempt starts (the agent or `run` step, gate commands, the verifier) sees the folder, and the workspace's own copy, through a read-only bind mount in a mount namespace of its own: a write into either fails, so the workspace's copy cannot change. Where the system offers no unprivileged user namespaces, the folder is copied into the worktree instead (a copy-on-write clone where possible) and an attempt that changed it, or the workspace's copy, fails. In `defaults`, for every isolated phase.",
         ..BASE
     },
     NodeSchema {

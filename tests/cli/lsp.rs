@@ -559,6 +559,23 @@ fn for_each_and_generates_are_completed_and_documented() {
     assert!(client.shut_down().success());
 }
 
+/// `worktree-include` and `worktree-share` are documented on hover, from the schema table.
+#[test]
+fn hover_documents_what_a_worktree_brings() {
+    let mut client = Client::start();
+    let text = "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n    isolation \"worktree\"\n    worktree-include \".env\"\n    worktree-share \".venv\"\n}\n";
+    let uri = client.open("pipeline.kdl", text);
+    for (node, words) in [
+        ("worktree-include", "copy-on-write clone"),
+        ("worktree-share", "read-only bind mount"),
+    ] {
+        let hover = client.hover(&uri, position_of(text, node, 0, 2));
+        let doc = hover["contents"]["value"].as_str().unwrap();
+        assert!(doc.contains(node) && doc.contains(words), "{doc}");
+    }
+    assert!(client.shut_down().success());
+}
+
 /// A document with half-written lines, as while typing.
 const TYPING: &str = r#"pipeline "typing"
 import "lib/agents.kdl"

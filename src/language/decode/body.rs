@@ -37,6 +37,8 @@ pub(crate) struct Body {
     pub timeout: Option<Millis>,
     pub on_failure: Option<OnFailure>,
     pub isolation: Option<Spanned<Isolation>>,
+    pub worktree_include: Vec<Spanned<String>>,
+    pub worktree_share: Vec<Spanned<String>>,
     pub escalate: Option<String>,
     pub env: BTreeMap<String, String>,
     pub max_cost: Option<f64>,
@@ -122,6 +124,8 @@ impl Body {
             timeout,
             on_failure,
             isolation,
+            worktree_include,
+            worktree_share,
             escalate,
             env,
             max_cost,
@@ -156,6 +160,8 @@ impl Body {
         self.outputs.extend(outputs);
         self.scope.extend(scope);
         self.protect.extend(protect);
+        self.worktree_include.extend(worktree_include);
+        self.worktree_share.extend(worktree_share);
         self.gates.extend(gates);
         self.vars.extend(vars);
         self.env.extend(env);
@@ -190,6 +196,8 @@ impl Body {
             timeout,
             on_failure,
             isolation,
+            worktree_include,
+            worktree_share,
             escalate,
             env,
             max_cost,
@@ -218,6 +226,8 @@ impl Body {
         fill(&mut self.max_turns, max_turns.as_ref());
         fill_list(&mut self.scope, scope);
         fill_list(&mut self.protect, protect);
+        fill_list(&mut self.worktree_include, worktree_include);
+        fill_list(&mut self.worktree_share, worktree_share);
         fill_list(&mut self.gates, gates);
         // A phase's and its template's blocks apply over those of `defaults`.
         self.attempts.extend(attempts.iter().cloned());
@@ -311,15 +321,16 @@ impl Decoder<'_> {
                 }
             }
             "always-run" => body.always_run = boolean(child),
-            "scope" | "protect" => {
+            "scope" | "protect" | "worktree-include" | "worktree-share" => {
                 let globs = origin.args(child);
                 for glob in &globs {
                     self.glob(glob);
                 }
-                if child.name().value() == "scope" {
-                    body.scope.extend(globs);
-                } else {
-                    body.protect.extend(globs);
+                match child.name().value() {
+                    "scope" => body.scope.extend(globs),
+                    "protect" => body.protect.extend(globs),
+                    "worktree-include" => body.worktree_include.extend(globs),
+                    _ => body.worktree_share.extend(globs),
                 }
             }
             "gates" => {

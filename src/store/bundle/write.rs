@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{
-    ChangeKind, EVENTS, FILES, FORMAT, FileAfter, FileChange, FileKind, MANIFEST,
-    Manifest, PHASE_DIR, VERSION, hex, leaves, stays_inside,
+    ChangeKind, EVENTS, FILES, FORMAT, FileAfter, FileChange, FileKind, MANIFEST, Manifest,
+    PHASE_DIR, VERSION, hex, leaves, stays_inside,
 };
 use crate::workspace::{Changes, Snapshot};
 
