@@ -243,6 +243,7 @@ pub(crate) fn snapshot_options_excluding(
         protected: ProtectedPaths::new(&phase.protect).ok().flatten(),
         only_protected: false,
         rules,
+        fine_timestamps: false,
     }
 }
 
@@ -252,11 +253,14 @@ pub(crate) fn snapshot_options_excluding(
 pub(crate) async fn take_snapshot(
     run: &Run,
     workspace: &std::path::Path,
-    options: SnapshotOptions,
+    mut options: SnapshotOptions,
     previous: Option<&Snapshot>,
 ) -> std::io::Result<Snapshot> {
-    // The cache is the workspace's: an attempt's worktree keeps its hashes to itself.
+    // The cache is the workspace's: an attempt's worktree keeps its hashes to itself, and its
+    // files, which helixflow wrote and then let settle (see `isolation`), are judged by their
+    // fine timestamps.
     let cached = workspace == run.ctx.pipeline.workspace;
+    options.fine_timestamps = !cached;
     let workspace = workspace.to_path_buf();
     let previous = match previous {
         Some(previous) => Some(previous.clone()),

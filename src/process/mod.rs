@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) mod group;
 pub(crate) mod procfs;
+pub(crate) mod readonly;
 pub(crate) mod shell;
 pub(crate) mod tree;
 pub(crate) mod watchdog;
@@ -420,6 +421,18 @@ fn command_for<'a>(
         // SAFETY: only prctl runs between fork and exec.
         unsafe {
             command.pre_exec(tree::subreaper_in_child);
+        }
+    }
+    // A child started in an attempt's worktree sees its shared folders read only.
+    if let Some(read_only) = readonly::for_folder(&spec.cwd) {
+        let cwd = readonly::c_path(&spec.cwd);
+        // SAFETY: `enter` makes only system calls, on memory allocated before the fork; a
+        // working folder that is no system path fails the start.
+        unsafe {
+            command.pre_exec(move || match &cwd {
+                Ok(cwd) => read_only.enter(cwd),
+                Err(_) => Err(io::Error::from(io::ErrorKind::InvalidInput)),
+            });
         }
     }
     command

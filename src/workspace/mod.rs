@@ -71,6 +71,10 @@ const HELIXFLOW_IGNORE: &str = ".helixflowignore";
 /// when size and times match: 2 s covers the coarsest common timestamp granularity (FAT).
 const RACY_MARGIN_NS: i128 = 2_000_000_000;
 
+/// The margin instead on a file system whose timestamps have nanoseconds
+/// ([`SnapshotOptions::fine_timestamps`]): well above the kernel's clock tick (at most 10 ms).
+pub(crate) const FINE_MARGIN_NS: i128 = 50_000_000;
+
 /// What a file's metadata says of its contents, as the snapshot shortcut compares it: size,
 /// modification time, inode change time and inode number. Every write moves the change time, and
 /// no process can set it back, so a same-size rewrite whose modification time was put back is
@@ -105,6 +109,12 @@ impl FileStat {
     pub(crate) fn unchanged(&self, read_ns: i128, now: &FileStat) -> bool {
         self == now && self.mtime_ns.max(self.ctime_ns) < read_ns - RACY_MARGIN_NS
     }
+}
+
+/// Copies the regular file `from` to the new file `to`, permission bits included, by a
+/// copy-on-write clone where the file system offers one; returns whether it was one.
+pub(crate) fn clone_or_copy(from: &Path, to: &Path) -> io::Result<bool> {
+    os::clone_or_copy(from, to)
 }
 
 /// Now, on the clock the system stamps files with.

@@ -108,8 +108,8 @@ impl Snapshot {
             fs::read_link(&from)
                 .and_then(|link| os::make_symlink(&temp, link.as_os_str().as_encoded_bytes()))
         } else {
-            // `fs::copy` copies the permission bits too.
-            fs::copy(&from, &temp).and_then(|_| {
+            // A clone where the file system offers one; the permission bits come along.
+            os::clone_or_copy(&from, &temp).and_then(|_| {
                 fs::File::options()
                     .write(true)
                     .open(&temp)?

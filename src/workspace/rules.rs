@@ -327,7 +327,7 @@ impl ProtectedPaths {
 
     /// Whether the folder at `folder` (relative, forward slashes, no trailing slash) can hold a
     /// protected file, directly or below.
-    pub(super) fn may_hold(&self, folder: &[u8]) -> bool {
+    pub(crate) fn may_hold(&self, folder: &[u8]) -> bool {
         // Whether `inner` is strictly inside `outer`.
         let inside = |inner: &[u8], outer: &[u8]| {
             outer.is_empty()

@@ -40,6 +40,10 @@ pub struct Snapshot {
     pub(super) raw_names: BTreeMap<String, PathBuf>,
     /// When the walk began, on the clock file timestamps are taken from.
     pub(super) started_ns: i128,
+    /// A file whose inode last changed before this moment may lend its hash to a later snapshot
+    /// when its metadata is unchanged: the walk's start less the racy margin (see
+    /// [`SnapshotOptions::fine_timestamps`]).
+    pub(super) settled_ns: i128,
     /// Files read and hashed by this walk rather than taken from the previous snapshot.
     pub(super) hashed: usize,
     /// The ignore rules it was taken with; `None` for a snapshot not taken from disk.
@@ -111,6 +115,13 @@ pub struct SnapshotOptions {
     /// rather than by the ignore files on disk now: an ignore file added or changed since then
     /// hides nothing.
     pub rules: Option<IgnoreRules>,
+    /// Trust timestamps finer than a second when the files show them: a file that last changed
+    /// more than [`FINE_MARGIN_NS`](super::FINE_MARGIN_NS) (rather than 2 s) before the walk began
+    /// may lend its hash to the next snapshot. Set for an attempt's worktree, whose files
+    /// helixflow wrote itself and then waited that long before the first walk: the margin need
+    /// only exceed the clock's tick, which the 2 s of the coarsest file systems (FAT) far
+    /// exceed. A tree whose timestamps are all whole seconds keeps the 2 s.
+    pub fine_timestamps: bool,
 }
 
 impl Snapshot {
@@ -182,6 +193,7 @@ impl Snapshot {
             dirs: BTreeSet::new(),
             raw_names,
             started_ns: self.started_ns,
+            settled_ns: self.settled_ns,
             hashed: 0,
             rules: None,
         }

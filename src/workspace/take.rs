@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::rules::Outer;
 use super::snapshot::{Entry, Snapshot, SnapshotOptions};
 use super::walk::{self, Exclude, Shared};
-use super::{IgnoreRules, os, with_path};
+use super::{FINE_MARGIN_NS, IgnoreRules, RACY_MARGIN_NS, os, with_path};
 
 impl Snapshot {
     /// Walks `workspace`. `previous`: reuse a file's hash when size and mtime are unchanged (the
@@ -104,6 +104,11 @@ impl Snapshot {
         let mut files = in_path_order(found.into_iter().flatten(), total, previous_files);
         // Two names that are not UTF-8 can read the same; keep one rather than confuse the diff.
         files.dedup_by(|a, b| a.0 == b.0);
+        let fine = options.fine_timestamps
+            && files
+                .iter()
+                .any(|(_, entry)| entry.ctime_ns % 1_000_000_000 != 0);
+        snapshot.settled_ns = started_ns - if fine { FINE_MARGIN_NS } else { RACY_MARGIN_NS };
         snapshot.files = files;
         Ok(snapshot)
     }

@@ -49,7 +49,8 @@ fn gates(test: &Test, phase: &str, attempt: u32) -> Value {
 /// An agent that waits until the other phase has started too (both worktrees exist), then edits
 /// its line of `shared.txt` (committed, changed since) and of `notes.txt` (never committed): `a`
 /// the first line, `b` the last, each adding its name. It also checks
-/// that its worktree holds the workspace's uncommitted, untracked and ignored files.
+/// that its worktree holds the workspace's uncommitted and untracked files, and the ignored ones
+/// `worktree-include` names.
 const DIFFERENT_LINES: &str = r#"
 import os, pathlib, sys, time
 phase = sys.argv[1]
@@ -105,6 +106,7 @@ agent "py" {
 }
 defaults {
     isolation "worktree"
+    worktree-include "*.log"
     retries 0
 }
 phase "a" {
@@ -707,4 +709,221 @@ phase "c" {
     let inside = Test::new().pipeline(pipeline);
     git_repo(inside.path());
     assert_eq!(lint(&inside), [("HF107".to_owned(), 10)]);
+}
+
+/// What an isolated attempt brings of the ignored files: `worktree-include` names `local.env` and
+/// `cache/**`, not `big/`. The step checks its worktree, changes the included file, adds to the
+/// included folder, writes its ignored output (a stale one is in the workspace) and a file in an
+/// ignored folder nothing names.
+const BRINGS: &str = r#"
+import pathlib
+assert pathlib.Path("local.env").read_text() == "A=1\n"
+assert pathlib.Path("cache/x.bin").read_bytes() == b"\x00cache"
+assert not pathlib.Path("big").exists(), "an ignored folder nothing names was brought"
+pathlib.Path("local.env").write_text("A=2\n")
+pathlib.Path("cache/new.bin").write_bytes(b"new")
+pathlib.Path("out").mkdir(exist_ok=True)
+pathlib.Path("out/result.txt").write_text("new\n")
+pathlib.Path("big").mkdir()
+pathlib.Path("big/made-by-the-attempt").write_text("junk\n")
+"#;
+
+#[test]
+fn worktree_include_brings_only_the_named_ignored_files_and_their_changes_come_back() {
+    let test = Test::new()
+        .file(".gitignore", "*.env\ncache/\nbig/\nout/\n")
+        .file("brings.py", BRINGS)
+        .pipeline(
+            r#"pipeline "p"
+phase "a" {
+    isolation "worktree"
+    worktree-include "local.env" "cache/**"
+    run "python3 brings.py"
+    outputs {
+        file "out/result.txt"
+    }
+    retries 0
+}
+"#,
+        );
+    git_repo(test.path());
+    std::fs::write(test.path().join("local.env"), "A=1\n").unwrap();
+    std::fs::create_dir_all(test.path().join("cache")).unwrap();
+    std::fs::write(test.path().join("cache/x.bin"), b"\x00cache").unwrap();
+    std::fs::create_dir_all(test.path().join("big")).unwrap();
+    std::fs::write(test.path().join("big/blob"), vec![7u8; 1 << 20]).unwrap();
+    std::fs::create_dir_all(test.path().join("out")).unwrap();
+    std::fs::write(test.path().join("out/result.txt"), "stale\n").unwrap();
+
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+
+    assert_eq!(test.read("local.env"), "A=2\n");
+    assert_eq!(test.read("cache/new.bin"), "new");
+    assert_eq!(test.read("out/result.txt"), "new\n");
+    assert!(!test.path().join("big/made-by-the-attempt").exists());
+    assert_eq!(
+        std::fs::read(test.path().join("big/blob")).unwrap().len(),
+        1 << 20
+    );
+    no_worktree_left(&test);
+}
+
+/// A `.venv` shared by three isolated phases: one reads it (its step, and a gate command), one
+/// writes into it through the worktree, one through the workspace's own path.
+const SHARING: &str = r#"pipeline "p" {
+    max-parallel 1
+}
+defaults {
+    isolation "worktree"
+    worktree-share ".venv"
+    retries 0
+    on-failure "continue"
+}
+phase "reads" {
+    run "test \"$(cat .venv/lib/pkg.py)\" = 'VALUE = 1'"
+    gates {
+        command "grep -q VALUE .venv/lib/pkg.py" name="gate-reads"
+    }
+}
+phase "writes" {
+    run "echo 'VALUE = 2' > .venv/lib/pkg.py"
+}
+phase "writes-by-path" {
+    run "echo 'VALUE = 3' > \"$WORKSPACE/.venv/lib/pkg.py\"; touch \"$WORKSPACE/.venv/new\""
+}
+"#;
+
+fn sharing_project() -> Test {
+    let test = Test::new().file(".gitignore", ".venv/\n").pipeline(SHARING);
+    git_repo(test.path());
+    std::fs::create_dir_all(test.path().join(".venv/lib")).unwrap();
+    std::fs::write(test.path().join(".venv/lib/pkg.py"), "VALUE = 1").unwrap();
+    test
+}
+
+/// Whether the run said it copied the shared folders (no read-only mounts on this system).
+fn copied_shares(out: &common::Outcome) -> bool {
+    out.stderr.contains("are copied into each worktree")
+}
+
+#[test]
+fn worktree_share_is_read_only_for_every_process_of_the_attempt() {
+    let test = sharing_project();
+    let workspace = test.path().canonicalize().unwrap();
+    let out = test
+        .with_args(&["run", "--no-progress"])
+        .env("WORKSPACE", workspace.to_str().unwrap())
+        .run()
+        .code(1);
+    let phases = |name: &str| run_phase(test.path(), name)["status"].clone();
+    assert_eq!(phases("reads"), "passed", "{}", out.stderr);
+    assert_eq!(phases("writes"), "failed");
+    assert_eq!(phases("writes-by-path"), "failed");
+    if copied_shares(&out) {
+        // No read-only mounts here: the copy took the write, the workspace's own path did not.
+        eprintln!("read-only mounts are not available here: checked the copies instead");
+        assert_eq!(test.read(".venv/lib/pkg.py"), "VALUE = 3");
+    } else {
+        let stderr = std::fs::read_to_string(
+            latest_run(test.path()).join("phases/writes/attempt-1/stderr.log"),
+        )
+        .unwrap();
+        assert!(stderr.contains("Read-only file system"), "{stderr}");
+        assert_eq!(test.read(".venv/lib/pkg.py"), "VALUE = 1");
+        assert!(!test.path().join(".venv/new").exists());
+    }
+    // The mounts were the children's own: none is left in helixflow's namespace or this one.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(workspace.to_str().unwrap()), "{mounts}");
+    no_worktree_left(&test);
+}
+
+#[test]
+fn without_read_only_mounts_a_shared_folder_is_copied_and_a_change_fails_the_attempt() {
+    let test = sharing_project();
+    let workspace = test.path().canonicalize().unwrap();
+    let out = test
+        .with_args(&["run", "--no-progress"])
+        .env("WORKSPACE", workspace.to_str().unwrap())
+        .env("HELIXFLOW_SHARE_BY_COPY", "1")
+        .run()
+        .code(1);
+    assert!(copied_shares(&out), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("are copied into each worktree").count(),
+        1
+    );
+    let phases = |name: &str| run_phase(test.path(), name)["status"].clone();
+    assert_eq!(phases("reads"), "passed", "{}", out.stderr);
+    assert_eq!(phases("writes"), "failed");
+    // The copy took the write: the workspace's folder is as it was, and the attempt failed for it.
+    let report = gates(&test, "writes", 1);
+    let isolation = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "isolation")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(isolation["status"], "failed");
+    assert!(
+        isolation["details"]
+            .to_string()
+            .contains(".venv/lib/pkg.py"),
+        "{isolation}"
+    );
+    // Through its own path the workspace's folder can be written: the attempt fails for it all
+    // the same.
+    assert_eq!(phases("writes-by-path"), "failed");
+    let report = gates(&test, "writes-by-path", 1).to_string();
+    assert!(report.contains(".venv/new"), "{report}");
+    no_worktree_left(&test);
+}
+
+/// Under an unprivileged user (as users run it), the read-only mounts come from a user namespace
+/// of the child's own. Run when the tests run as root, with `setpriv` to drop to `nobody`.
+#[test]
+fn an_unprivileged_user_gets_read_only_shares_too() {
+    // SAFETY: a plain system call without arguments.
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    {
+        eprintln!("needs root and setpriv to run helixflow as another user");
+        return;
+    }
+    let test = sharing_project();
+    let status = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(test.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The folder above the test's is root's: let `nobody` in.
+    let parent_mode = std::fs::metadata(test.path()).unwrap().permissions().mode();
+    std::fs::set_permissions(
+        test.path(),
+        std::fs::Permissions::from_mode(parent_mode | 0o755),
+    )
+    .unwrap();
+    let workspace = test.path().canonicalize().unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress"])
+        .current_dir(test.path())
+        .env("HOME", test.path())
+        .env("WORKSPACE", &workspace)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    if stderr.contains("are copied into each worktree") {
+        eprintln!("no unprivileged user namespaces here: {stderr}");
+        return;
+    }
+    let phases = |name: &str| run_phase(test.path(), name)["status"].clone();
+    assert_eq!(phases("reads"), "passed", "{stderr}");
+    assert_eq!(phases("writes"), "failed");
+    assert_eq!(phases("writes-by-path"), "failed");
+    assert_eq!(test.read(".venv/lib/pkg.py"), "VALUE = 1");
+    assert!(!test.path().join(".venv/new").exists());
 }

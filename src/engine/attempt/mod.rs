@@ -658,6 +658,16 @@ async fn apply_back(a: &Attempt<'_>, worktree: &Worktree) -> Result<GateReport, 
             details.extend(files.iter().map(|f| format!("`{f}`")));
             (GateStatus::Failed, details)
         }
+        Applied::SharedChanged(files) => {
+            let mut details = vec![
+                "your work changed a folder that `worktree-share` shares read only (or the workspace's own copy of it): nothing was applied. Leave shared folders as they are; a phase that must change one brings it with `worktree-include` instead.".to_owned(),
+            ];
+            details.extend(files.iter().take(20).map(|f| format!("`{f}`")));
+            if files.len() > 20 {
+                details.push(format!("and {} more", files.len() - 20));
+            }
+            (GateStatus::Failed, details)
+        }
     };
     let report = GateReport {
         name: "isolation".into(),

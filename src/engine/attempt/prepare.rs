@@ -13,6 +13,7 @@ use crate::agent::prompt::{PromptContext, render_argv, render_prompt};
 use crate::agent::prompt_file::PromptFile;
 use crate::engine::context::{snapshot_options, take_snapshot};
 use crate::engine::control;
+use crate::engine::isolation::Worktree;
 use crate::model::{Agent, Phase, VerifyMode, Worker};
 use crate::process::ChildSpec;
 use crate::process::watchdog;
@@ -101,8 +102,10 @@ pub(super) async fn snapshot_before(a: &Attempt<'_>) -> std::io::Result<Option<A
     let before = if tracked {
         a.step(crate::event::Step::Snapshot);
         let options = snapshot_options(&a.run.ctx, a.phase, keep_contents, None);
+        // A worktree's files are as its first snapshot read them: nothing is read again.
+        let made = a.worktree.as_ref().map(Worktree::made);
         Some(Arc::new(
-            take_snapshot(a.run, a.workspace(), options, None).await?,
+            take_snapshot(a.run, a.workspace(), options, made).await?,
         ))
     } else {
         None

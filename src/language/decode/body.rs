@@ -324,7 +324,11 @@ impl Decoder<'_> {
             "scope" | "protect" | "worktree-include" | "worktree-share" => {
                 let globs = origin.args(child);
                 for glob in &globs {
-                    self.glob(glob);
+                    if child.name().value() == "worktree-share" {
+                        self.folder_glob(glob);
+                    } else {
+                        self.glob(glob);
+                    }
                 }
                 match child.name().value() {
                     "scope" => body.scope.extend(globs),

@@ -195,6 +195,16 @@ impl Decoder<'_> {
     /// item placeholder of a `for-each` phase stands for one plain name here (its value is
     /// escaped when the item's phase is made).
     pub(crate) fn glob(&mut self, value: &Spanned<String>) {
+        self.check_glob(value, true);
+    }
+
+    /// Checks a glob of folders (`worktree-share`): as [`Decoder::glob`], but naming a folder is
+    /// what it is for.
+    pub(crate) fn folder_glob(&mut self, value: &Spanned<String>) {
+        self.check_glob(value, false);
+    }
+
+    fn check_glob(&mut self, value: &Spanned<String>, of_files: bool) {
         let neutral;
         let value = if crate::language::item::uses_item(&value.value) {
             neutral = Spanned::new(
@@ -241,7 +251,10 @@ impl Decoder<'_> {
                 );
             }
             self.report(d);
-        } else if let Some((folder, why)) = self.names_a_folder(&value.value) {
+        } else if let Some((folder, why)) = of_files
+            .then(|| self.names_a_folder(&value.value))
+            .flatten()
+        {
             let every_file = format!("{folder}/**");
             let mut d = Diagnostic::new(
                 &rules::FOLDER_GLOB,

@@ -12,10 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::rules::{Matchers, Outer};
 use super::snapshot::{Entry, Kind, NEW};
-use super::{
-    FileState, IgnoreRules, ProtectedPaths, RACY_MARGIN_NS, Snapshot, changed_underfoot, os,
-    with_path,
-};
+use super::{FileState, IgnoreRules, ProtectedPaths, Snapshot, changed_underfoot, os, with_path};
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -281,8 +278,7 @@ impl<'s> Recorder<'s> {
         let Some(previous) = self.shared.previous else {
             return false;
         };
-        let settled =
-            entry.state.mtime_ns.max(entry.ctime_ns) < previous.started_ns - RACY_MARGIN_NS;
+        let settled = entry.state.mtime_ns.max(entry.ctime_ns) < previous.settled_ns;
         let same = old.readable
             && old.kind == entry.kind
             && old.state.size == entry.state.size
