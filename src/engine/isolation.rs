@@ -201,28 +201,7 @@ impl Worktree {
             Some(share) => find(workspace, share, true, &brings.excluded)?,
             None => Vec::new(),
         };
-        let under_shared = |path: &str| shared_folders.iter().any(|folder| within(path, folder));
-        let mut copied = HashMap::new();
-        for (path, present) in differences(workspace, &prefix)? {
-            if under_shared(&path) {
-                continue;
-            }
-            if present {
-                copy_in(workspace, &inside, &path, &mut copied)?;
-            } else {
-                remove_file(&inside.join(&path))?;
-            }
-        }
-        let brought = ProtectedPaths::new(&brings.include).map_err(io::Error::other)?;
-        if let Some(brought) = &brought {
-            for path in find(workspace, brought, false, &brings.excluded)? {
-                let absent = std::fs::symlink_metadata(inside.join(&path))
-                    .is_err_and(|e| e.kind() == io::ErrorKind::NotFound);
-                if absent && !under_shared(&path) {
-                    copy_in(workspace, &inside, &path, &mut copied)?;
-                }
-            }
-        }
+        let copied = bring_in(workspace, &inside, &prefix, brings, &shared_folders)?;
         let shared = share_folders(workspace, &root, &inside, &shared_folders, mount)?;
         let mut seen = brings.include.clone();
         seen.extend(brings.outputs.iter().cloned());
@@ -432,6 +411,55 @@ fn differences(workspace: &Path, prefix: &str) -> io::Result<Vec<(String, bool)>
         found.push((path.to_owned(), present));
     }
     Ok(found)
+}
+
+/// Makes the worktree's folder `inside` like the workspace: the files git lists as changed
+/// copied over or removed, and the ignored files `worktree-include` names copied; never the state
+/// folder, the run's report files or the shared folders. Returns what was copied, with the bytes
+/// of each small enough to be a merge base.
+fn bring_in(
+    workspace: &Path,
+    inside: &Path,
+    prefix: &str,
+    brings: &Brings,
+    shared_folders: &[String],
+) -> io::Result<HashMap<String, Option<Vec<u8>>>> {
+    let left_out: Vec<String> = brings
+        .excluded
+        .iter()
+        .filter_map(|e| {
+            let rel = if e.is_absolute() {
+                e.strip_prefix(workspace).ok()?
+            } else {
+                e.as_path()
+            };
+            rel.to_str().map(|r| r.trim_end_matches('/').to_owned())
+        })
+        .filter(|rel| !rel.is_empty())
+        .chain(shared_folders.iter().cloned())
+        .collect();
+    let left_out = |path: &str| left_out.iter().any(|folder| within(path, folder));
+    let mut copied = HashMap::new();
+    for (path, present) in differences(workspace, prefix)? {
+        if left_out(&path) {
+            continue;
+        }
+        if present {
+            copy_in(workspace, inside, &path, &mut copied)?;
+        } else {
+            remove_file(&inside.join(&path))?;
+        }
+    }
+    if let Some(brought) = ProtectedPaths::new(&brings.include).map_err(io::Error::other)? {
+        for path in find(workspace, &brought, false, &brings.excluded)? {
+            let absent = std::fs::symlink_metadata(inside.join(&path))
+                .is_err_and(|e| e.kind() == io::ErrorKind::NotFound);
+            if absent && !left_out(&path) {
+                copy_in(workspace, inside, &path, &mut copied)?;
+            }
+        }
+    }
+    Ok(copied)
 }
 
 /// Copies the file or symlink `path` from the workspace into the worktree (a copy-on-write clone
