@@ -470,12 +470,16 @@ fn dropped(run: &super::context::Run, of: &str, phases: &[Phase]) -> Vec<String>
         .into_iter()
         .filter(|name| !current.contains(name.as_str()))
         .collect();
-    for name in &gone {
-        if let Err(e) = run.ctx.records.remove(name) {
-            run.emit(crate::event::Event::Warning {
-                message: format!("cannot remove the record of the dropped item \"{name}\": {e}"),
-            });
-        }
+    let names: Vec<&str> = gone.iter().map(String::as_str).collect();
+    if !names.is_empty()
+        && let Err(e) = run.ctx.records.remove_before_start(&names, &[])
+    {
+        run.emit(crate::event::Event::Warning {
+            message: format!(
+                "cannot remove the records of the dropped items {}: {e}",
+                crate::text::name_list(&names, 5)
+            ),
+        });
     }
     gone
 }

@@ -287,15 +287,24 @@ async fn finish(
 /// Puts back the guarded parts of the repository and removes the records of passed phases that
 /// something other than helixflow changed since the last attempt looked (a `run` step, whose
 /// attempts do not look at the records, or a process an agent left behind), each with a warning:
-/// neither outlives the run.
+/// neither outlives the run. The records written since the scheduler's last turn are synced.
 async fn sweep(run: &Arc<Run>) {
     let (repository, records) = (run.ctx.repository.clone(), run.ctx.records.clone());
-    let (repository, records) = tokio::task::spawn_blocking(move || {
+    let (repository, records, committed) = tokio::task::spawn_blocking(move || {
         let now = std::time::Instant::now();
-        (repository.changed_since(now), records.changed_since(now))
+        let changed = records.changed_since(now);
+        // The records removed ahead of phases that did not start, and the passes since the
+        // scheduler's last turn.
+        let committed = records.commit();
+        (repository.changed_since(now), changed, committed)
     })
     .await
-    .unwrap_or_default();
+    .unwrap_or_else(|_| (Vec::new(), Vec::new(), Ok(())));
+    if let Err(e) = committed {
+        run.emit(Event::Warning {
+            message: format!("cannot sync the records of the phases that passed: {e}"),
+        });
+    }
     if !repository.is_empty() {
         run.emit(Event::Warning {
             message: format!(

@@ -16,7 +16,12 @@ use super::fingerprint;
 use super::plan::{self, PhasePlan, Reason};
 use crate::event::{CancelReason, Event, PhaseStatus};
 use crate::graph::PhaseGraph;
-use crate::model::{OnFailure, PhaseId};
+use crate::model::{OnFailure, PhaseId, Worker};
+
+/// How many `run` steps ready to start may have their records removed ahead of their start, in
+/// the sync of the phases that start now. A helixflow killed outright loses at most these records
+/// of phases that did not start (they run again next time); otherwise they are put back.
+const AHEAD: usize = 32;
 
 /// Starts phases as their dependencies pass, at most `max_parallel` at once. Returns whether any
 /// phase did not pass.
@@ -49,12 +54,18 @@ pub(super) async fn schedule(
                 continue;
             }
         };
-        if let Some(Ok((i, result))) = joined {
-            scheduler.finished(i, result);
-        } else {
-            // A phase task panicked: a bug in helixflow. Stop cleanly rather than hang.
-            run.state.cancel.cancel(CancelReason::Internal);
-            scheduler.any_failed = true;
+        // Every phase that has ended by now is taken in this turn, so that the next phases
+        // start after one sync of the records for all of them.
+        let mut joined = joined;
+        while let Some(result) = joined {
+            if let Ok((i, result)) = result {
+                scheduler.finished(i, result);
+            } else {
+                // A phase task panicked: a bug in helixflow. Stop cleanly rather than hang.
+                run.state.cancel.cancel(CancelReason::Internal);
+                scheduler.any_failed = true;
+            }
+            joined = running.try_join_next();
         }
     }
     scheduler.any_failed
@@ -176,6 +187,7 @@ impl<'r> Scheduler<'r> {
     fn pass(&mut self, running: &mut JoinSet<(usize, PhaseResult)>) -> bool {
         let waiting = std::mem::take(&mut self.waiting);
         let mut changed = false;
+        let mut starting = Vec::new();
         for &i in &waiting {
             if let Some(reason) = self.why_skipped(i) {
                 self.skip(i, reason);
@@ -196,28 +208,32 @@ impl<'r> Scheduler<'r> {
                 changed = true;
                 continue;
             }
-            if running.len() < self.max_parallel && self.group_has_room(i) {
-                self.start(i, running);
+            if running.len() + starting.len() < self.max_parallel && self.group_has_room(i) {
+                self.start(i, &mut starting);
             }
         }
         let mut waiting = waiting;
         waiting.append(&mut self.waiting);
+        self.remove_records(&starting, &waiting);
+        for i in starting {
+            let (run, id) = (self.run.clone(), PhaseId::from_table(i));
+            running.spawn(async move { (i, run_and_record(run, id).await) });
+        }
         self.waiting = waiting;
         self.waiting
             .retain(|&i| !self.started[i] && self.state[i].is_none());
         changed
     }
 
-    /// Starts phase `i`.
-    fn start(&mut self, i: usize, running: &mut JoinSet<(usize, PhaseResult)>) {
+    /// Phase `i` starts once its record is removed: it joins `starting`.
+    fn start(&mut self, i: usize, starting: &mut Vec<usize>) {
         self.started[i] = true;
         let id = PhaseId::from_table(i);
         self.ran.insert(self.run.phase(id).name.value.clone());
         if let Some(group) = self.group_of[i].and_then(|g| self.groups.get_mut(&g)) {
             group.running += 1;
         }
-        let run = self.run.clone();
-        running.spawn(async move { (i, run_and_record(run, id).await) });
+        starting.push(i);
     }
 
     /// Whether the `for-each` phase of item `i` lets one more of its items start.
@@ -263,6 +279,50 @@ impl<'r> Scheduler<'r> {
             reasons: vec![Reason::UpstreamRuns { phases: ran }.to_string()],
         });
         true
+    }
+
+    /// The records of the phases about to start go first, durably, in one sync with the records
+    /// of the passes since the last turn: a phase that does not pass again, or whose helixflow is
+    /// killed or loses power while it runs, is not up to date afterwards. The same sync removes
+    /// the records of up to [`AHEAD`] `run` steps of `waiting` that are ready to start, set aside
+    /// until they do (and put back when the run ends without starting them): a chain of quick
+    /// steps pays one sync per [`AHEAD`] steps, not one each.
+    fn remove_records(&self, starting: &[usize], waiting: &[usize]) {
+        let records = &self.run.ctx.records;
+        let name = |i: usize| self.run.phase(PhaseId::from_table(i)).name.value.as_str();
+        let fresh: Vec<&str> = starting
+            .iter()
+            .map(|&i| name(i))
+            .filter(|n| !records.is_aside(n))
+            .collect();
+        if !fresh.is_empty() {
+            let ahead: Vec<&str> = waiting
+                .iter()
+                .filter(|&&i| {
+                    !self.started[i]
+                        && self.state[i].is_none()
+                        && matches!(
+                            self.run.phase(PhaseId::from_table(i)).worker,
+                            Worker::Run(_)
+                        )
+                        && self.dependencies[i].iter().all(|&d| done(self.state[d]))
+                })
+                .map(|&i| name(i))
+                .filter(|n| !records.is_aside(n))
+                .take(AHEAD)
+                .collect();
+            if let Err(e) = records.remove_before_start(&fresh, &ahead) {
+                self.run.emit(Event::Warning {
+                    message: format!(
+                        "cannot remove the records of {} before they start: {e}",
+                        crate::text::name_list(&fresh, 5)
+                    ),
+                });
+            }
+        }
+        for &i in starting {
+            records.started(name(i));
+        }
     }
 
     /// Why phase `i` will not run: a dependency did not pass, the run stopped, or (an item) the
@@ -662,16 +722,10 @@ fn done(status: Option<PhaseStatus>) -> bool {
     matches!(status, Some(PhaseStatus::Passed | PhaseStatus::UpToDate))
 }
 
-/// Runs a phase: its record goes before it starts (a phase that does not pass again, or whose
-/// helixflow is killed while it runs, is not up to date afterwards), and a new one is written
-/// once it passed, before the scheduler hears of it.
+/// Runs a phase whose record the scheduler removed, and writes a new one once it passed, before
+/// the scheduler hears of it (synced with the next turn's removals, or when the run ends).
 async fn run_and_record(run: Arc<Run>, id: PhaseId) -> PhaseResult {
     let name = run.phase(id).name.value.clone();
-    if let Err(e) = run.ctx.records.remove(&name) {
-        run.emit(Event::Warning {
-            message: format!("cannot remove the record of \"{name}\": {e}"),
-        });
-    }
     let result = run_phase(run.clone(), id).await;
     if result.status == PhaseStatus::Passed {
         let recording = run.clone();

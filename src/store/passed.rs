@@ -3,10 +3,18 @@
 //! workspace now (see `engine::plan`).
 //!
 //! The record is the only proof that a phase passed, so it is written only after the phase
-//! passed, and atomically: a new file is written and synced beside the old one, renamed over it,
-//! and the folder synced. A phase's record is removed (and the removal synced) before the phase
-//! starts again, so a helixflow killed at any moment leaves either the complete record of a phase
-//! that passed or none: never a partial one, never one of a phase that did not pass.
+//! passed, and atomically: a new file is written beside the old one and renamed over it. A
+//! phase's record is removed, and the removal synced, before the phase starts again
+//! ([`Records::remove_before_start`]), so a helixflow killed at any moment, or a machine that
+//! loses power, leaves either the complete record of a phase that passed or none: never a
+//! partial one, never one of a phase that did not pass.
+//!
+//! Records of passes are synced in groups ([`Records::commit`]): every record written since the
+//! last commit has its contents written out, then the folder is synced once, when the scheduler next starts
+//! phases (with their removals) and when the run ends. A record that a power cut catches before
+//! its commit is lost, or left empty, zero-filled or cut short: none of these parses as a record,
+//! so its phase runs again, which costs time but never trusts work that did not pass. SIGKILL
+//! loses nothing: what was written is in the kernel's cache.
 //!
 //! A record is a file in the state folder, which the run's agents can write like any other. Within
 //! a run, [`Records`] knows every record file as it left it (its inode, size and modification and
@@ -14,7 +22,7 @@
 //! not leave so is found, removed and told ([`Records::changed_since`]). What a record cannot
 //! prove is said in the README ("Up to date: never pay twice").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -117,6 +125,11 @@ struct Known {
     files: BTreeMap<OsString, Identity>,
     /// Each record found changed by something else, with when it was found.
     found: Vec<(Instant, String)>,
+    /// The records written since the last commit, whose contents and names are not yet synced.
+    pending: BTreeSet<OsString>,
+    /// Records removed ahead of their phase's start, with their contents, to put back should the
+    /// phase not start after all ([`Records::commit`]).
+    aside: BTreeMap<OsString, Vec<u8>>,
 }
 
 /// What a file's metadata says of its identity: a write changes the change time, which no
@@ -147,6 +160,8 @@ impl Records {
         let known = Known {
             files: listing(&dir),
             found: Vec::new(),
+            pending: BTreeSet::new(),
+            aside: BTreeMap::new(),
         };
         Records {
             dir,
@@ -210,24 +225,28 @@ impl Records {
             .filter(|r| r.version == RECORD_VERSION && r.phase == phase))
     }
 
-    /// Writes a record atomically: the old record or the new one is on the disk at every moment,
-    /// and the new one is there for good when this returns.
+    /// Writes a record atomically: the old record or the new one is in the folder at every
+    /// moment. It is on the disk for good once [`Records::commit`] returns.
     pub(crate) fn write(&self, record: &PhaseRecord) -> io::Result<()> {
-        // Held until the new record is known: a check meanwhile must not take it for a forgery.
-        let mut known = self.known();
-        fs::create_dir_all(&self.dir)?;
-        let path = self.path(&record.phase);
-        let tmp = self.dir.join(format!(
-            ".{}.{}.tmp",
-            folder_name(&record.phase),
-            std::process::id()
-        ));
         let mut bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         bytes.push(b'\n');
+        // Held until the new record is known: a check meanwhile must not take it for a forgery.
+        let mut known = self.known();
+        let name = file_name(&record.phase);
+        known.aside.remove(&name);
+        self.write_bytes(&mut known, name, &bytes)
+    }
+
+    /// Writes the record file `name` through a temporary file and a rename, uncommitted.
+    fn write_bytes(&self, known: &mut Known, name: OsString, bytes: &[u8]) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let path = self.dir.join(&name);
+        let mut tmp = OsString::from(".");
+        tmp.push(&name);
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = self.dir.join(tmp);
         let written = (|| {
-            let mut file = File::create(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
+            File::create(&tmp)?.write_all(bytes)?;
             fs::rename(&tmp, &path)
         })();
         if written.is_err() {
@@ -235,11 +254,10 @@ impl Records {
         }
         written?;
         if let Ok(meta) = fs::symlink_metadata(&path) {
-            known
-                .files
-                .insert(file_name(&record.phase), Identity::of(&meta));
+            known.files.insert(name.clone(), Identity::of(&meta));
         }
-        sync_dir(&self.dir)
+        known.pending.insert(name);
+        Ok(())
     }
 
     /// The phases whose records name them items of the `for-each` phase `of` (`of[KEY]`).
@@ -269,16 +287,110 @@ impl Records {
         names
     }
 
-    /// Removes a phase's record before it runs again, for good when this returns.
-    pub(crate) fn remove(&self, phase: &str) -> io::Result<()> {
+    /// Removes the records of phases about to start, and makes the removals durable together
+    /// with every record written since the last commit: one sync of the folder for all of them.
+    /// When this returns, none of these phases can look up to date should helixflow be killed
+    /// or the machine lose power while they run.
+    ///
+    /// The records of `ahead` (phases expected to start soon) are removed in the same sync and
+    /// set aside: [`Records::started`] drops one when its phase starts, and
+    /// [`Records::commit`] writes back those whose phase did not start. A helixflow killed
+    /// meanwhile loses them: those phases then run again, though they may have been up to date.
+    pub(crate) fn remove_before_start(&self, phases: &[&str], ahead: &[&str]) -> io::Result<()> {
         let mut known = self.known();
-        known.files.remove(&file_name(phase));
-        match fs::remove_file(self.path(phase)) {
-            Ok(()) => sync_dir(&self.dir),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
+        let mut removed = false;
+        let mut first_error = None;
+        for (phase, keep) in phases
+            .iter()
+            .map(|p| (p, false))
+            .chain(ahead.iter().map(|p| (p, true)))
+        {
+            let name = file_name(phase);
+            // Set aside already: gone for good when its phase starts, kept when it is ahead again.
+            if known.aside.contains_key(&name) {
+                if !keep {
+                    known.aside.remove(&name);
+                }
+                continue;
+            }
+            let path = self.dir.join(&name);
+            let kept = if keep { fs::read(&path).ok() } else { None };
+            known.files.remove(&name);
+            known.pending.remove(&name);
+            match fs::remove_file(&path) {
+                Ok(()) => removed = true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            }
+            if let Some(bytes) = kept {
+                known.aside.insert(name, bytes);
+            }
+        }
+        let committed = self.commit_locked(&mut known, removed);
+        first_error.map_or(committed, Err)
+    }
+
+    /// Whether a phase's record was removed ahead of its start and is still set aside.
+    pub(crate) fn is_aside(&self, phase: &str) -> bool {
+        self.known().aside.contains_key(&file_name(phase))
+    }
+
+    /// A phase whose record was set aside started: its record is gone for good.
+    pub(crate) fn started(&self, phase: &str) {
+        self.known().aside.remove(&file_name(phase));
+    }
+
+    /// Makes every record written since the last commit durable (its contents, then the folder
+    /// once), having written back the records set aside whose phase did not start.
+    pub(crate) fn commit(&self) -> io::Result<()> {
+        let mut known = self.known();
+        let aside = std::mem::take(&mut known.aside);
+        let mut result = Ok(());
+        for (name, bytes) in aside {
+            let written = self.write_bytes(&mut known, name, &bytes);
+            if result.is_ok() {
+                result = written;
+            }
+        }
+        result.and(self.commit_locked(&mut known, false))
+    }
+
+    fn commit_locked(&self, known: &mut Known, removed: bool) -> io::Result<()> {
+        if known.pending.is_empty() && !removed {
+            return Ok(());
+        }
+        let mut result = Ok(());
+        for name in std::mem::take(&mut known.pending) {
+            match File::open(self.dir.join(&name)).and_then(|f| write_out(&f)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound && result.is_ok() => result = Err(e),
+                _ => {}
+            }
+        }
+        result.and(sync_dir(&self.dir))
+    }
+}
+
+/// Writes a record's contents to the disk ahead of the folder's sync. On Linux the pages are
+/// written and waited for without a journal commit of their own (`sync_file_range`): the
+/// folder's sync that follows commits every record of the group at once (on ext4 and XFS, the
+/// blocks written here with it). Where that does not make the contents durable, a power cut
+/// leaves a record empty or zero-filled, which reads as none. Elsewhere, `fdatasync`.
+fn write_out(file: &File) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: a plain system call on a descriptor `file` owns for the call's duration.
+        if unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) } == 0 {
+            return Ok(());
         }
     }
+    file.sync_data()
 }
 
 /// The name of a phase's record file.
@@ -335,42 +447,109 @@ mod tests {
         /// Write a record with this number.
         Write(usize, u8),
         /// Remove the record.
-        Remove(usize),
+        /// Remove the record before its phase starts, and the other one's ahead of its start.
+        Remove(usize, usize),
+        /// A phase whose record was set aside starts.
+        Started(usize),
         /// A writer killed before its rename: a partial temporary file, no rename.
         KilledWrite(usize, u8, usize),
         /// A record file cut short by a broken disk: never produced by `write`, read as none.
         Truncated(usize, usize),
+        /// The records written since the last commit.
+        Commit,
+        /// The power fails: each record written since the last commit is on the disk as written,
+        /// or gone, or empty, or zero-filled, or cut short (its name renamed in, its contents
+        /// not yet written). Committed records and removals stay as they were.
+        PowerLoss(Vec<(u8, usize)>),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0usize..3, 1u8..20).prop_map(|(p, n)| Op::Write(p, n)),
-            (0usize..3).prop_map(Op::Remove),
+            (0usize..3, 0usize..3).prop_map(|(p, q)| Op::Remove(p, q)),
+            (0usize..3).prop_map(Op::Started),
             (0usize..3, 1u8..20, 0usize..400).prop_map(|(p, n, cut)| Op::KilledWrite(p, n, cut)),
             (0usize..3, 0usize..200).prop_map(|(p, cut)| Op::Truncated(p, cut)),
+            Just(Op::Commit),
+            proptest::collection::vec((0u8..5, 0usize..400), 3).prop_map(Op::PowerLoss),
         ]
+    }
+
+    /// What a power cut leaves of a record written but not committed: `how` chooses among the
+    /// outcomes `Op::PowerLoss` lists. Returns whether the record is still whole.
+    fn power_cut(path: &Path, how: u8, cut: usize) -> bool {
+        let Ok(bytes) = fs::read(path) else {
+            return false;
+        };
+        match how {
+            0 => return true,
+            1 => fs::remove_file(path).unwrap(),
+            2 => fs::write(path, b"").unwrap(),
+            3 => fs::write(path, vec![0u8; bytes.len()]).unwrap(),
+            _ if cut < bytes.len() => fs::write(path, &bytes[..cut]).unwrap(),
+            _ => return true,
+        }
+        false
     }
 
     const PHASES: [&str; 3] = ["build", "a/b c", "tests"];
 
     proptest! {
-        /// Whatever sequence of writes, removals and killed writes, reading gives exactly the
-        /// last record written and not removed since, or none: never a partial one.
+        /// Whatever sequence of writes, removals before a start, commits, killed writes and
+        /// power cuts, reading gives exactly the last record written and not removed since, or
+        /// none: never a partial one, never one removed before its phase started.
         #[test]
         fn reads_give_the_last_complete_write(ops in proptest::collection::vec(op(), 1..40)) {
             let dir = tempfile::tempdir().unwrap();
-            let records = Records::new(dir.path());
+            let mut records = Records::new(dir.path());
             let mut model: [Option<PhaseRecord>; 3] = [None, None, None];
+            // Which phases' records were written since the last commit.
+            let mut uncommitted = [false; 3];
+            // The records set aside ahead of a start, as they were.
+            let mut aside: [Option<Option<PhaseRecord>>; 3] = [None, None, None];
             for op in ops {
                 match op {
                     Op::Write(p, n) => {
                         let r = record(PHASES[p], n);
                         records.write(&r).unwrap();
                         model[p] = Some(r);
+                        uncommitted[p] = true;
+                        aside[p] = None;
                     }
-                    Op::Remove(p) => {
-                        records.remove(PHASES[p]).unwrap();
+                    Op::Remove(p, q) => {
+                        // Removals commit every record written before them.
+                        records.remove_before_start(&[PHASES[p]], &[PHASES[q]]).unwrap();
+                        aside[p] = None;
                         model[p] = None;
+                        if q != p && aside[q].is_none() {
+                            aside[q] = Some(model[q].take());
+                        }
+                        uncommitted = [false; 3];
+                    }
+                    Op::Started(p) => {
+                        records.started(PHASES[p]);
+                        aside[p] = None;
+                    }
+                    Op::Commit => {
+                        records.commit().unwrap();
+                        for (p, kept) in aside.iter_mut().enumerate() {
+                            if let Some(kept) = kept.take() {
+                                model[p] = kept;
+                            }
+                        }
+                        uncommitted = [false; 3];
+                    }
+                    Op::PowerLoss(cuts) => {
+                        for (p, (how, cut)) in cuts.into_iter().enumerate() {
+                            if uncommitted[p] && !power_cut(&records.path(PHASES[p]), how, cut) {
+                                model[p] = None;
+                            }
+                        }
+                        // A new process: it knows the folder as it finds it; what was set
+                        // aside is lost.
+                        uncommitted = [false; 3];
+                        aside = [None, None, None];
+                        records = Records::new(dir.path());
                     }
                     Op::KilledWrite(p, n, cut) => {
                         fs::create_dir_all(dir.path().join(FOLDER)).unwrap();
@@ -408,7 +587,7 @@ mod tests {
         let started = Instant::now();
         // Written and removed by helixflow: nothing to tell.
         records.write(&record("build", 2)).unwrap();
-        records.remove("tests").unwrap();
+        records.remove_before_start(&["tests"], &[]).unwrap();
         assert!(records.changed_since(started).is_empty());
 
         // Another process rewrites one record and removes another; files that are not records

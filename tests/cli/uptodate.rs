@@ -623,3 +623,122 @@ fn a_record_a_run_step_writes_does_not_outlive_the_run() {
     let (phases, reasons) = will_run(&test);
     assert_eq!(phases, names(&["a", "b"]), "{reasons}");
 }
+
+/// Six independent `run` steps, one at a time: each notes its call, sleeps `SLEEP` seconds and
+/// writes its output.
+fn run_steps() -> Test {
+    let mut pipeline = String::from("pipeline \"p\" {\n    max-parallel 1\n}\n");
+    for n in 1..=6 {
+        pipeline.push_str(&format!(
+            "phase \"s{n}\" {{\n    run \"echo s{n} >> calls.log; sleep ${{SLEEP:-0}}; echo {n} > out/s{n}.txt\"\n    outputs {{ file \"out/s{n}.txt\" }}\n}}\n"
+        ));
+    }
+    Test::new().file("out/.keep", "").pipeline(&pipeline)
+}
+
+/// The records of the run steps, by phase, with the run each names.
+fn step_records(test: &Test) -> std::collections::BTreeMap<String, String> {
+    (1..=6)
+        .filter_map(|n| {
+            let text =
+                std::fs::read_to_string(test.path().join(format!(".helixflow/passed/s{n}.json")))
+                    .ok()?;
+            let record: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("a partial record of s{n} ({e}): {text}"));
+            Some((
+                format!("s{n}"),
+                record["run-id"].as_str().unwrap().to_owned(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_during_forced_run_steps_leaves_records_only_of_passes() {
+    // Records of quick steps are removed ahead of their start, several in one sync: a kill at any
+    // moment still leaves only records of passes, each the one of its last pass.
+    for delay_ms in [0u64, 80, 200, 350, 500] {
+        let test = run_steps();
+        test.with_args(&["run", "--no-progress"]).run().code(0);
+        let first = step_records(&test);
+        assert_eq!(first.len(), 6);
+        take_calls(&test);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+            .args(["run", "--no-progress", "--force"])
+            .current_dir(test.path())
+            .env("SLEEP", "0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let started: BTreeSet<String> = set(&take_calls(&test))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let passed = journalled_passes(test.path());
+        let records = step_records(&test);
+        for (phase, run) in &records {
+            // A phase that started in the killed run has a record only when it passed there.
+            if started.contains(phase) {
+                assert!(
+                    passed.contains(phase) && *run != first[phase],
+                    "killed after {delay_ms} ms: {phase} started, did not pass, has a record of {run}"
+                );
+            } else {
+                assert_eq!(run, &first[phase], "killed after {delay_ms} ms");
+            }
+        }
+        // The next run runs exactly the phases without a record.
+        test.with_args(&["run", "--no-progress"]).run().code(0);
+        let rerun: BTreeSet<String> = set(&take_calls(&test))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let missing: BTreeSet<String> = (1..=6)
+            .map(|n| format!("s{n}"))
+            .filter(|p| !records.contains_key(p))
+            .collect();
+        assert_eq!(rerun, missing, "killed after {delay_ms} ms");
+    }
+}
+
+#[test]
+fn an_interrupted_forced_run_keeps_the_records_of_the_steps_it_did_not_start() {
+    let test = run_steps();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let first = step_records(&test);
+    take_calls(&test);
+    let child = Command::new(env!("CARGO_BIN_EXE_helixflow"))
+        .args(["run", "--no-progress", "--force"])
+        .current_dir(test.path())
+        .env("SLEEP", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first step is under way, the others waiting, their records set aside.
+    let log = test.path().join("calls.log");
+    while !log.exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let started = take_calls(&test);
+    assert_eq!(started, ["s1"]);
+    let records = step_records(&test);
+    let kept: Vec<&String> = records.keys().collect();
+    assert_eq!(kept, ["s2", "s3", "s4", "s5", "s6"]);
+    for (phase, run) in &records {
+        assert_eq!(run, &first[phase]);
+    }
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(take_calls(&test), ["s1"]);
+}
