@@ -299,12 +299,13 @@ impl<'r> Scheduler<'r> {
             let ahead: Vec<&str> = waiting
                 .iter()
                 .filter(|&&i| {
+                    let phase = self.run.phase(PhaseId::from_table(i));
+                    // A `for-each` phase never starts itself (its items do): a record of it set
+                    // aside would come back at the end of the run, whatever its items did.
                     !self.started[i]
                         && self.state[i].is_none()
-                        && matches!(
-                            self.run.phase(PhaseId::from_table(i)).worker,
-                            Worker::Run(_)
-                        )
+                        && matches!(phase.worker, Worker::Run(_))
+                        && phase.for_each.is_none()
                         && self.dependencies[i].iter().all(|&d| done(self.state[d]))
                 })
                 .map(|&i| name(i))

@@ -603,3 +603,43 @@ phase "write" {
     assert!(feedback.contains("pkg/b/mod.txt"), "{feedback}");
     assert!(!feedback.contains("pkg/a/mod.txt"), "{feedback}");
 }
+
+/// A `for-each` phase of `run` steps whose item fails is not up to date afterwards, though it
+/// passed before: its record is never set aside with the records of `run` steps removed ahead of
+/// their start (which come back at the end of the run when their phase did not start).
+#[test]
+fn a_for_each_phase_whose_item_failed_is_not_up_to_date_after_the_run() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "first" { run "true"; }
+phase "x" {
+    for-each "a" "b"
+    run "test ! -e fail-{{ item.key }}"
+    retries 0
+    on-failure "continue"
+}
+phase "after" {
+    depends-on "x"
+    run "true"
+}
+"#,
+    );
+    test.with_args(&["run", "--no-progress", "pipeline.kdl"])
+        .run()
+        .code(0);
+    std::fs::write(test.path().join("fail-b"), "").unwrap();
+    test.with_args(&["run", "--no-progress", "--force", "pipeline.kdl"])
+        .run()
+        .code(1);
+    let status = test.with_args(&["status", "pipeline.kdl"]).run().code(0);
+    assert!(
+        !status.stdout.contains("x: up to date") && status.stdout.contains("x[b]"),
+        "{}",
+        status.stdout
+    );
+    let after = test
+        .with_args(&["run", "--no-progress", "pipeline.kdl"])
+        .run()
+        .code(1);
+    assert!(after.stderr.contains("[x[b]]"), "{}", after.stderr);
+}
