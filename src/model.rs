@@ -1073,6 +1073,19 @@ pub enum MadeBy {
 }
 
 impl Phase {
+    /// The phase with no `fix` on its command gates: for a check that proves what is there and
+    /// repairs nothing (`helixflow check`, the MCP server's `verify`).
+    #[must_use]
+    pub fn without_fixes(&self) -> Phase {
+        let mut phase = self.clone();
+        for gate in &mut phase.gates {
+            if let GateKind::Command { fix, .. } = &mut gate.kind {
+                *fix = None;
+            }
+        }
+        phase
+    }
+
     /// The item this phase was made for, when it is an item of a `for-each` phase.
     pub fn item(&self) -> Option<&Item> {
         match &self.made_by {

@@ -106,6 +106,37 @@ pub(crate) fn checked_pipeline(
     }
 }
 
+/// Why a pipeline read without printing its findings cannot be used.
+pub(crate) enum Unusable {
+    /// It has errors (`lint` lists them).
+    Errors,
+    /// It cannot be read, or its workspace cannot be used.
+    Other(String),
+}
+
+/// The pipeline at `path`, compiled without printing anything (for the Stop hooks and the MCP
+/// server, whose channels are the agent's), its workspace made absolute.
+pub(crate) fn quiet_pipeline(
+    path: &Path,
+    imports: &ImportArgs,
+) -> Result<crate::model::Pipeline, Unusable> {
+    let input = read(path, None).map_err(Unusable::Other)?;
+    let compilation = compile(&input, imports);
+    if compilation.has_errors() {
+        return Err(Unusable::Errors);
+    }
+    let mut pipeline = compilation
+        .pipeline
+        .ok_or_else(|| Unusable::Other("the pipeline could not be compiled".to_owned()))?;
+    pipeline.workspace = std::fs::canonicalize(&pipeline.workspace).map_err(|e| {
+        Unusable::Other(format!(
+            "the workspace {} cannot be used: {e}",
+            pipeline.workspace.display()
+        ))
+    })?;
+    Ok(pipeline)
+}
+
 /// A checked pipeline to run or check: its workspace made absolute (children run in it and get
 /// paths into the state folder), and its warnings reported.
 pub(crate) fn runnable_pipeline(

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use super::failure::{Failure, Outcome};
 use super::input;
 use crate::event::GateStatus;
-use crate::model::{GateKind, Phase, Pipeline};
+use crate::model::{Phase, Pipeline};
 use crate::process::Cancel;
 
 /// Arguments of `helixflow mcp`.
@@ -191,35 +191,15 @@ impl ServerHandler for Server {
 /// The pipeline to work on, checked, its workspace absolute.
 fn pipeline(file: Option<PathBuf>) -> Result<(PathBuf, Pipeline), String> {
     let path = super::pipeline_path(file)?;
-    let read = input::read(&path, None)?;
-    let compilation = input::compile(&read, &super::imports::ImportArgs::READ_ONLY);
-    if compilation.has_errors() {
-        return Err(format!(
-            "{} has errors: the `lint` tool lists them",
-            path.display()
-        ));
-    }
-    let mut pipeline = compilation
-        .pipeline
-        .ok_or("the pipeline could not be compiled")?;
-    pipeline.workspace = std::fs::canonicalize(&pipeline.workspace).map_err(|e| {
-        format!(
-            "the workspace {} cannot be used: {e}",
-            pipeline.workspace.display()
-        )
-    })?;
+    let pipeline = input::quiet_pipeline(&path, &super::imports::ImportArgs::READ_ONLY).map_err(
+        |unusable| match unusable {
+            input::Unusable::Errors => {
+                format!("{} has errors: the `lint` tool lists them", path.display())
+            }
+            input::Unusable::Other(message) => message,
+        },
+    )?;
     Ok((path, pipeline))
-}
-
-/// The phase with no `fix` on its command gates: the server changes nothing.
-fn without_fixes(phase: &Phase) -> Phase {
-    let mut phase = phase.clone();
-    for gate in &mut phase.gates {
-        if let GateKind::Command { fix, .. } = &mut gate.kind {
-            *fix = None;
-        }
-    }
-    phase
 }
 
 /// The phase asked for, else the one chosen with `helixflow hook use`, else the only one.
@@ -251,7 +231,7 @@ fn pick_phase(pipeline: &Pipeline, wanted: Option<String>) -> Result<Phase, Stri
 
 async fn verify(file: Option<PathBuf>, phase: Option<String>) -> Result<String, String> {
     let (_, pipeline) = pipeline(file)?;
-    let phase = without_fixes(&pick_phase(&pipeline, phase)?);
+    let phase = pick_phase(&pipeline, phase)?.without_fixes();
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let start = crate::store::hooks::start(&state_dir, &phase.name.value);
     let logs = state_dir.join("verify");

@@ -170,7 +170,7 @@ impl Checker {
             return;
         }
         let snapshot = tally.now.as_ref().expect("taken above");
-        let checked = without_fixes(phase);
+        let checked = phase.without_fixes();
         let gates = self.judge(&name, &checked, snapshot, &logs, events).await;
         if checked
             .gates
@@ -350,15 +350,4 @@ fn broken(
     });
     tally.any_failed = true;
     tally.broken = Some(reason);
-}
-
-/// The phase with no `fix` on its command gates.
-fn without_fixes(phase: &Phase) -> Phase {
-    let mut phase = phase.clone();
-    for gate in &mut phase.gates {
-        if let GateKind::Command { fix, .. } = &mut gate.kind {
-            *fix = None;
-        }
-    }
-    phase
 }

@@ -75,24 +75,13 @@ pub fn compile(path: &Path, text: &str, loader: &dyn Loader, options: Options) -
     let mut sources = Sources::new();
     let mut diagnostics = Diagnostics::default();
     let file = sources.add(path, text);
-    let mut compiler = Compiler {
+    let mut compiler = Compiler::new(
+        path,
         loader,
         options,
-        diagnostics: &mut diagnostics,
-        sources: &mut sources,
-        agents: BTreeMap::new(),
-        templates: BTreeMap::new(),
-        imports: Vec::new(),
-        stack: vec![normalize(Path::new(""), path)],
-        root: path.to_owned(),
-        remote_files: HashMap::new(),
-        origins: HashMap::new(),
-        provenance: RemoteDefinitions::default(),
-        generated: None,
-        allowance: Allowance::default(),
-        syntax: HashMap::new(),
-        uses: UsesCache::default(),
-    };
+        (&mut diagnostics, &mut sources),
+        None,
+    );
     let pipeline = compiler.main(path, file, text);
     let remote = std::mem::take(&mut compiler.provenance);
     Compilation {
@@ -127,24 +116,13 @@ pub(crate) fn compile_generated(
     let mut sources = Sources::new();
     let mut diagnostics = Diagnostics::default();
     let file = sources.add(path, text);
-    let mut compiler = Compiler {
+    let mut compiler = Compiler::new(
+        path,
         loader,
-        options: Options::default(),
-        diagnostics: &mut diagnostics,
-        sources: &mut sources,
-        agents: BTreeMap::new(),
-        templates: BTreeMap::new(),
-        imports: Vec::new(),
-        stack: vec![normalize(Path::new(""), path)],
-        root: path.to_owned(),
-        remote_files: HashMap::new(),
-        origins: HashMap::new(),
-        provenance: RemoteDefinitions::default(),
-        allowance: Allowance::default(),
-        syntax: HashMap::new(),
-        uses: UsesCache::default(),
-        generated: Some((generated, None)),
-    };
+        Options::default(),
+        (&mut diagnostics, &mut sources),
+        Some(generated),
+    );
     let pipeline = compiler.main(path, file, text);
     let generated_file = compiler.generated.and_then(|(_, file)| file);
     let diagnostics = diagnostics
@@ -197,6 +175,37 @@ pub(super) struct Compiler<'c> {
     /// Whether each prompt file's template syntax is valid, and what each uses: checked once.
     syntax: HashMap<FileId, bool>,
     uses: UsesCache,
+}
+
+impl<'c> Compiler<'c> {
+    /// A compiler of the pipeline file `path` (with a planner's file of phases, `generated`),
+    /// its findings and files collected in `diagnostics` and `sources`.
+    fn new(
+        path: &Path,
+        loader: &'c dyn Loader,
+        options: Options,
+        (diagnostics, sources): (&'c mut Diagnostics, &'c mut Sources),
+        generated: Option<GeneratedFile<'c>>,
+    ) -> Self {
+        Compiler {
+            loader,
+            options,
+            diagnostics,
+            sources,
+            agents: BTreeMap::new(),
+            templates: BTreeMap::new(),
+            imports: Vec::new(),
+            stack: vec![normalize(Path::new(""), path)],
+            root: path.to_owned(),
+            remote_files: HashMap::new(),
+            origins: HashMap::new(),
+            provenance: RemoteDefinitions::default(),
+            generated: generated.map(|file| (file, None)),
+            allowance: Allowance::default(),
+            syntax: HashMap::new(),
+            uses: UsesCache::default(),
+        }
+    }
 }
 
 impl Compiler<'_> {

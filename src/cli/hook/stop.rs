@@ -154,26 +154,15 @@ fn pipeline_file(args: &StopArgs, payload: &Payload) -> Result<PathBuf, String> 
 
 /// The pipeline, checked, with its workspace absolute.
 fn load(path: &Path) -> Result<Pipeline, String> {
-    let input = crate::cli::input::read(path, None)?;
-    let compilation =
-        crate::cli::input::compile(&input, &crate::cli::imports::ImportArgs::default());
-    if compilation.has_errors() {
-        return Err(format!(
+    let imports = crate::cli::imports::ImportArgs::default();
+    crate::cli::input::quiet_pipeline(path, &imports).map_err(|unusable| match unusable {
+        crate::cli::input::Unusable::Errors => format!(
             "{} has errors (`helixflow lint {}` lists them)",
             path.display(),
             path.display()
-        ));
-    }
-    let mut pipeline = compilation
-        .pipeline
-        .ok_or("the pipeline could not be compiled")?;
-    pipeline.workspace = std::fs::canonicalize(&pipeline.workspace).map_err(|e| {
-        format!(
-            "the workspace {} cannot be used: {e}",
-            pipeline.workspace.display()
-        )
-    })?;
-    Ok(pipeline)
+        ),
+        crate::cli::input::Unusable::Other(message) => message,
+    })
 }
 
 /// The phase to judge: `--phase`, else the one chosen, else the only one.
