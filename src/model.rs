@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::diagnostics::Span;
 use crate::redact::Redactor;
@@ -32,6 +32,14 @@ impl<T: Serialize> Serialize for Spanned<T> {
     }
 }
 
+/// Read back from its bare value (a compiled pipeline kept in the state folder): the place it was
+/// written is not kept, and nothing after compiling points at it.
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Spanned<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(|value| Spanned::new(value, Span::default()))
+    }
+}
+
 impl<T: JsonSchema> JsonSchema for Spanned<T> {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         T::schema_name()
@@ -47,7 +55,9 @@ impl<T: JsonSchema> JsonSchema for Spanned<T> {
 }
 
 /// A duration, kept as whole milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Millis(pub u64);
 
@@ -59,13 +69,13 @@ impl Millis {
 }
 
 /// A whole pipeline, with imports, templates and defaults applied.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct Pipeline {
     /// The pipeline's name.
     pub name: String,
     /// Shown in reports.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The file this pipeline was read from.
     pub file: PathBuf,
@@ -74,10 +84,10 @@ pub struct Pipeline {
     /// Phases running at once.
     pub max_parallel: u32,
     /// Retries shared by all phases of one run; none means unlimited.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_budget: Option<u32>,
     /// Limit for the whole run, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,
     /// Where runs and state are kept, relative to the workspace.
     pub state_dir: PathBuf,
@@ -92,15 +102,15 @@ pub struct Pipeline {
     /// Phases in file order.
     pub phases: Vec<Phase>,
     /// The most the run may spend, in US dollars: no attempt starts once it is spent.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
     /// What a budget does when an attempt's cost is unknown.
     pub unknown_cost: UnknownCost,
     /// US dollars per million tokens, by model, for agents that report tokens but no dollars.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
     /// The agents and templates imported from git repositories, and where each came from.
-    #[serde(skip_serializing_if = "RemoteDefinitions::is_empty")]
+    #[serde(default, skip_serializing_if = "RemoteDefinitions::is_empty")]
     pub remote: RemoteDefinitions,
 }
 
@@ -124,7 +134,7 @@ impl std::fmt::Display for RemoteOrigin {
 }
 
 /// The agents and templates imported from git repositories, by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RemoteDefinitions {
     /// Agents, by name.
     pub agents: BTreeMap<String, RemoteOrigin>,
@@ -140,7 +150,7 @@ impl RemoteDefinitions {
 }
 
 /// What a `max-cost` budget does when the cost of an attempt is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum UnknownCost {
     /// No new attempt starts: the budget cannot be held.
@@ -151,20 +161,20 @@ pub enum UnknownCost {
 }
 
 /// A model's prices, in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct Price {
     /// Per million input tokens not read from a cache.
     pub input: f64,
     /// Per million input tokens read from a cache (default: the input price).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input: Option<f64>,
     /// Per million output tokens.
     pub output: f64,
 }
 
 /// Where an agent's output reports what it used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum UsageFormat {
     /// Claude Code's final `result` event (`stream-json` or `json`): dollars, tokens, turns.
@@ -211,48 +221,48 @@ impl UsageFormat {
 }
 
 /// How an agent's usage is read: the format, and for `json` and `regex` where each value is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct UsageSpec {
     /// Where the output reports usage.
     pub format: UsageFormat,
     /// The cost in US dollars (`json`: a dotted key; `regex`: a pattern).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<String>,
     /// Input tokens, cached ones included.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<String>,
     /// Input tokens read from a cache.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<String>,
     /// Output tokens.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<String>,
     /// Turns taken.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<String>,
     /// The model priced when the output does not name one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
 
 /// What marks an agent's failed run as transient (tried again after a wait, without spending
 /// retries) or fatal (not tried again): exit codes, and regexes over its reported error, its
 /// standard error and the end of its standard output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "kebab-case")]
 pub struct FailureMarkers {
     /// Exit codes of a transient failure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transient_exit: Vec<i32>,
     /// Patterns of a transient failure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transient_pattern: Vec<String>,
     /// Exit codes of a fatal failure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fatal_exit: Vec<i32>,
     /// Patterns of a fatal failure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fatal_pattern: Vec<String>,
 }
 
@@ -366,7 +376,7 @@ impl std::ops::Index<PhaseId> for Pipeline {
 }
 
 /// How the agent's final response is taken from its standard output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResponseFormat {
     /// All of standard output.
@@ -415,7 +425,7 @@ impl ResponseFormat {
 }
 
 /// How helixflow learns the id of the session an agent's CLI chose or confirmed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SessionCapture {
     /// The first JSON line of standard output with a top-level string field of this name.
@@ -425,7 +435,7 @@ pub enum SessionCapture {
 }
 
 /// A command-line agent.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct Agent {
     /// The agent's name.
@@ -435,57 +445,57 @@ pub struct Agent {
     /// argv with `{{ … }}` placeholders inside single arguments.
     pub command: Vec<String>,
     /// argv for retries.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Vec<String>>,
     /// Whether the prompt goes to standard input.
     pub stdin: bool,
     /// How the response is extracted.
     pub response: ResponseFormat,
     /// A regex the transcript must match.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
     /// Tool calls that must have succeeded, by tool name (empty: any tool); `None` when not asked.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_tools: Option<Vec<String>>,
     /// How the session id the CLI reports is read from its output.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionCapture>,
     /// Globs of files the agent keeps for itself (histories, caches): `scope` and `changes`
     /// ignore them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bookkeeping: Vec<String>,
     /// A regex over the agent's final response by which it declares that nothing needed
     /// changing: an attempt that changed nothing then passes a `changes` gate, when every other
     /// gate of the phase passes.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_change: Option<String>,
     /// The option the CLI takes a turn limit with (`--max-turns`): a phase's `max-turns N` is
     /// passed as this option and `N` after the rest of the argv.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns_option: Option<String>,
     /// Wall-clock limit per run of the agent, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,
     /// Longest time without output, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
     pub idle_timeout: Option<Millis>,
     /// How the usage the agent reports is read; `None`: its cost is unknown (unless `cost_usd`
     /// declares it).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageSpec>,
     /// What each run of the agent costs, in US dollars, whatever its output reports: `0` for a
     /// script, a local model or a flat-rate plan. `None`: the cost is what `usage` reads.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
     /// What marks a failure as transient or fatal.
-    #[serde(skip_serializing_if = "FailureMarkers::is_empty")]
+    #[serde(default, skip_serializing_if = "FailureMarkers::is_empty")]
     pub failures: FailureMarkers,
     /// Environment added for this agent.
     pub env: BTreeMap<String, String>,
 }
 
 /// A phase's prompt.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Prompt {
     /// Written in the pipeline.
@@ -510,7 +520,7 @@ impl Prompt {
 }
 
 /// One expected output.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Output {
     /// One file.
@@ -535,7 +545,7 @@ pub enum Output {
 }
 
 /// One declared input of a phase.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Input {
     /// One file (absent is a state too).
@@ -551,7 +561,9 @@ pub enum Input {
 }
 
 /// How a phase's work is verified.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum VerifyMode {
     /// The agent runs `helixflow verify` and must leave a passing receipt.
@@ -564,7 +576,7 @@ pub enum VerifyMode {
 }
 
 /// The kind of a gate and its settings.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum GateKind {
     /// Every output (or every file matching the globs) parses.
@@ -577,13 +589,13 @@ pub enum GateKind {
         /// Run with `sh -c`.
         run: String,
         /// Limit in milliseconds.
-        #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
         timeout: Option<Millis>,
         /// Working directory relative to the workspace.
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
         /// Run once when the command fails, before checking again.
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         fix: Option<String>,
     },
     /// A regex matches the response or files.
@@ -629,13 +641,13 @@ pub enum GateKind {
     /// A person approved.
     Approval {
         /// The question asked.
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
     },
 }
 
 /// One check of a phase's work.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct Gate {
     /// Name used in reports (default: the kind).
@@ -649,7 +661,7 @@ pub struct Gate {
 }
 
 /// What happens when a phase finally fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnFailure {
     /// Start no new phases.
@@ -660,7 +672,7 @@ pub enum OnFailure {
 }
 
 /// Where a phase's attempts work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Isolation {
     /// In the workspace itself.
@@ -671,7 +683,7 @@ pub enum Isolation {
 }
 
 /// Who does a phase's work.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Worker {
     /// An agent, by name.
@@ -681,25 +693,25 @@ pub enum Worker {
 }
 
 /// One unit of work.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct Phase {
     /// The phase's name.
     pub name: Spanned<String>,
     /// The template it was made from.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
     /// Shown in reports and the prompt.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Who does the work.
     pub worker: Worker,
     /// The prompt template.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<Prompt>,
     /// The templates the prompt includes, imports or extends, by the name it uses (a path relative
     /// to the workspace), read when the pipeline was compiled, as the prompt file itself is.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prompt_includes: BTreeMap<String, std::sync::Arc<str>>,
     /// Extra prompt variables (template parameters included).
     pub vars: BTreeMap<String, String>,
@@ -708,10 +720,10 @@ pub struct Phase {
     /// Expected files.
     pub outputs: Vec<Output>,
     /// Files the work depends on; `None`: the outputs of its dependencies and its prompt file.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Vec<Input>>,
     /// Never up to date: runs in every run.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_run: bool,
     /// The only files this phase may change.
     pub scope: Vec<String>,
@@ -724,61 +736,61 @@ pub struct Phase {
     /// Verify modes in the order they run.
     pub verify: Vec<VerifyMode>,
     /// The verifier agent for `sub-agent` mode.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<Spanned<String>>,
     /// Extra instructions for the verifier.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier_prompt: Option<Prompt>,
     /// Retries after the first attempt.
     pub retries: u32,
     /// Wait before each retry, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
     pub backoff: Option<Millis>,
     /// Limit per attempt, in milliseconds (overrides the agent's).
-    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,
     /// What a final failure does to the run.
     pub on_failure: OnFailure,
     /// Where the attempts work.
-    #[serde(skip_serializing_if = "is_shared")]
+    #[serde(default, skip_serializing_if = "is_shared")]
     pub isolation: Isolation,
     /// Ignored files an isolated attempt's worktree gets a copy of (globs).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worktree_include: Vec<String>,
     /// Ignored folders an isolated attempt sees read only, without a copy (globs).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worktree_share: Vec<String>,
     /// Run when the phase finally fails.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate: Option<String>,
     /// The most this phase's attempts may spend, in US dollars.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
     /// Tries after a transient failure, which spend neither `retries` nor the `retry-budget`.
     pub transient_retries: u32,
     /// The most turns one attempt's agent may take.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
     /// Longest time without output per attempt, in milliseconds, overriding the agent's: set by
     /// an `attempt` block only.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
     pub idle_timeout: Option<Millis>,
     /// Environment added for this phase.
     pub env: BTreeMap<String, String>,
     /// Settings for some attempts of the work (`attempt N { … }`), from `defaults`, the template
     /// and the phase, in that order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<AttemptBlock>,
     /// `for-each`: the phase is a template, made at run time into one phase per item.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_each: Option<ForEach>,
     /// `generates PATH`: the phase writes a KDL file of `phase` nodes that join the run once it
     /// passed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generates: Option<String>,
     /// What made this phase at run time: the item of a `for-each` phase, or the phase whose
     /// `generates` file declared it. `None` for a phase of the pipeline file.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]
     pub made_by: Option<MadeBy>,
     /// Where some settings were written, for diagnostics.
@@ -826,6 +838,50 @@ impl Serialize for AttemptRange {
     }
 }
 
+impl std::str::FromStr for AttemptRange {
+    type Err = String;
+
+    /// Reads a range as written: `2`, `"3.."`, `"2..4"`; the reason when it cannot be read.
+    fn from_str(text: &str) -> Result<AttemptRange, String> {
+    let number = |part: &str| -> Result<u32, String> {
+        let part = part.trim();
+        match part.parse::<u32>() {
+            Ok(0) => Err("attempts count from 1".to_owned()),
+            Ok(n) => Ok(n),
+            Err(_) => Err(format!("`{part}` is not an attempt number")),
+        }
+    };
+    let Some((first, last)) = text.split_once("..") else {
+        let n = number(text)?;
+        return Ok(AttemptRange {
+            first: n,
+            last: Some(n),
+        });
+    };
+    let first = number(first)?;
+    if last.trim().is_empty() {
+        return Ok(AttemptRange { first, last: None });
+    }
+    let last = number(last)?;
+    if last < first {
+        return Err(format!(
+            "the range ends ({last}) before it starts ({first})"
+        ));
+    }
+    Ok(AttemptRange {
+        first,
+        last: Some(last),
+    })
+}
+}
+
+impl<'de> Deserialize<'de> for AttemptRange {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl JsonSchema for AttemptRange {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "AttemptRange".into()
@@ -841,7 +897,7 @@ impl JsonSchema for AttemptRange {
 }
 
 /// Where an `attempt` block was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlockOrigin {
     /// In `defaults`: for every phase.
@@ -853,7 +909,7 @@ pub enum BlockOrigin {
 }
 
 /// An `attempt` block: settings for some attempts of a phase's work, over the phase's own.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct AttemptBlock {
     /// The attempts it covers.
@@ -861,37 +917,37 @@ pub struct AttemptBlock {
     /// Where it was written.
     pub from: BlockOrigin,
     /// The agent of these attempts.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<Spanned<String>>,
     /// Their prompt template.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<Prompt>,
     /// The templates that prompt includes, by name.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prompt_includes: BTreeMap<String, std::sync::Arc<str>>,
     /// Prompt variables added to the phase's.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, String>,
     /// The most turns each of these attempts may take.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
     /// Limit per attempt, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
     pub timeout: Option<Millis>,
     /// Longest time without output, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
     pub idle_timeout: Option<Millis>,
     /// Environment added to the phase's.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// The verifier of these attempts, in `sub-agent` mode.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<Spanned<String>>,
     /// Extra instructions for that verifier.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier_prompt: Option<Prompt>,
     /// Wait before each of these attempts, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
     pub backoff: Option<Millis>,
 }
 
@@ -1003,7 +1059,7 @@ impl Phase {
 }
 
 /// Where the items of a `for-each` phase come from, and how many of them run.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ForEach {
     /// The items.
@@ -1011,7 +1067,7 @@ pub struct ForEach {
     /// More items than this fail the phase before any item starts.
     pub max_items: u32,
     /// At most this many items of the phase at once (the run's limit still applies).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
 }
 
@@ -1019,7 +1075,7 @@ pub struct ForEach {
 pub const DEFAULT_MAX_ITEMS: u32 = 100;
 
 /// Where the items of a `for-each` phase come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum ItemSource {
     /// A JSON array of objects or strings, read when the phase becomes ready.
@@ -1027,7 +1083,7 @@ pub enum ItemSource {
         /// The file, relative to the workspace.
         path: String,
         /// The field of each object that is its key (strings are their own key).
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         key: Option<String>,
     },
     /// One item per matching file (`path`, `stem`, `name`, `dir`); the key is the path.
@@ -1043,7 +1099,7 @@ pub enum ItemSource {
 }
 
 /// One item of a `for-each` phase, as its phase was made from it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Item {
     /// Its key: unique among the items, part of the phase's name (`migrate[KEY]`).
@@ -1055,7 +1111,7 @@ pub struct Item {
 }
 
 /// What made a phase at run time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum MadeBy {
     /// An item of the `for-each` phase `of`.

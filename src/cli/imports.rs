@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::diagnostics::{Diagnostic, Span, rules};
+use crate::language::loader::{Answer, Recording};
 use crate::language::{self, Compilation, Options};
 use crate::remote::{self, Change, Network, Outcome, Policy, Resolver, Update};
 
@@ -52,8 +53,21 @@ pub(crate) fn compile(
     options: Options,
     args: &ImportArgs,
 ) -> Compilation {
+    compile_recorded(path, text, from_stdin, options, args).0
+}
+
+/// [`compile`], with every question the compilation asked the file system and the remote
+/// imports, and its answer (what the compiled pipeline's cache is keyed by).
+pub(crate) fn compile_recorded(
+    path: &Path,
+    text: &str,
+    from_stdin: bool,
+    options: Options,
+    args: &ImportArgs,
+) -> (Compilation, Vec<Answer>) {
     let resolver = Resolver::new(path, args.policy(Update::Nothing));
-    let mut compilation = language::compile(path, text, &resolver, options);
+    let recording = Recording::new(&resolver);
+    let mut compilation = language::compile(path, text, &recording, options);
     let outcome = resolver.outcome();
     if let Some(changes) = settled(&outcome, &compilation) {
         if args.locked {
@@ -69,7 +83,7 @@ pub(crate) fn compile(
             }
         }
     }
-    compilation
+    (compilation, recording.answers())
 }
 
 /// What changes in the lock, when the compilation followed every import (nothing that could

@@ -7,6 +7,7 @@ pub(crate) use super::failure::{Failure, color, report};
 use super::imports::ImportArgs;
 use crate::language::loader::read_pipeline_file;
 use crate::language::{self, Compilation, FsLoader, Options};
+use crate::store::pipeline_cache::PipelineCache;
 
 /// A file's path as shown in reports, and its text.
 pub(crate) struct Input {
@@ -89,16 +90,43 @@ pub(crate) fn generated_for_lint(input: &Input, compilation: &Compilation) -> Ve
 }
 
 /// Compiles the pipeline a command works on; its diagnostics are the failure when it cannot be
-/// used.
+/// used. A pipeline compiled before without a finding, whose file and everything its compilation
+/// read are unchanged, comes from the state folder's cache instead (`store::pipeline_cache`).
 pub(crate) fn checked_pipeline(
     file: Option<PathBuf>,
     imports: &ImportArgs,
 ) -> Result<(Compilation, crate::model::Pipeline), Failure> {
     let path = super::pipeline_path(file)?;
     let input = read(&path, None)?;
-    let mut compilation = compile(&input, imports);
+    let cache = PipelineCache::of(&input.path, &input.text);
+    if let Some(pipeline) = cache
+        .as_ref()
+        .and_then(|cache| cache.load(&input.path, &input.text))
+    {
+        let nothing = Compilation {
+            sources: crate::diagnostics::Sources::new(),
+            diagnostics: Vec::new(),
+            pipeline: None,
+            remote: crate::model::RemoteDefinitions::default(),
+        };
+        return Ok((nothing, pipeline));
+    }
+    let (mut compilation, answers) = super::imports::compile_recorded(
+        &input.path,
+        &input.text,
+        input.from_stdin,
+        Options::default(),
+        imports,
+    );
     match compilation.pipeline.take() {
-        Some(pipeline) if !compilation.has_errors() => Ok((compilation, pipeline)),
+        Some(pipeline) if !compilation.has_errors() => {
+            if let Some(cache) = cache
+                && compilation.diagnostics.is_empty()
+            {
+                cache.save(&input.path, &input.text, answers, &pipeline);
+            }
+            Ok((compilation, pipeline))
+        }
         _ => Err(Failure::Diagnostics {
             diagnostics: compilation.diagnostics,
             sources: compilation.sources,

@@ -15,7 +15,7 @@ use crate::model::{Input, Phase, Pipeline, Prompt, RemoteOrigin, Worker};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, RECORD_VERSION};
 use crate::verify::gates::{clean, glob_files};
-use crate::workspace::{FileStat, file_clock_now};
+use crate::workspace::{FileStat, Stats, file_clock_now};
 
 /// What a phase is now, before its inputs are read.
 #[derive(Debug, Clone)]
@@ -206,7 +206,12 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// The workspace-relative paths a phase reads: its `inputs`, or by default the outputs of the
 /// phases it depends on and its prompt file.
-pub(crate) fn input_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
+pub(crate) fn input_paths(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    exclude: &[PathBuf],
+    stats: &Stats,
+) -> Vec<String> {
     let workspace = &pipeline.workspace;
     let mut paths: Vec<String> = Vec::new();
     if let Some(inputs) = &phase.inputs {
@@ -224,7 +229,7 @@ pub(crate) fn input_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf
         for dependency in &phase.depends_on {
             if let Some(upstream) = pipeline.phase(&dependency.value) {
                 paths.extend(crate::verify::gates::existing_outputs(
-                    workspace, upstream, exclude,
+                    workspace, upstream, exclude, stats,
                 ));
             }
         }
@@ -238,8 +243,13 @@ pub(crate) fn input_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf
 }
 
 /// The paths of a phase's own outputs that exist now.
-pub(crate) fn output_paths(pipeline: &Pipeline, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
-    crate::verify::gates::existing_outputs(&pipeline.workspace, phase, exclude)
+pub(crate) fn output_paths(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    exclude: &[PathBuf],
+    stats: &Stats,
+) -> Vec<String> {
+    crate::verify::gates::existing_outputs(&pipeline.workspace, phase, exclude, stats)
 }
 
 /// Stamps of the files at `paths` that exist (an absent file has none). A file whose metadata
@@ -250,11 +260,12 @@ pub(crate) fn stamps(
     workspace: &Path,
     paths: &[String],
     known: Option<&BTreeMap<String, FileStamp>>,
+    stats: &Stats,
 ) -> BTreeMap<String, FileStamp> {
     let mut out = BTreeMap::new();
     for path in paths {
         let full = workspace.join(path);
-        let Ok(meta) = std::fs::metadata(&full) else {
+        let Some(meta) = stats.metadata(&full) else {
             continue;
         };
         if !meta.is_file() {
@@ -358,21 +369,24 @@ pub(crate) fn record(
     work: &[String],
 ) -> PhaseRecord {
     let definition = definition(pipeline, phase, redactor);
+    // Looked up afresh: the files as the phase left them.
+    let stats = Stats::default();
     let inputs = stamps(
         &pipeline.workspace,
-        &input_paths(pipeline, phase, exclude),
+        &input_paths(pipeline, phase, exclude, &stats),
         None,
+        &stats,
     );
     // A phase that declares no outputs has the files it made or changed as its outputs: one
     // whose work someone undid since is not up to date. (Declared outputs say what a phase's
     // result is; the other files it touched then are incidental.)
-    let mut paths = output_paths(pipeline, phase, exclude);
+    let mut paths = output_paths(pipeline, phase, exclude, &stats);
     if phase.outputs.is_empty() {
         paths.extend(work.iter().cloned());
     }
     paths.sort();
     paths.dedup();
-    let outputs = stamps(&pipeline.workspace, &paths, None);
+    let outputs = stamps(&pipeline.workspace, &paths, None, &stats);
     PhaseRecord {
         version: RECORD_VERSION,
         phase: phase.name.value.clone(),
@@ -428,10 +442,13 @@ mod tests {
         let file = dir.path().join("out.txt");
         std::fs::write(&file, "one").unwrap();
         let paths = vec!["out.txt".to_owned()];
-        let mut known = stamps(dir.path(), &paths, None);
+        let mut known = stamps(dir.path(), &paths, None, &Stats::default());
         // As if it had been read well after it last changed: out of the racy window.
         known.get_mut("out.txt").unwrap().read_ns += 10_000_000_000;
-        assert_eq!(stamps(dir.path(), &paths, Some(&known)), known);
+        assert_eq!(
+            stamps(dir.path(), &paths, Some(&known), &Stats::default()),
+            known
+        );
 
         // Another writer: the same size, other bytes, the modification time put back. Only the
         // inode change time tells.
@@ -443,7 +460,7 @@ mod tests {
             .unwrap()
             .set_modified(modified)
             .unwrap();
-        let now = stamps(dir.path(), &paths, Some(&known));
+        let now = stamps(dir.path(), &paths, Some(&known), &Stats::default());
         assert_eq!(now["out.txt"].mtime_ns, known["out.txt"].mtime_ns);
         assert_eq!(now["out.txt"].hash, hex(b"two"));
     }

@@ -11,11 +11,13 @@ use serde::Serialize;
 
 use super::fingerprint::{self, Definition};
 use crate::graph::PhaseGraph;
-use crate::model::{Phase, PhaseId, Pipeline};
+use crate::model::{Input, Output, Phase, PhaseId, Pipeline};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, Records};
 use crate::store::run::list_runs;
 use crate::store::run_json::RunSummary;
+use crate::verify::gates::clean;
+use crate::workspace::Stats;
 
 pub(crate) use super::context::Force;
 
@@ -374,6 +376,7 @@ pub(crate) fn plan(
             records,
             read: HashMap::new(),
         },
+        stats: Stats::default(),
     };
     // Phases downstream of work made while the run goes on are decided once their
     // dependencies are.
@@ -389,9 +392,10 @@ pub(crate) fn plan(
             })
         });
     }
-    everything
+    let order: Vec<usize> = everything.into_iter().filter(|&i| is_selected[i]).collect();
+    planner.look_ahead(order.iter().map(|&i| &pipeline.phases[i]));
+    order
         .into_iter()
-        .filter(|&i| is_selected[i])
         .map(|i| {
             let mut plan = planner.phase_plan(&pipeline.phases[i], ids[i]);
             plan.deferred = plan.is_up_to_date() && made_upstream[i];
@@ -433,7 +437,9 @@ pub(crate) fn plan_made(
             records,
             read: HashMap::new(),
         },
+        stats: Stats::default(),
     };
+    planner.look_ahead(made.iter().map(|&(_, phase)| phase));
     made.iter()
         .map(|&(id, phase)| {
             // Downstream of `--from`: a phase made by one it selects.
@@ -508,9 +514,40 @@ struct Planner<'a> {
     /// The phases planned so far that will run.
     will_run: BTreeSet<&'a str>,
     records: RecordCache<'a>,
+    /// The metadata of the files the plan looks at, each looked up once.
+    stats: Stats,
 }
 
 impl<'a> Planner<'a> {
+    /// Looks up ahead, in parallel, the files the plan of `order` will look at: those the
+    /// phases' records stamped, and their declared files.
+    fn look_ahead(&mut self, order: impl Iterator<Item = &'a Phase>) {
+        let workspace = &self.pipeline.workspace;
+        let mut paths = Vec::new();
+        for phase in order {
+            if let Some(record) = self.records.read(&phase.name.value) {
+                paths.extend(
+                    record
+                        .inputs
+                        .keys()
+                        .chain(record.outputs.keys())
+                        .map(|path| workspace.join(path)),
+                );
+            }
+            for output in &phase.outputs {
+                if let Output::File { path } = output {
+                    paths.push(workspace.join(clean(path)));
+                }
+            }
+            for input in phase.inputs.iter().flatten() {
+                if let Input::File { path } = input {
+                    paths.push(workspace.join(clean(path)));
+                }
+            }
+        }
+        self.stats.prefetch(paths);
+    }
+
     /// The plan of `phase`; its dependencies are planned already.
     fn phase_plan(&mut self, phase: &'a Phase, id: PhaseId) -> PhasePlan {
         let name = phase.name.value.as_str();
@@ -631,8 +668,13 @@ impl<'a> Planner<'a> {
     ) -> Option<PhaseRecord> {
         let pipeline = self.pipeline;
         let definition = fingerprint::definition(pipeline, phase, self.redactor);
-        let input_paths = fingerprint::input_paths(pipeline, phase, self.exclude);
-        let inputs = fingerprint::stamps(&pipeline.workspace, &input_paths, Some(&record.inputs));
+        let input_paths = fingerprint::input_paths(pipeline, phase, self.exclude, &self.stats);
+        let inputs = fingerprint::stamps(
+            &pipeline.workspace,
+            &input_paths,
+            Some(&record.inputs),
+            &self.stats,
+        );
         // A dependency without a record now did not pass again: when it runs now, that
         // is the reason below; else it is one of its own.
         let (unpassed, passed): (BTreeMap<_, _>, BTreeMap<_, _>) = upstream
@@ -651,12 +693,17 @@ impl<'a> Planner<'a> {
         }
         // The declared outputs as they resolve now, and every file the record stamped
         // (the files the phase made or changed): one gone or changed since counts.
-        let mut output_paths = fingerprint::output_paths(pipeline, phase, self.exclude);
+        let mut output_paths =
+            fingerprint::output_paths(pipeline, phase, self.exclude, &self.stats);
         output_paths.extend(record.outputs.keys().cloned());
         output_paths.sort();
         output_paths.dedup();
-        let outputs =
-            fingerprint::stamps(&pipeline.workspace, &output_paths, Some(&record.outputs));
+        let outputs = fingerprint::stamps(
+            &pipeline.workspace,
+            &output_paths,
+            Some(&record.outputs),
+            &self.stats,
+        );
         let files = FileChanges::between(&record.outputs, &outputs);
         if !files.is_empty() {
             reasons.push(Reason::OutputsChanged { files });

@@ -784,7 +784,12 @@ fn restamp_others(
     }
     // The files as this phase left them, whether or not its own record stamps them (a phase
     // with declared outputs stamps only those).
-    let now = fingerprint::stamps(&run.ctx.pipeline.workspace, work, Some(&record.outputs));
+    let now = fingerprint::stamps(
+        &run.ctx.pipeline.workspace,
+        work,
+        Some(&record.outputs),
+        &crate::workspace::Stats::default(),
+    );
     for (_, other) in run.state.phases.iter() {
         if other.name.value == record.phase {
             continue;

@@ -14,6 +14,11 @@ pub trait Loader {
     /// Whether a file exists.
     fn is_file(&self, path: &Path) -> bool;
 
+    /// Whether a folder exists (a glob that names one is reported).
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
     /// Folders searched for imports after the importing file's own folder.
     fn search_path(&self) -> Vec<PathBuf>;
 
@@ -100,6 +105,191 @@ pub(crate) fn read_pipeline_file(reader: impl io::Read) -> io::Result<Option<Str
         return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
     }
     Ok(String::from_utf8(bytes).ok())
+}
+
+/// One question a compilation asked through its loader, with the answer it got. A compilation
+/// is a function of its file's path and text, helixflow's own code and these answers: when every
+/// one of them is answered the same way again, compiling again gives the same pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Answer {
+    /// A file read: the BLAKE3 hash of its text, or the error met.
+    Read {
+        /// As the compilation named it.
+        path: PathBuf,
+        /// The hash, in hex.
+        hash: Option<String>,
+        /// The kind of error, when it could not be read.
+        error: Option<String>,
+    },
+    /// Whether a file exists.
+    IsFile {
+        /// As the compilation named it.
+        path: PathBuf,
+        /// The answer.
+        answer: bool,
+    },
+    /// Whether a folder exists.
+    IsDir {
+        /// As the compilation named it.
+        path: PathBuf,
+        /// The answer.
+        answer: bool,
+    },
+    /// The import search path.
+    SearchPath(Vec<PathBuf>),
+    /// A file of a remote import: where the import cache holds it, the commit it was read at
+    /// and the BLAKE3 hash of its text, or the problem met (by the lock and the import cache
+    /// alone when asked again: a cached compilation never fetches).
+    Remote {
+        /// The pipeline (or library) that imports it.
+        root: PathBuf,
+        /// The repository and the file's path in it.
+        source: Source,
+        /// The `rev` it is pinned to.
+        rev: String,
+        /// Its copy in the cache, the commit, and the hash of its text; or the problem, for a
+        /// person.
+        answer: Result<(PathBuf, String, String), String>,
+    },
+    /// Whether a folder is in a git work tree.
+    InGitWorkTree {
+        /// As the compilation named it.
+        folder: PathBuf,
+        /// The answer.
+        answer: bool,
+    },
+}
+
+impl Answer {
+    /// Whether `loader` answers this question the same way now.
+    pub(crate) fn holds(&self, loader: &dyn Loader) -> bool {
+        let recording = Recording::new(loader);
+        match self {
+            Answer::Read { path, .. } => {
+                let _ = recording.read(path);
+            }
+            Answer::IsFile { path, .. } => {
+                recording.is_file(path);
+            }
+            Answer::IsDir { path, .. } => {
+                recording.is_dir(path);
+            }
+            Answer::SearchPath(_) => {
+                recording.search_path();
+            }
+            Answer::InGitWorkTree { folder, .. } => {
+                recording.in_git_work_tree(folder);
+            }
+            Answer::Remote {
+                root, source, rev, ..
+            } => {
+                let _ = recording.remote(root, source, rev);
+            }
+        }
+        recording.answers().first() == Some(self)
+    }
+}
+
+/// A loader that notes every question asked of `inner`, and its answer.
+pub(crate) struct Recording<'l> {
+    inner: &'l dyn Loader,
+    answers: std::sync::Mutex<(Vec<Answer>, std::collections::HashSet<Answer>)>,
+}
+
+impl<'l> Recording<'l> {
+    /// Asks `inner`, noting each question.
+    pub(crate) fn new(inner: &'l dyn Loader) -> Self {
+        Recording {
+            inner,
+            answers: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The questions asked so far, in order, each once.
+    pub(crate) fn answers(&self) -> Vec<Answer> {
+        self.answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .clone()
+    }
+
+    fn note(&self, answer: Answer) {
+        let mut answers = self
+            .answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if answers.1.insert(answer.clone()) {
+            answers.0.push(answer);
+        }
+    }
+}
+
+impl Loader for Recording<'_> {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        let read = self.inner.read(path);
+        self.note(Answer::Read {
+            path: path.to_owned(),
+            hash: read
+                .as_ref()
+                .ok()
+                .map(|text| blake3::hash(text.as_bytes()).to_hex().to_string()),
+            error: read.as_ref().err().map(|e| format!("{:?}", e.kind())),
+        });
+        read
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        let answer = self.inner.is_file(path);
+        self.note(Answer::IsFile {
+            path: path.to_owned(),
+            answer,
+        });
+        answer
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        let answer = self.inner.is_dir(path);
+        self.note(Answer::IsDir {
+            path: path.to_owned(),
+            answer,
+        });
+        answer
+    }
+
+    fn search_path(&self) -> Vec<PathBuf> {
+        let answer = self.inner.search_path();
+        self.note(Answer::SearchPath(answer.clone()));
+        answer
+    }
+
+    fn remote(&self, root: &Path, source: &Source, rev: &str) -> Result<Fetched, Problem> {
+        let fetched = self.inner.remote(root, source, rev);
+        self.note(Answer::Remote {
+            root: root.to_owned(),
+            source: source.clone(),
+            rev: rev.to_owned(),
+            answer: match &fetched {
+                Ok(file) => Ok((
+                    file.path.clone(),
+                    file.commit.clone(),
+                    blake3::hash(file.text.as_bytes()).to_hex().to_string(),
+                )),
+                Err(problem) => Err(format!("{problem:?}")),
+            },
+        });
+        fetched
+    }
+
+    fn in_git_work_tree(&self, folder: &Path) -> bool {
+        let answer = self.inner.in_git_work_tree(folder);
+        self.note(Answer::InGitWorkTree {
+            folder: folder.to_owned(),
+            answer,
+        });
+        answer
+    }
 }
 
 /// Joins `relative` onto `base` and removes `.` and `..` lexically (no symlinks are followed).

@@ -16,7 +16,9 @@ pub(crate) fn is_remote(import: &str) -> bool {
 }
 
 /// A file in a repository.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Source {
     /// The repository as written, `git+` included: `git+https://github.com/acme/lib.git`.
     pub repository: String,

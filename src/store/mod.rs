@@ -8,6 +8,7 @@ pub(crate) mod journal;
 pub(crate) mod lock;
 pub(crate) mod merge;
 pub(crate) mod passed;
+pub(crate) mod pipeline_cache;
 pub(crate) mod run;
 pub(crate) mod run_json;
 pub(crate) mod state_dir;

@@ -46,6 +46,7 @@ mod repository_guard;
 mod restore;
 mod rules;
 mod snapshot;
+mod stats;
 mod take;
 mod walk;
 
@@ -63,6 +64,7 @@ pub(crate) use rules::protect_root;
 pub use rules::{IgnoreRules, ProtectedPaths};
 pub(crate) use snapshot::ListedFile;
 pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
+pub(crate) use stats::Stats;
 
 /// Ignore files with `.gitignore` syntax that only helixflow reads.
 const HELIXFLOW_IGNORE: &str = ".helixflowignore";

@@ -34,6 +34,7 @@ mod lock;
 mod lsp;
 mod mcp;
 mod misc;
+mod pipeline_cache;
 mod planner;
 mod prompts;
 mod remote_imports;

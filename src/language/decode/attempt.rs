@@ -21,35 +21,7 @@ pub(crate) struct AttemptDecl {
 
 /// Reads a range as written: `2`, `"2"`, `"3.."`, `"2..4"`; the reason when it cannot be read.
 pub(crate) fn parse_range(text: &str) -> Result<AttemptRange, String> {
-    let number = |part: &str| -> Result<u32, String> {
-        let part = part.trim();
-        match part.parse::<u32>() {
-            Ok(0) => Err("attempts count from 1".to_owned()),
-            Ok(n) => Ok(n),
-            Err(_) => Err(format!("`{part}` is not an attempt number")),
-        }
-    };
-    let Some((first, last)) = text.split_once("..") else {
-        let n = number(text)?;
-        return Ok(AttemptRange {
-            first: n,
-            last: Some(n),
-        });
-    };
-    let first = number(first)?;
-    if last.trim().is_empty() {
-        return Ok(AttemptRange { first, last: None });
-    }
-    let last = number(last)?;
-    if last < first {
-        return Err(format!(
-            "the range ends ({last}) before it starts ({first})"
-        ));
-    }
-    Ok(AttemptRange {
-        first,
-        last: Some(last),
-    })
+    text.parse()
 }
 
 impl Decoder<'_> {

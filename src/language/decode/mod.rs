@@ -292,7 +292,7 @@ impl Decoder<'_> {
             return Some((glob.trim_end_matches('/'), "ends with `/`"));
         }
         let literal = !glob.contains(['*', '?', '[', '{', '\\']);
-        (literal && self.workspace.join(glob).is_dir()).then_some((glob, "is a folder"))
+        (literal && self.loader.is_dir(&self.workspace.join(glob))).then_some((glob, "is a folder"))
     }
 
     /// Reports a value that is empty or only blanks, where one is needed; returns whether it is.

@@ -26,10 +26,15 @@ const MAX_NEAR_MISSES: usize = 3;
 /// cannot be resolved (a missing `from` document, a bad glob) contribute nothing, and neither do
 /// files that lead outside the workspace (the `outputs` gate fails for them).
 pub fn resolve_outputs(workspace: &Path, phase: &Phase, exclude: &[PathBuf]) -> Vec<String> {
-    existing_outputs(workspace, phase, exclude)
-        .into_iter()
-        .filter(|path| leads_outside(workspace, path).is_none())
-        .collect()
+    existing_outputs(
+        workspace,
+        phase,
+        exclude,
+        &crate::workspace::Stats::default(),
+    )
+    .into_iter()
+    .filter(|path| leads_outside(workspace, path).is_none())
+    .collect()
 }
 
 /// The phase's outputs that exist now, symlinks leading out of the workspace included: what the
@@ -39,13 +44,14 @@ pub(crate) fn existing_outputs(
     workspace: &Path,
     phase: &Phase,
     exclude: &[PathBuf],
+    stats: &crate::workspace::Stats,
 ) -> Vec<String> {
     let mut paths = BTreeSet::new();
     for output in &phase.outputs {
         match output {
             Output::File { path } => {
                 let path = clean(path);
-                if workspace.join(&path).is_file() {
+                if stats.is_file(&workspace.join(&path)) {
                     paths.insert(path);
                 }
             }

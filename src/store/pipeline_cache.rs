@@ -1,0 +1,192 @@
+//! The checked, compiled pipeline, kept in the state folder (`cache/pipeline-<key>.json`), so
+//! that a command finding the pipeline unchanged does not check and compile it again.
+//!
+//! A compilation is a function of the pipeline file's path and text, helixflow's own code, and
+//! the answers to the questions it asked the file system through its loader (every import and
+//! prompt file it read, by content hash; every file and folder it looked for; the import search
+//! path; whether the workspace is in git; each remote import's cached file, commit and content
+//! hash): [`crate::language::loader::Answer`]. An entry holds all of them, and is used only when
+//! every question is answered the same way again (a remote import by the lock and the import
+//! cache alone: a hit never fetches) and the pipeline file's text, its lock file
+//! (`helixflow.lock`: `helixflow lock --update`, a hand edit or a deleted lock all compile again,
+//! so that `--locked` and the lock's rewriting behave as without the cache) and the helixflow
+//! binary (its version, size and modification time) are the same. Only compilations without a single finding are kept, so a hit has nothing to report.
+//! An entry that cannot be read or parsed is no entry: the pipeline is compiled, and the entry
+//! written again (through a temporary file and a rename; it is a cache, not a record, and is not
+//! synced).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::language::loader::{Answer, normalize};
+use crate::language::{FsLoader, state_location};
+use crate::model::Pipeline;
+
+/// The folder of the state folder that holds the entries.
+const FOLDER: &str = "cache";
+
+/// The format of an entry.
+const FORMAT: u32 = 2;
+
+/// One cached compilation.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Entry {
+    format: u32,
+    /// The helixflow that compiled it.
+    helixflow: String,
+    /// The pipeline file, as the command named it.
+    path: PathBuf,
+    /// BLAKE3 of the pipeline file's text, in hex.
+    text: String,
+    /// BLAKE3 of the pipeline's lock file once the compilation wrote it, in hex; `None` when
+    /// there is none.
+    lock: Option<String>,
+    /// Every question the compilation asked, with its answer.
+    answers: Vec<Answer>,
+    /// What it compiled to.
+    pipeline: Pipeline,
+}
+
+/// Where the entry of one pipeline file is.
+pub(crate) struct PipelineCache {
+    /// The entry's file.
+    file: PathBuf,
+    /// The state folder it is in: entries are written only where one exists.
+    state_dir: PathBuf,
+    /// This helixflow: version, and the size and modification time of its binary.
+    helixflow: String,
+}
+
+impl PipelineCache {
+    /// The cache of the pipeline file at `path` (as the command names it), whose text is
+    /// `text`: in its state folder, as its `workspace` and `state-dir` say. `None` when this
+    /// helixflow's binary cannot be found to tell its build apart.
+    pub(crate) fn of(path: &Path, text: &str) -> Option<PipelineCache> {
+        let folder = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let settings = state_location(text);
+        let workspace = settings
+            .workspace
+            .map_or_else(|| folder.clone(), |w| normalize(&folder, Path::new(&w)));
+        let state_dir = workspace.join(settings.state_dir.as_deref().unwrap_or(".helixflow"));
+        let key = blake3::hash(path.as_os_str().as_encoded_bytes()).to_hex();
+        Some(PipelineCache {
+            file: state_dir
+                .join(FOLDER)
+                .join(format!("pipeline-{}.json", &key[..16])),
+            state_dir,
+            helixflow: build()?,
+        })
+    }
+
+    /// The pipeline compiled from `path` and `text` when the entry holds for it.
+    pub(crate) fn load(&self, path: &Path, text: &str) -> Option<Pipeline> {
+        let bytes = fs::read(&self.file).ok()?;
+        let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+        let holds = entry.format == FORMAT
+            && entry.helixflow == self.helixflow
+            && entry.path == path
+            && entry.text == hash(text)
+            && entry.lock == lock_hash(path)
+            && entry.answers.iter().all(|answer| answer.holds(&FsLoader));
+        holds.then_some(entry.pipeline)
+    }
+
+    /// Keeps a compilation without findings of `path` and `text`, which asked `answers`, when
+    /// the state folder exists. A failure to write is only a cache missed.
+    pub(crate) fn save(&self, path: &Path, text: &str, answers: Vec<Answer>, pipeline: &Pipeline) {
+        if !self.state_dir.is_dir() {
+            return;
+        }
+        let entry = Entry {
+            format: FORMAT,
+            helixflow: self.helixflow.clone(),
+            path: path.to_owned(),
+            text: hash(text),
+            lock: lock_hash(path),
+            answers,
+            pipeline: pipeline.clone(),
+        };
+        let Ok(json) = serde_json::to_vec(&entry) else {
+            return;
+        };
+        let Some(folder) = self.file.parent() else {
+            return;
+        };
+        let tmp = folder.join(format!(".pipeline.{}.tmp", std::process::id()));
+        let written = fs::create_dir_all(folder)
+            .and_then(|()| fs::File::create(&tmp))
+            .and_then(|mut file| file.write_all(&json))
+            .and_then(|()| fs::rename(&tmp, &self.file));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// BLAKE3 of the lock file of the pipeline file `path`, in hex; `None` when there is none (or
+/// it cannot be read: then a compilation says why).
+fn lock_hash(path: &Path) -> Option<String> {
+    let bytes = fs::read(crate::remote::lockfile::path_for(path)).ok()?;
+    Some(blake3::hash(&bytes).to_hex().to_string())
+}
+
+fn hash(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().to_string()
+}
+
+/// This helixflow's build: its version, and the size and modification time of its binary (a
+/// rebuild of the same version compiles differently).
+fn build() -> Option<String> {
+    let meta = fs::metadata(std::env::current_exe().ok()?).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(format!(
+        "{} {} {}",
+        env!("CARGO_PKG_VERSION"),
+        meta.len(),
+        modified.as_nanos()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::language::{Options, compile};
+
+    /// A compiled pipeline read back from its JSON is the same pipeline: it serializes the same,
+    /// so its phases' definitions (and fingerprints) are the same too.
+    #[test]
+    fn every_example_reads_back_as_it_was_compiled() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut seen = 0;
+        for entry in fs::read_dir(&examples).unwrap() {
+            let path = entry.unwrap().path().join("pipeline.kdl");
+            let Ok(text) = fs::read_to_string(&path) else {
+                continue;
+            };
+            let compiled = compile(&path, &text, &FsLoader, Options::default())
+                .pipeline
+                .unwrap();
+            let json = serde_json::to_string(&compiled).unwrap();
+            let back: Pipeline = serde_json::from_str(&json).unwrap();
+            assert_eq!(
+                serde_json::to_string(&back).unwrap(),
+                json,
+                "{}",
+                path.display()
+            );
+            seen += 1;
+        }
+        assert!(seen >= 3, "{seen} examples");
+    }
+}

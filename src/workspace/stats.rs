@@ -1,0 +1,69 @@
+//! File metadata looked up once per path (following symlinks, as the up-to-date check reads
+//! files), for the checks of one plan: a phase's inputs are often other phases' outputs, which
+//! would otherwise be looked up once for each phase that reads them. The paths a plan will look
+//! at can be looked up ahead, in parallel ([`Stats::prefetch`]).
+
+use std::collections::HashMap;
+use std::fs::Metadata;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+/// Metadata by path, each looked up once.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    known: Mutex<HashMap<PathBuf, Option<Metadata>>>,
+}
+
+impl Stats {
+    /// The metadata of `path`, following symlinks; `None` when there is nothing there.
+    pub(crate) fn metadata(&self, path: &Path) -> Option<Metadata> {
+        if let Some(known) = self.lock().get(path) {
+            return known.clone();
+        }
+        let found = std::fs::metadata(path).ok();
+        self.lock().insert(path.to_owned(), found.clone());
+        found
+    }
+
+    /// Whether `path` is a regular file (or a symlink to one).
+    pub(crate) fn is_file(&self, path: &Path) -> bool {
+        self.metadata(path).is_some_and(|meta| meta.is_file())
+    }
+
+    /// Looks up `paths` ahead, on as many threads as there are cores (up to 8).
+    pub(crate) fn prefetch(&self, mut paths: Vec<PathBuf>) {
+        paths.sort_unstable();
+        paths.dedup();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .clamp(1, 8);
+        if paths.len() < 64 || threads == 1 {
+            for path in &paths {
+                self.metadata(path);
+            }
+            return;
+        }
+        let chunk = paths.len().div_ceil(threads);
+        let found: Vec<Vec<(PathBuf, Option<Metadata>)>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = paths
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter()
+                            .map(|path| (path.clone(), std::fs::metadata(path).ok()))
+                            .collect()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .filter_map(|worker| worker.join().ok())
+                .collect()
+        });
+        self.lock().extend(found.into_iter().flatten());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Option<Metadata>>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

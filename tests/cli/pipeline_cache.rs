@@ -1,0 +1,161 @@
+//! The compiled pipeline kept in the state folder: used while the pipeline file and everything
+//! its compilation read are unchanged, and compiled again as soon as one of them changes, the
+//! cache is corrupt, or the helixflow binary is another.
+
+use crate::common::Test;
+
+const PIPELINE: &str = r#"pipeline "p"
+import "lib.kdl"
+phase "a" {
+    description "the first"
+    agent "bot"
+    prompt file="prompt.md"
+    scope "docs"
+}
+"#;
+
+const LIB: &str = r#"agent "bot" {
+    command "sh" "-c" "true"
+}
+"#;
+
+fn project() -> Test {
+    let test = Test::new()
+        .file("lib.kdl", LIB)
+        .file("prompt.md", "Do it.\n")
+        .pipeline(PIPELINE);
+    std::fs::create_dir_all(test.path().join(".helixflow")).unwrap();
+    test
+}
+
+/// The one cache entry of the test's pipeline.
+fn entry(test: &Test) -> std::path::PathBuf {
+    let dir = test.path().join(".helixflow/cache");
+    let entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
+}
+
+/// What `compile` says the first phase's description is.
+fn description(test: &Test) -> String {
+    let out = test.with_args(&["compile"]).run().code(0);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    json["phases"][0]["description"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Rewrites the cached pipeline's description, keeping everything the entry is checked by: a
+/// command that shows the new text used the cache.
+fn tamper(test: &Test) {
+    let path = entry(test);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("the first") || text.contains("from the cache"));
+    std::fs::write(&path, text.replace("the first", "from the cache")).unwrap();
+}
+
+/// A change to what a compilation read.
+type Change = Box<dyn Fn(&Test)>;
+
+#[test]
+fn an_unchanged_pipeline_comes_from_the_cache_and_any_change_compiles_it_again() {
+    let test = project();
+    assert_eq!(description(&test), "the first");
+    tamper(&test);
+    assert_eq!(description(&test), "from the cache");
+
+    // Each thing the compilation read, changed, is a miss; the entry is then written again.
+    let changes: [(&str, Change); 5] = [
+        (
+            "the pipeline file",
+            Box::new(|t: &Test| {
+                std::fs::write(t.path().join("pipeline.kdl"), format!("{PIPELINE}\n")).unwrap();
+            }),
+        ),
+        (
+            "an import",
+            Box::new(|t: &Test| {
+                std::fs::write(t.path().join("lib.kdl"), format!("{LIB}// changed\n")).unwrap();
+            }),
+        ),
+        (
+            "the prompt file",
+            Box::new(|t: &Test| {
+                std::fs::write(t.path().join("prompt.md"), "Do it now.\n").unwrap();
+            }),
+        ),
+        (
+            "a folder a glob names",
+            Box::new(|t: &Test| {
+                std::fs::create_dir_all(t.path().join("docs")).unwrap();
+            }),
+        ),
+        (
+            "a corrupt entry",
+            Box::new(|t: &Test| {
+                std::fs::write(entry(t), "{\"format\": 1, \"helixf").unwrap();
+            }),
+        ),
+    ];
+    for (what, change) in changes {
+        tamper(&test);
+        change(&test);
+        if what == "a folder a glob names" {
+            // Compiled again: `scope "docs"` now names a folder, which lint reports.
+            let out = test.with_args(&["compile"]).run().code(2);
+            assert!(out.stderr.contains("HF309"), "{what}: {}", out.stderr);
+            // Gone again, every answer is as the entry has it: a hit.
+            std::fs::remove_dir(test.path().join("docs")).unwrap();
+            assert_eq!(description(&test), "from the cache", "{what}");
+            continue;
+        }
+        assert_eq!(
+            description(&test),
+            "the first",
+            "{what}: the cache was used"
+        );
+    }
+    // Another helixflow binary (here: a copy, made later) compiles for itself.
+    tamper(&test);
+    let copy = test.path().join("helixflow-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_helixflow"), &copy).unwrap();
+    let out = std::process::Command::new(&copy)
+        .arg("compile")
+        .current_dir(test.path())
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["phases"][0]["description"], "the first");
+}
+
+#[test]
+fn a_pipeline_with_findings_or_without_a_state_folder_is_not_cached() {
+    let test = Test::new()
+        .file("lib.kdl", LIB)
+        .file("prompt.md", "Do it.\n")
+        .pipeline(PIPELINE);
+    test.with_args(&["compile"]).run().code(0);
+    assert!(
+        !test.path().join(".helixflow").exists(),
+        "compile made a state folder"
+    );
+    // A warning (an output glob that expects nothing) is reported every time: nothing is cached.
+    std::fs::create_dir_all(test.path().join(".helixflow")).unwrap();
+    std::fs::write(
+        test.path().join("pipeline.kdl"),
+        PIPELINE.replace(
+            "    scope \"docs\"\n",
+            "    scope \"docs\"\n    outputs {\n        glob \"out/*.txt\" min=0\n    }\n",
+        ),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = test.with_args(&["run", "--dry-run"]).run().code(0);
+        assert!(out.stderr.contains("HF601"), "{}", out.stderr);
+    }
+    assert!(!test.path().join(".helixflow/cache").exists());
+}
