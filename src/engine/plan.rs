@@ -17,7 +17,7 @@ use crate::store::passed::{FileStamp, PhaseRecord, Records};
 use crate::store::run::list_runs;
 use crate::store::run_json::RunSummary;
 use crate::verify::gates::clean;
-use crate::workspace::Stats;
+use crate::workspace::{Stats, in_parallel};
 
 pub(crate) use super::context::Force;
 
@@ -523,6 +523,19 @@ impl<'a> Planner<'a> {
     /// phases' records stamped, and their declared files.
     fn look_ahead(&mut self, order: impl Iterator<Item = &'a Phase>) {
         let workspace = &self.pipeline.workspace;
+        let order: Vec<&Phase> = order.collect();
+        // The records first, read and parsed on every core.
+        let names: Vec<&str> = order.iter().map(|p| p.name.value.as_str()).collect();
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let records = self.records.records;
+        let read = in_parallel(&names, threads.min(8), |name| {
+            records.read(name).ok().flatten()
+        });
+        for (name, record) in names.into_iter().zip(read) {
+            self.records
+                .read
+                .insert(name.to_owned(), record.map(Rc::new));
+        }
         let mut paths = Vec::new();
         for phase in order {
             if let Some(record) = self.records.read(&phase.name.value) {

@@ -32,7 +32,8 @@ impl Stats {
 
     /// Looks up `paths` ahead, on as many threads as there are cores (up to 8).
     pub(crate) fn prefetch(&self, mut paths: Vec<PathBuf>) {
-        paths.sort_unstable();
+        // By bytes: comparing paths component by component costs more than the lookups.
+        paths.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
         paths.dedup();
         let threads = std::thread::available_parallelism()
             .map_or(1, std::num::NonZero::get)
@@ -43,27 +44,35 @@ impl Stats {
             }
             return;
         }
-        let chunk = paths.len().div_ceil(threads);
-        let found: Vec<Vec<(PathBuf, Option<Metadata>)>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = paths
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|path| (path.clone(), std::fs::metadata(path).ok()))
-                            .collect()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .filter_map(|worker| worker.join().ok())
-                .collect()
-        });
-        self.lock().extend(found.into_iter().flatten());
+        let found = in_parallel(&paths, threads, |path| std::fs::metadata(path).ok());
+        self.lock().extend(paths.into_iter().zip(found));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Option<Metadata>>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// `each` of every item, in order, worked out on `threads` threads.
+pub(crate) fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    each: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let chunk = items.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let each = &each;
+        let workers: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(each).collect::<Vec<R>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+            .collect()
+    })
 }
