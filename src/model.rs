@@ -87,7 +87,11 @@ pub struct Pipeline {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_budget: Option<u32>,
     /// Limit for the whole run, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "timeout-ms"
+    )]
     pub timeout: Option<Millis>,
     /// Where runs and state are kept, relative to the workspace.
     pub state_dir: PathBuf,
@@ -474,10 +478,18 @@ pub struct Agent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns_option: Option<String>,
     /// Wall-clock limit per run of the agent, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "timeout-ms"
+    )]
     pub timeout: Option<Millis>,
     /// Longest time without output, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "idle-timeout-ms"
+    )]
     pub idle_timeout: Option<Millis>,
     /// How the usage the agent reports is read; `None`: its cost is unknown (unless `cost_usd`
     /// declares it).
@@ -589,7 +601,11 @@ pub enum GateKind {
         /// Run with `sh -c`.
         run: String,
         /// Limit in milliseconds.
-        #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            rename = "timeout-ms"
+        )]
         timeout: Option<Millis>,
         /// Working directory relative to the workspace.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -744,10 +760,18 @@ pub struct Phase {
     /// Retries after the first attempt.
     pub retries: u32,
     /// Wait before each retry, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "backoff-ms"
+    )]
     pub backoff: Option<Millis>,
     /// Limit per attempt, in milliseconds (overrides the agent's).
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "timeout-ms"
+    )]
     pub timeout: Option<Millis>,
     /// What a final failure does to the run.
     pub on_failure: OnFailure,
@@ -773,7 +797,11 @@ pub struct Phase {
     pub max_turns: Option<u32>,
     /// Longest time without output per attempt, in milliseconds, overriding the agent's: set by
     /// an `attempt` block only.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "idle-timeout-ms"
+    )]
     pub idle_timeout: Option<Millis>,
     /// Environment added for this phase.
     pub env: BTreeMap<String, String>,
@@ -843,36 +871,36 @@ impl std::str::FromStr for AttemptRange {
 
     /// Reads a range as written: `2`, `"3.."`, `"2..4"`; the reason when it cannot be read.
     fn from_str(text: &str) -> Result<AttemptRange, String> {
-    let number = |part: &str| -> Result<u32, String> {
-        let part = part.trim();
-        match part.parse::<u32>() {
-            Ok(0) => Err("attempts count from 1".to_owned()),
-            Ok(n) => Ok(n),
-            Err(_) => Err(format!("`{part}` is not an attempt number")),
+        let number = |part: &str| -> Result<u32, String> {
+            let part = part.trim();
+            match part.parse::<u32>() {
+                Ok(0) => Err("attempts count from 1".to_owned()),
+                Ok(n) => Ok(n),
+                Err(_) => Err(format!("`{part}` is not an attempt number")),
+            }
+        };
+        let Some((first, last)) = text.split_once("..") else {
+            let n = number(text)?;
+            return Ok(AttemptRange {
+                first: n,
+                last: Some(n),
+            });
+        };
+        let first = number(first)?;
+        if last.trim().is_empty() {
+            return Ok(AttemptRange { first, last: None });
         }
-    };
-    let Some((first, last)) = text.split_once("..") else {
-        let n = number(text)?;
-        return Ok(AttemptRange {
-            first: n,
-            last: Some(n),
-        });
-    };
-    let first = number(first)?;
-    if last.trim().is_empty() {
-        return Ok(AttemptRange { first, last: None });
+        let last = number(last)?;
+        if last < first {
+            return Err(format!(
+                "the range ends ({last}) before it starts ({first})"
+            ));
+        }
+        Ok(AttemptRange {
+            first,
+            last: Some(last),
+        })
     }
-    let last = number(last)?;
-    if last < first {
-        return Err(format!(
-            "the range ends ({last}) before it starts ({first})"
-        ));
-    }
-    Ok(AttemptRange {
-        first,
-        last: Some(last),
-    })
-}
 }
 
 impl<'de> Deserialize<'de> for AttemptRange {
@@ -897,7 +925,9 @@ impl JsonSchema for AttemptRange {
 }
 
 /// Where an `attempt` block was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlockOrigin {
     /// In `defaults`: for every phase.
@@ -932,10 +962,18 @@ pub struct AttemptBlock {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
     /// Limit per attempt, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "timeout-ms"
+    )]
     pub timeout: Option<Millis>,
     /// Longest time without output, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "idle-timeout-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "idle-timeout-ms"
+    )]
     pub idle_timeout: Option<Millis>,
     /// Environment added to the phase's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -947,7 +985,11 @@ pub struct AttemptBlock {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier_prompt: Option<Prompt>,
     /// Wait before each of these attempts, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "backoff-ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "backoff-ms"
+    )]
     pub backoff: Option<Millis>,
 }
 

@@ -126,6 +126,8 @@ pub(crate) struct RunContext {
     pub excluded: Vec<PathBuf>,
     /// The records of passed phases: removed when a phase starts, written when it passes.
     pub records: crate::store::passed::Records,
+    /// The compiled pipelines kept in the state folder, as the run found them.
+    pub pipeline_cache: crate::store::pipeline_cache::CacheWatch,
     /// The unfinished run this one continues: a phase that did not pass there is judged from
     /// where it started there (its `start.json`).
     pub resumes: Option<Resumed>,

@@ -82,6 +82,7 @@ pub(crate) async fn execute(
         socket: listener.as_ref().map(|_| socket_path.clone()),
         excluded,
         records,
+        pipeline_cache: crate::store::pipeline_cache::CacheWatch::new(&opening.state_dir),
         pipeline,
     };
     let run = Arc::new(Run {
@@ -290,8 +291,10 @@ async fn finish(
 /// neither outlives the run. The records written since the scheduler's last turn are synced.
 async fn sweep(run: &Arc<Run>) {
     let (repository, records) = (run.ctx.repository.clone(), run.ctx.records.clone());
+    let cache = run.ctx.pipeline_cache.clone();
     let (repository, records, committed) = tokio::task::spawn_blocking(move || {
         let now = std::time::Instant::now();
+        cache.sweep();
         let changed = records.changed_since(now);
         // The records removed ahead of phases that did not start, and the passes since the
         // scheduler's last turn.

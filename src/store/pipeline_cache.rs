@@ -15,9 +15,11 @@
 //! written again (through a temporary file and a rename; it is a cache, not a record, and is not
 //! synced).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -128,6 +130,66 @@ impl PipelineCache {
             let _ = fs::remove_file(&tmp);
         }
     }
+}
+
+/// The entries as a run found them, to remove any that something else wrote while it ran: the
+/// run's agents can write the state folder, and an entry made to hold a pipeline with a gate
+/// left out would be used by the next run. An entry written or changed between runs (by a
+/// person, another tool, or a process that outlived its run) is not noticed, as with the records
+/// of passed phases.
+#[derive(Debug, Clone)]
+pub(crate) struct CacheWatch {
+    folder: PathBuf,
+    known: Arc<Mutex<Identities>>,
+}
+
+impl CacheWatch {
+    /// The entries of the state folder `state_dir` as they are now.
+    pub(crate) fn new(state_dir: &Path) -> CacheWatch {
+        let folder = state_dir.join(FOLDER);
+        CacheWatch {
+            known: Arc::new(Mutex::new(identities(&folder))),
+            folder,
+        }
+    }
+
+    /// Removes every entry that is new or changed since the run began (silently: a `helixflow
+    /// status` beside the run may have written it, and a removed entry only costs a compilation).
+    pub(crate) fn sweep(&self) {
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, identity) in identities(&self.folder) {
+            if known.get(&name) != Some(&identity) {
+                let _ = fs::remove_file(self.folder.join(&name));
+            }
+        }
+    }
+}
+
+/// Files by name, with their inode, size, and modification and change times.
+type Identities = BTreeMap<std::ffi::OsString, (u64, u64, i128, i128)>;
+
+/// Each file of `folder` with its inode, size and modification and change times.
+fn identities(folder: &Path) -> Identities {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(folder) else {
+        return BTreeMap::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let meta = fs::symlink_metadata(entry.path()).ok()?;
+            let time = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
+            Some((
+                entry.file_name(),
+                (
+                    meta.ino(),
+                    meta.len(),
+                    time(meta.mtime(), meta.mtime_nsec()),
+                    time(meta.ctime(), meta.ctime_nsec()),
+                ),
+            ))
+        })
+        .collect()
 }
 
 /// BLAKE3 of the lock file of the pipeline file `path`, in hex; `None` when there is none (or

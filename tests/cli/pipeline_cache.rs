@@ -159,3 +159,27 @@ fn a_pipeline_with_findings_or_without_a_state_folder_is_not_cached() {
     }
     assert!(!test.path().join(".helixflow/cache").exists());
 }
+
+/// An entry something else writes while a run goes on (here the run's own step) is removed by
+/// the run: the next run compiles the pipeline afresh.
+#[test]
+fn an_entry_written_during_a_run_is_removed() {
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "forge" {
+    description "the first"
+    run "for f in .helixflow/cache/*.json; do sed -i 's/the first/from the cache/' \"$f\"; done; echo x > .helixflow/cache/planted.json"
+}
+"#,
+    );
+    std::fs::create_dir_all(test.path().join(".helixflow")).unwrap();
+    // The entry the run itself uses.
+    assert_eq!(description(&test), "the first");
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let left: Vec<_> = std::fs::read_dir(test.path().join(".helixflow/cache"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(description(&test), "the first");
+}

@@ -676,3 +676,94 @@ fn a_pipeline_never_takes_the_lock_of_another_pipeline_of_its_folder() {
     );
     assert_eq!(test.read("helixflow.lock"), lock);
 }
+
+/// The compiled pipeline kept in the state folder holds for remote imports only while the lock
+/// and the cached files are the same: a hit asks no git, and a moved pin, a deleted or hand-edited
+/// lock, or a cached file gone or edited compile again, exactly as without the cache.
+#[test]
+fn the_compiled_pipeline_cache_follows_the_lock_and_the_import_cache() {
+    let repo = library();
+    let (test, cache) = project(&pipeline(&repo.url("agents.kdl"), "v1"));
+    test.with_args(&["run"]).run().code(0);
+    // The run made the state folder after it compiled: the next command keeps the compilation.
+    test.with_args(&["status"]).run().code(0);
+    let lock = test.read("helixflow.lock");
+    let commit = crate::common::repos::git(&repo.bare(), &["rev-parse", "v1^{commit}"]);
+    let entries: Vec<PathBuf> = std::fs::read_dir(test.path().join(".helixflow/cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = entries[0].clone();
+    assert!(
+        std::fs::read_to_string(&entry)
+            .unwrap()
+            .contains(&format!("\"{commit}\"")),
+        "the entry holds the remote answers"
+    );
+    // An entry whose prompt says otherwise shows which compilation a command used.
+    let plant = || {
+        let text = std::fs::read_to_string(&entry).unwrap();
+        std::fs::write(&entry, text.replace("Write plain", "From the cache")).unwrap();
+    };
+    let prompt = |args: &[&str]| -> String {
+        let json = test.with_args(args).run().code(0).json();
+        json["phases"][2]["prompt"].to_string()
+    };
+
+    plant();
+    let spy = GitSpy::new("0");
+    let out = test
+        .with_args(&["compile"])
+        .env("PATH", &spy.path())
+        .run()
+        .code(0);
+    assert!(out.stdout.contains("From the cache"), "a hit");
+    assert_eq!(spy.calls(), Vec::<String>::new(), "a hit asks no git");
+
+    // The lock edited by hand (here: a comment) or deleted: compiled again, the lock rewritten.
+    plant();
+    std::fs::write(
+        test.path().join("helixflow.lock"),
+        format!("{lock}// edited\n"),
+    )
+    .unwrap();
+    assert!(
+        prompt(&["compile"]).contains("Write plain"),
+        "an edited lock"
+    );
+    plant();
+    std::fs::remove_file(test.path().join("helixflow.lock")).unwrap();
+    let locked = test.with_args(&["compile", "--locked"]).run().code(2);
+    assert!(locked.stderr.contains("HF510"), "{}", locked.stderr);
+    assert!(prompt(&["compile"]).contains("Write plain"), "no lock");
+    assert_eq!(
+        test.read("helixflow.lock"),
+        lock,
+        "the lock is written again"
+    );
+
+    // The cached file edited by hand: refused, as without the pipeline cache.
+    prompt(&["compile"]);
+    plant();
+    let copy = cache.path().join(&commit).join("agents.kdl");
+    let mut permissions = std::fs::metadata(&copy).unwrap().permissions();
+    #[allow(
+        clippy::permissions_set_readonly_false,
+        reason = "a test edits the cache"
+    )]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&copy, permissions).unwrap();
+    std::fs::write(&copy, AGENTS.replace("writer", "rewriter")).unwrap();
+    let tampered = test.with_args(&["compile"]).run().code(2);
+    assert!(
+        tampered.stderr.contains("agents.kdl"),
+        "{}",
+        tampered.stderr
+    );
+
+    // The cached commit gone and the network forbidden: offline says so, as without the cache.
+    std::fs::remove_dir_all(cache.path().join(&commit)).unwrap();
+    let offline = test.with_args(&["compile", "--offline"]).run().code(2);
+    assert!(offline.stderr.contains("HF513"), "{}", offline.stderr);
+}

@@ -326,11 +326,16 @@ pub(super) async fn guarded(a: &Attempt<'_>) -> Vec<GateReport> {
     let agent = matches!(a.phase.worker, Worker::Agent(_));
     let (repository, records, since) = (
         a.run.ctx.repository.clone(),
-        agent.then(|| a.run.ctx.records.clone()),
+        agent.then(|| (a.run.ctx.records.clone(), a.run.ctx.pipeline_cache.clone())),
         a.started,
     );
     let (repository, records) = tokio::task::spawn_blocking(move || {
-        let records = records.map(|r| r.changed_since(since)).unwrap_or_default();
+        let records = records
+            .map(|(records, cache)| {
+                cache.sweep();
+                records.changed_since(since)
+            })
+            .unwrap_or_default();
         (repository.changed_since(since), records)
     })
     .await
