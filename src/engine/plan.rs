@@ -377,6 +377,7 @@ pub(crate) fn plan(
             read: HashMap::new(),
         },
         stats: Stats::default(),
+        prepared: HashMap::new(),
     };
     // Phases downstream of work made while the run goes on are decided once their
     // dependencies are.
@@ -438,6 +439,7 @@ pub(crate) fn plan_made(
             read: HashMap::new(),
         },
         stats: Stats::default(),
+        prepared: HashMap::new(),
     };
     planner.look_ahead(made.iter().map(|&(_, phase)| phase));
     made.iter()
@@ -516,6 +518,57 @@ struct Planner<'a> {
     records: RecordCache<'a>,
     /// The metadata of the files the plan looks at, each looked up once.
     stats: Stats,
+    /// What was worked out ahead, in parallel, for the phases with a record, by name.
+    prepared: HashMap<String, Prepared>,
+}
+
+/// What the check of a phase against its record works out without the plan so far: its
+/// definition now and the stamps of its files.
+struct Prepared {
+    definition: Definition,
+    inputs: BTreeMap<String, FileStamp>,
+    outputs: BTreeMap<String, FileStamp>,
+}
+
+/// What a plan reads that threads can share.
+#[derive(Clone, Copy)]
+struct Looking<'a> {
+    pipeline: &'a Pipeline,
+    redactor: &'a Redactor,
+    exclude: &'a [PathBuf],
+    stats: &'a Stats,
+}
+
+impl Looking<'_> {
+    /// The definition of `phase` now and the stamps of its files, against `record`.
+    fn prepare(self, phase: &Phase, record: &PhaseRecord) -> Prepared {
+        let pipeline = self.pipeline;
+        let definition = fingerprint::definition(pipeline, phase, self.redactor);
+        let input_paths = fingerprint::input_paths(pipeline, phase, self.exclude, self.stats);
+        let inputs = fingerprint::stamps(
+            &pipeline.workspace,
+            &input_paths,
+            Some(&record.inputs),
+            self.stats,
+        );
+        // The declared outputs as they resolve now, and every file the record stamped
+        // (the files the phase made or changed): one gone or changed since counts.
+        let mut output_paths = fingerprint::output_paths(pipeline, phase, self.exclude, self.stats);
+        output_paths.extend(record.outputs.keys().cloned());
+        output_paths.sort();
+        output_paths.dedup();
+        let outputs = fingerprint::stamps(
+            &pipeline.workspace,
+            &output_paths,
+            Some(&record.outputs),
+            self.stats,
+        );
+        Prepared {
+            definition,
+            inputs,
+            outputs,
+        }
+    }
 }
 
 impl<'a> Planner<'a> {
@@ -537,7 +590,7 @@ impl<'a> Planner<'a> {
                 .insert(name.to_owned(), record.map(Rc::new));
         }
         let mut paths = Vec::new();
-        for phase in order {
+        for &phase in &order {
             if let Some(record) = self.records.read(&phase.name.value) {
                 paths.extend(
                     record
@@ -559,6 +612,30 @@ impl<'a> Planner<'a> {
             }
         }
         self.stats.prefetch(paths);
+        // Then each phase's definition and stamps, on every core.
+        let with_record: Vec<(&Phase, Rc<PhaseRecord>)> = order
+            .iter()
+            .filter_map(|&phase| Some((phase, self.records.read(&phase.name.value)?)))
+            .collect();
+        let work: Vec<(&Phase, &PhaseRecord)> =
+            with_record.iter().map(|(p, r)| (*p, &**r)).collect();
+        let looked = self.looking();
+        let prepared = in_parallel(&work, threads.min(8), |&(phase, record)| {
+            looked.prepare(phase, record)
+        });
+        for ((phase, _), prepared) in work.into_iter().zip(prepared) {
+            self.prepared.insert(phase.name.value.clone(), prepared);
+        }
+    }
+
+    /// What the plan reads to check a phase against its record.
+    fn looking(&self) -> Looking<'_> {
+        Looking {
+            pipeline: self.pipeline,
+            redactor: self.redactor,
+            exclude: self.exclude,
+            stats: &self.stats,
+        }
     }
 
     /// The plan of `phase`; its dependencies are planned already.
@@ -673,21 +750,20 @@ impl<'a> Planner<'a> {
     /// What changed since `phase` passed, as `record` says; returns the record with new
     /// modification times when only those changed.
     fn against_record(
-        &self,
+        &mut self,
         phase: &Phase,
         record: &PhaseRecord,
         upstream: BTreeMap<String, String>,
         reasons: &mut Vec<Reason>,
     ) -> Option<PhaseRecord> {
-        let pipeline = self.pipeline;
-        let definition = fingerprint::definition(pipeline, phase, self.redactor);
-        let input_paths = fingerprint::input_paths(pipeline, phase, self.exclude, &self.stats);
-        let inputs = fingerprint::stamps(
-            &pipeline.workspace,
-            &input_paths,
-            Some(&record.inputs),
-            &self.stats,
-        );
+        let Prepared {
+            definition,
+            inputs,
+            outputs,
+        } = match self.prepared.remove(&phase.name.value) {
+            Some(prepared) => prepared,
+            None => self.looking().prepare(phase, record),
+        };
         // A dependency without a record now did not pass again: when it runs now, that
         // is the reason below; else it is one of its own.
         let (unpassed, passed): (BTreeMap<_, _>, BTreeMap<_, _>) = upstream
@@ -704,19 +780,6 @@ impl<'a> Planner<'a> {
         if !not_passed.is_empty() {
             reasons.push(Reason::UpstreamNotPassed { phases: not_passed });
         }
-        // The declared outputs as they resolve now, and every file the record stamped
-        // (the files the phase made or changed): one gone or changed since counts.
-        let mut output_paths =
-            fingerprint::output_paths(pipeline, phase, self.exclude, &self.stats);
-        output_paths.extend(record.outputs.keys().cloned());
-        output_paths.sort();
-        output_paths.dedup();
-        let outputs = fingerprint::stamps(
-            &pipeline.workspace,
-            &output_paths,
-            Some(&record.outputs),
-            &self.stats,
-        );
         let files = FileChanges::between(&record.outputs, &outputs);
         if !files.is_empty() {
             reasons.push(Reason::OutputsChanged { files });

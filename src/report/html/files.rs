@@ -57,6 +57,8 @@ type Kept = BTreeMap<String, Vec<u8>>;
 #[derive(Debug, Default)]
 pub(crate) struct FilesCache {
     views: HashMap<String, Vec<FileView>>,
+    /// The phases found without a bundle.
+    absent: std::collections::HashSet<String>,
     by_hash: HashMap<String, Vec<u8>>,
     hashed: usize,
     /// Whether views made from bundles are saved beside them ([`SAVED`]): by the run's own
@@ -64,7 +66,8 @@ pub(crate) struct FilesCache {
     save: bool,
 }
 
-/// The files each phase's bundle holds, by phase folder, with their diffs. Contents are shown
+/// The files each phase's bundle holds, by phase folder, with their diffs; `folders` name phases
+/// that passed (a phase's bundle is written before it ends). Contents are shown
 /// only through `redactor`; without one, a view saved by the run's own report is used, or the
 /// bundle's files are named without their contents (see the module's documentation).
 pub(crate) fn bundled_files(
@@ -75,7 +78,7 @@ pub(crate) fn bundled_files(
 ) -> HashMap<String, Vec<FileView>> {
     let mut pending: Vec<(&str, Manifest, Kept)> = Vec::new();
     for &folder in folders {
-        if cache.views.contains_key(folder) {
+        if cache.views.contains_key(folder) || cache.absent.contains(folder) {
             continue;
         }
         let phase_dir = run.join("phases").join(folder);
@@ -87,10 +90,9 @@ pub(crate) fn bundled_files(
             continue;
         }
         let path = phase_dir.join(bundle::FILE_NAME);
-        if !path.is_file() {
-            continue;
-        }
+        // `folders` name phases that ended: one without a readable bundle has none.
         let Ok((manifest, kept)) = bundle::contents(&path, KEEP) else {
+            cache.absent.insert(folder.to_owned());
             continue;
         };
         cache.remember(&manifest, &kept);

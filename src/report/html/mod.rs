@@ -75,7 +75,13 @@ impl Writer {
         let view = model::Builder::new(&self.run)
             .events(events)
             .finish(live, &mut self.folders);
-        let folders: Vec<&str> = view.phases.iter().map(|p| p.folder.as_str()).collect();
+        // Only a phase that passed leaves a bundle, and it is written before the phase ends.
+        let folders: Vec<&str> = view
+            .phases
+            .iter()
+            .filter(|p| p.status == Some(crate::event::PhaseStatus::Passed))
+            .map(|p| p.folder.as_str())
+            .collect();
         let files = files::bundled_files(
             &self.run.path,
             &folders,
