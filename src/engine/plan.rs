@@ -919,7 +919,7 @@ pub(crate) fn for_run(
         .chain(reports.iter().cloned())
         .collect();
     let previous = unfinished_run(&state_dir);
-    let records = Records::new(&state_dir);
+    let records = Records::to_read(&state_dir);
     let redactor = pipeline.redactor();
     let plans = plan(
         pipeline,

@@ -169,6 +169,21 @@ impl Records {
         }
     }
 
+    /// The records kept in the state folder `state_dir`, to read only (a plan that runs
+    /// nothing: `status`, `run --dry-run`): the folder is not listed, so nothing written by
+    /// another could be told apart (see [`Records::changed_since`]).
+    pub(crate) fn to_read(state_dir: &Path) -> Self {
+        Records {
+            dir: state_dir.join(FOLDER),
+            known: Arc::new(Mutex::new(Known {
+                files: BTreeMap::new(),
+                found: Vec::new(),
+                pending: BTreeSet::new(),
+                aside: BTreeMap::new(),
+            })),
+        }
+    }
+
     fn known(&self) -> MutexGuard<'_, Known> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
