@@ -17,6 +17,9 @@ use crate::store::run::RunDir;
 /// The shortest time between two writes of a live report.
 pub(crate) const INTERVAL: Duration = Duration::from_secs(2);
 
+/// How soon after the run starts its first page is written.
+const FIRST: Duration = Duration::from_millis(500);
+
 /// What the sink hands the writing thread.
 #[derive(Default)]
 struct Inbox {
@@ -71,7 +74,8 @@ impl LiveReport {
 fn keep_writing(mut writer: Writer, path: &Path, shared: &Shared) -> std::io::Result<()> {
     let (inbox, signal) = &**shared;
     let mut events: Vec<Stamped> = Vec::new();
-    let mut written: Option<Instant> = None;
+    // The first page half a second in: a run that ends sooner writes only its last one.
+    let mut written: Option<Instant> = Instant::now().checked_sub(INTERVAL - FIRST);
     loop {
         let mut guard = inbox.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
