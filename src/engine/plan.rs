@@ -365,19 +365,8 @@ pub(crate) fn plan(
         .flatten()
         .collect();
     let mut planner = Planner {
-        pipeline,
-        force,
-        redactor,
-        exclude,
-        previous,
         from: from_onwards(pipeline, &everything, force),
-        will_run: BTreeSet::new(),
-        records: RecordCache {
-            records,
-            read: HashMap::new(),
-        },
-        stats: Stats::default(),
-        prepared: HashMap::new(),
+        ..Planner::new(pipeline, force, records, redactor, exclude, previous)
     };
     // Phases downstream of work made while the run goes on are decided once their
     // dependencies are.
@@ -422,24 +411,10 @@ pub(crate) fn plan_made(
     previous: Option<&RunSummary>,
     ran: &BTreeSet<String>,
 ) -> Vec<PhasePlan> {
-    let mut from = BTreeSet::new();
-    if let Some(start) = &force.from {
-        from.insert(start.as_str());
-    }
     let mut planner = Planner {
-        pipeline,
-        force,
-        redactor,
-        exclude,
-        previous,
-        from,
+        from: force.from.iter().map(String::as_str).collect(),
         will_run: ran.iter().map(String::as_str).collect(),
-        records: RecordCache {
-            records,
-            read: HashMap::new(),
-        },
-        stats: Stats::default(),
-        prepared: HashMap::new(),
+        ..Planner::new(pipeline, force, records, redactor, exclude, previous)
     };
     planner.look_ahead(made.iter().map(|&(_, phase)| phase));
     made.iter()
@@ -572,6 +547,32 @@ impl Looking<'_> {
 }
 
 impl<'a> Planner<'a> {
+    /// A planner that has planned nothing yet, with no phase selected by `--from`.
+    fn new(
+        pipeline: &'a Pipeline,
+        force: &'a Force,
+        records: &'a Records,
+        redactor: &'a Redactor,
+        exclude: &'a [PathBuf],
+        previous: Option<&'a RunSummary>,
+    ) -> Self {
+        Planner {
+            pipeline,
+            force,
+            redactor,
+            exclude,
+            previous,
+            from: BTreeSet::new(),
+            will_run: BTreeSet::new(),
+            records: RecordCache {
+                records,
+                read: HashMap::new(),
+            },
+            stats: Stats::default(),
+            prepared: HashMap::new(),
+        }
+    }
+
     /// Looks up ahead, in parallel, the files the plan of `order` will look at: those the
     /// phases' records stamped, and their declared files.
     fn look_ahead(&mut self, order: impl Iterator<Item = &'a Phase>) {

@@ -75,7 +75,7 @@ fn keep_writing(mut writer: Writer, path: &Path, shared: &Shared) -> std::io::Re
     let (inbox, signal) = &**shared;
     let mut events: Vec<Stamped> = Vec::new();
     // The first page half a second in: a run that ends sooner writes only its last one.
-    let mut written: Option<Instant> = Instant::now().checked_sub(INTERVAL - FIRST);
+    let mut written: Option<Instant> = Instant::now().checked_sub(INTERVAL.saturating_sub(FIRST));
     loop {
         let mut guard = inbox.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
