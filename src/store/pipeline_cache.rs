@@ -30,6 +30,10 @@ use crate::model::Pipeline;
 /// The folder of the state folder that holds the entries.
 const FOLDER: &str = "cache";
 
+/// The largest entry written or read: far above what the front end's input limits compile to,
+/// and a bound on what a command reads of a file planted there.
+const MAX_BYTES: u64 = 64 << 20;
+
 /// The format of an entry.
 const FORMAT: u32 = 2;
 
@@ -89,7 +93,14 @@ impl PipelineCache {
 
     /// The pipeline compiled from `path` and `text` when the entry holds for it.
     pub(crate) fn load(&self, path: &Path, text: &str) -> Option<Pipeline> {
-        let bytes = fs::read(&self.file).ok()?;
+        // A regular file only (a FIFO planted there would block), and no larger than an entry
+        // is written.
+        let file = crate::regular::open(&self.file).ok()?;
+        if file.metadata().ok()?.len() > MAX_BYTES {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_BYTES), &mut bytes).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
         let holds = entry.format == FORMAT
             && entry.helixflow == self.helixflow
@@ -118,6 +129,9 @@ impl PipelineCache {
         let Ok(json) = serde_json::to_vec(&entry) else {
             return;
         };
+        if json.len() as u64 > MAX_BYTES {
+            return;
+        }
         let Some(folder) = self.file.parent() else {
             return;
         };
@@ -195,7 +209,8 @@ fn identities(folder: &Path) -> Identities {
 /// BLAKE3 of the lock file of the pipeline file `path`, in hex; `None` when there is none (or
 /// it cannot be read: then a compilation says why).
 fn lock_hash(path: &Path) -> Option<String> {
-    let bytes = fs::read(crate::remote::lockfile::path_for(path)).ok()?;
+    let bytes =
+        crate::regular::read_capped(&crate::remote::lockfile::path_for(path), MAX_BYTES).ok()?;
     Some(blake3::hash(&bytes).to_hex().to_string())
 }
 

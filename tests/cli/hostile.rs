@@ -392,3 +392,52 @@ fn long_runs_of_punctuation_never_reach_the_kdl_parser() {
         "{said}"
     );
 }
+
+/// A FIFO, a huge sparse file or a symlink where the compiled pipeline's cache entry is: the
+/// commands compile as without the cache, at once and within their usual memory.
+#[test]
+fn a_planted_pipeline_cache_entry_is_never_waited_on_nor_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.kdl"),
+        "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\n}\n",
+    )
+    .unwrap();
+    let cache = dir.path().join(".helixflow/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // The entry's name, as a first command writes it.
+    let first = run(dir.path(), &["status"], b"");
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .next()
+        .expect("an entry")
+        .unwrap()
+        .path();
+    let plants: [(&str, Box<dyn Fn(&Path)>); 3] = [
+        ("a FIFO", Box::new(|p: &Path| mkfifo(p))),
+        (
+            "a 4 GiB sparse file",
+            Box::new(|p: &Path| {
+                let file = std::fs::File::create(p).unwrap();
+                file.set_len(4 << 30).unwrap();
+            }),
+        ),
+        (
+            "a symlink to /dev/zero",
+            Box::new(|p: &Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap()),
+        ),
+    ];
+    for (what, plant) in plants {
+        std::fs::remove_file(&entry).unwrap();
+        plant(&entry);
+        let (output, peak_kib) = run_measured(dir.path(), &["status"], b"");
+        assert_eq!(output.status.code(), Some(0), "{what}: {}", text(&output));
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("→ a  will run"),
+            "{what}: {}",
+            text(&output)
+        );
+        assert!(peak_kib < 64 * 1024, "{what}: {peak_kib} KiB");
+    }
+}
