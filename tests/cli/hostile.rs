@@ -393,6 +393,9 @@ fn long_runs_of_punctuation_never_reach_the_kdl_parser() {
     );
 }
 
+/// What puts something where a file was.
+type Plant = Box<dyn Fn(&Path)>;
+
 /// A FIFO, a huge sparse file or a symlink where the compiled pipeline's cache entry is: the
 /// commands compile as without the cache, at once and within their usual memory.
 #[test]
@@ -414,7 +417,7 @@ fn a_planted_pipeline_cache_entry_is_never_waited_on_nor_read_whole() {
         .expect("an entry")
         .unwrap()
         .path();
-    let plants: [(&str, Box<dyn Fn(&Path)>); 3] = [
+    let plants: [(&str, Plant); 3] = [
         ("a FIFO", Box::new(|p: &Path| mkfifo(p))),
         (
             "a 4 GiB sparse file",
