@@ -39,8 +39,9 @@ pipeline "bench-{n}" {{
 }}
 
 agent "claude" {{
-    command "claude" "-p" "{{{{ prompt }}}}" "--output-format" "stream-json" "--verbose"
-    resume "claude" "-p" "{{{{ feedback }}}}" "--continue" "--output-format" "stream-json" "--verbose"
+    command "claude" "-p" "--output-format" "stream-json" "--verbose"
+    resume "claude" "-p" "--continue" "--output-format" "stream-json" "--verbose"
+    stdin #true
     response "claude-stream-json"
     timeout "20m"
     idle-timeout "5m"
@@ -50,7 +51,8 @@ agent "claude" {{
 # Only written when some phase verifies with it: an unused agent is a lint warning.
 REVIEWER = """
 agent "reviewer" {
-    command "claude" "-p" "{{ prompt }}" "--model" "haiku" "--permission-mode" "plan" "--output-format" "stream-json" "--verbose"
+    command "claude" "-p" "--model" "haiku" "--permission-mode" "plan" "--output-format" "stream-json" "--verbose"
+    stdin #true
     response "claude-stream-json"
     evidence #""type":"tool_use""#
     timeout "5m"
