@@ -262,6 +262,9 @@ class ReportTests(unittest.TestCase):
                 page.open(path)
                 self.assertEqual(page.js("document.documentElement.dataset.live"), "3")
                 self.assertIn("running", page.js("document.body.innerText"))
+                # Right after the page reloaded itself, so that the reader's moves come well
+                # before the next reload however slow the machine.
+                page.wait_for_load(page.loads() + 1, timeout=10)
                 page.js("window.scrollTo(0, 400); document.getElementById('p0-a1').open = false")
                 loads = page.loads()
                 page.wait_for_load(loads + 1, timeout=10)
