@@ -11,12 +11,11 @@ use serde::Serialize;
 
 use super::fingerprint::{self, Definition};
 use crate::graph::PhaseGraph;
-use crate::model::{Input, Output, Phase, PhaseId, Pipeline};
+use crate::model::{Phase, PhaseId, Pipeline};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, Records};
 use crate::store::run::list_runs;
 use crate::store::run_json::RunSummary;
-use crate::verify::gates::clean;
 use crate::workspace::{Stats, in_parallel};
 
 pub(crate) use super::context::Force;
@@ -573,59 +572,26 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Looks up ahead, in parallel, the files the plan of `order` will look at: those the
-    /// phases' records stamped, and their declared files.
+    /// Works out ahead, in parallel, what the plan of `order` compares: each phase's record,
+    /// and for a phase with one its definition now and the stamps of its files.
     fn look_ahead(&mut self, order: impl Iterator<Item = &'a Phase>) {
-        let workspace = &self.pipeline.workspace;
         let order: Vec<&Phase> = order.collect();
-        // The records first, read and parsed on every core.
-        let names: Vec<&str> = order.iter().map(|p| p.name.value.as_str()).collect();
+        // On every core, in one pass: each phase's record, read and parsed, then its definition
+        // and the stamps of its files (each file looked up once, whichever phase asks first).
         let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let records = self.records.records;
-        let read = in_parallel(&names, threads.min(8), |name| {
-            records.read(name).ok().flatten()
-        });
-        for (name, record) in names.into_iter().zip(read) {
-            self.records
-                .read
-                .insert(name.to_owned(), record.map(Rc::new));
-        }
-        let mut paths = Vec::new();
-        for &phase in &order {
-            if let Some(record) = self.records.read(&phase.name.value) {
-                paths.extend(
-                    record
-                        .inputs
-                        .keys()
-                        .chain(record.outputs.keys())
-                        .map(|path| workspace.join(path)),
-                );
-            }
-            for output in &phase.outputs {
-                if let Output::File { path } = output {
-                    paths.push(workspace.join(clean(path)));
-                }
-            }
-            for input in phase.inputs.iter().flatten() {
-                if let Input::File { path } = input {
-                    paths.push(workspace.join(clean(path)));
-                }
-            }
-        }
-        self.stats.prefetch(paths);
-        // Then each phase's definition and stamps, on every core.
-        let with_record: Vec<(&Phase, Rc<PhaseRecord>)> = order
-            .iter()
-            .filter_map(|&phase| Some((phase, self.records.read(&phase.name.value)?)))
-            .collect();
-        let work: Vec<(&Phase, &PhaseRecord)> =
-            with_record.iter().map(|(p, r)| (*p, &**r)).collect();
         let looked = self.looking();
-        let prepared = in_parallel(&work, threads.min(8), |&(phase, record)| {
-            looked.prepare(phase, record)
+        let read = in_parallel(&order, threads.min(8), |phase| {
+            let record = records.read(&phase.name.value).ok().flatten();
+            let prepared = record.as_ref().map(|r| looked.prepare(phase, r));
+            (record, prepared)
         });
-        for ((phase, _), prepared) in work.into_iter().zip(prepared) {
-            self.prepared.insert(phase.name.value.clone(), prepared);
+        for (phase, (record, prepared)) in order.into_iter().zip(read) {
+            let name = &phase.name.value;
+            self.records.read.insert(name.clone(), record.map(Rc::new));
+            if let Some(prepared) = prepared {
+                self.prepared.insert(name.clone(), prepared);
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! File metadata looked up once per path (following symlinks, as the up-to-date check reads
 //! files), for the checks of one plan: a phase's inputs are often other phases' outputs, which
-//! would otherwise be looked up once for each phase that reads them. The paths a plan will look
-//! at can be looked up ahead, in parallel ([`Stats::prefetch`]).
+//! would otherwise be looked up once for each phase that reads them. Threads share it: the plan
+//! checks its phases on every core ([`in_parallel`]).
 
 use std::collections::HashMap;
 use std::fs::Metadata;
@@ -28,24 +28,6 @@ impl Stats {
     /// Whether `path` is a regular file (or a symlink to one).
     pub(crate) fn is_file(&self, path: &Path) -> bool {
         self.metadata(path).is_some_and(|meta| meta.is_file())
-    }
-
-    /// Looks up `paths` ahead, on as many threads as there are cores (up to 8).
-    pub(crate) fn prefetch(&self, mut paths: Vec<PathBuf>) {
-        // By bytes: comparing paths component by component costs more than the lookups.
-        paths.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
-        paths.dedup();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, std::num::NonZero::get)
-            .clamp(1, 8);
-        if paths.len() < 64 || threads == 1 {
-            for path in &paths {
-                self.metadata(path);
-            }
-            return;
-        }
-        let found = in_parallel(&paths, threads, |path| std::fs::metadata(path).ok());
-        self.lock().extend(paths.into_iter().zip(found));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Option<Metadata>>> {
