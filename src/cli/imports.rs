@@ -57,18 +57,20 @@ pub(crate) fn compile(
 }
 
 /// [`compile`], with every question the compilation asked the file system and the remote
-/// imports, and its answer (what the compiled pipeline's cache is keyed by).
+/// imports, and its answer (what the compiled pipeline's cache is keyed by); `None` instead when
+/// the lock should have been written and could not be (a compilation to do again next time).
 pub(crate) fn compile_recorded(
     path: &Path,
     text: &str,
     from_stdin: bool,
     options: Options,
     args: &ImportArgs,
-) -> (Compilation, Vec<Answer>) {
+) -> (Compilation, Option<Vec<Answer>>) {
     let resolver = Resolver::new(path, args.policy(Update::Nothing));
     let recording = Recording::new(&resolver);
     let mut compilation = language::compile(path, text, &recording, options);
     let outcome = resolver.outcome();
+    let mut locked = true;
     if let Some(changes) = settled(&outcome, &compilation) {
         if args.locked {
             stale_lock(&outcome, &changes, &mut compilation);
@@ -79,11 +81,14 @@ pub(crate) fn compile_recorded(
                         say!("{line}");
                     }
                 }
-                Err(e) => say!("warning: {e}; the commands go on with what was resolved"),
+                Err(e) => {
+                    locked = false;
+                    say!("warning: {e}; the commands go on with what was resolved");
+                }
             }
         }
     }
-    (compilation, recording.answers())
+    (compilation, locked.then(|| recording.answers()))
 }
 
 /// What changes in the lock, when the compilation followed every import (nothing that could

@@ -121,6 +121,7 @@ pub(crate) fn checked_pipeline(
     match compilation.pipeline.take() {
         Some(pipeline) if !compilation.has_errors() => {
             if let Some(cache) = cache
+                && let Some(answers) = answers
                 && compilation.diagnostics.is_empty()
             {
                 cache.save(&input.path, &input.text, answers, &pipeline);

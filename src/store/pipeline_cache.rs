@@ -10,10 +10,10 @@
 //! cache alone: a hit never fetches) and the pipeline file's text, its lock file
 //! (`helixflow.lock`: `helixflow lock --update`, a hand edit or a deleted lock all compile again,
 //! so that `--locked` and the lock's rewriting behave as without the cache) and the helixflow
-//! binary (its version, size and modification time) are the same. Only compilations without a single finding are kept, so a hit has nothing to report.
-//! An entry that cannot be read or parsed is no entry: the pipeline is compiled, and the entry
-//! written again (through a temporary file and a rename; it is a cache, not a record, and is not
-//! synced).
+//! binary (its version, size and modification time) are the same. Only compilations without a
+//! single finding are kept, so a hit has nothing to report. An entry that cannot be read or parsed
+//! is no entry: the pipeline is compiled, and the entry written again (through a temporary file
+//! and a rename; it is a cache, not a record, and is not synced).
 
 use std::collections::BTreeMap;
 use std::fs;
