@@ -90,8 +90,9 @@ pub(crate) fn generated_for_lint(input: &Input, compilation: &Compilation) -> Ve
 }
 
 /// Compiles the pipeline a command works on; its diagnostics are the failure when it cannot be
-/// used. A pipeline compiled before without a finding, whose file and everything its compilation
-/// read are unchanged, comes from the state folder's cache instead (`store::pipeline_cache`).
+/// used. A pipeline compiled before without an error, whose file and everything its compilation
+/// read are unchanged, comes from the state folder's cache instead, with its warnings
+/// (`store::pipeline_cache`).
 pub(crate) fn checked_pipeline(
     file: Option<PathBuf>,
     imports: &ImportArgs,
@@ -99,17 +100,17 @@ pub(crate) fn checked_pipeline(
     let path = super::pipeline_path(file)?;
     let input = read(&path, None)?;
     let cache = PipelineCache::of(&input.path, &input.text);
-    if let Some(pipeline) = cache
+    if let Some(hit) = cache
         .as_ref()
         .and_then(|cache| cache.load(&input.path, &input.text))
     {
-        let nothing = Compilation {
-            sources: crate::diagnostics::Sources::new(),
-            diagnostics: Vec::new(),
+        let warnings = Compilation {
+            sources: hit.sources,
+            diagnostics: hit.diagnostics,
             pipeline: None,
             remote: crate::model::RemoteDefinitions::default(),
         };
-        return Ok((nothing, pipeline));
+        return Ok((warnings, hit.pipeline));
     }
     let (mut compilation, answers) = super::imports::compile_recorded(
         &input.path,
@@ -122,9 +123,9 @@ pub(crate) fn checked_pipeline(
         Some(pipeline) if !compilation.has_errors() => {
             if let Some(cache) = cache
                 && let Some(answers) = answers
-                && compilation.diagnostics.is_empty()
             {
-                cache.save(&input.path, &input.text, answers, &pipeline);
+                let findings = (&compilation.diagnostics[..], &compilation.sources);
+                cache.save(&input.path, &input.text, answers, findings, &pipeline);
             }
             Ok((compilation, pipeline))
         }

@@ -10,10 +10,12 @@
 //! cache alone: a hit never fetches) and the pipeline file's text, its lock file
 //! (`helixflow.lock`: `helixflow lock --update`, a hand edit or a deleted lock all compile again,
 //! so that `--locked` and the lock's rewriting behave as without the cache) and the helixflow
-//! binary (its version, size and modification time) are the same. Only compilations without a
-//! single finding are kept, so a hit has nothing to report. An entry that cannot be read or parsed
-//! is no entry: the pipeline is compiled, and the entry written again (through a temporary file
-//! and a rename; it is a cache, not a record, and is not synced).
+//! binary (its version, size and modification time) are the same. Only compilations without an
+//! error are kept, with their warnings: a hit reports them again, from the files they point into
+//! as read now (each must still have the content it had, by hash, or the entry is not used). An
+//! entry that cannot be read or parsed is no entry: the pipeline is compiled, and the entry
+//! written again (through a temporary file and a rename; it is a cache, not a record, and is not
+//! synced).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,7 +25,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::language::loader::{Answer, normalize};
+use crate::diagnostics::rules::find_rule;
+use crate::diagnostics::{Diagnostic, FileId, Note, Sources, Span};
+use crate::language::loader::{Answer, Loader as _, normalize};
 use crate::language::{FsLoader, state_location};
 use crate::model::Pipeline;
 
@@ -35,7 +39,7 @@ const FOLDER: &str = "cache";
 const MAX_BYTES: u64 = 64 << 20;
 
 /// The format of an entry.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// One cached compilation.
 #[derive(Serialize, Deserialize)]
@@ -53,8 +57,41 @@ struct Entry {
     lock: Option<String>,
     /// Every question the compilation asked, with its answer.
     answers: Vec<Answer>,
+    /// The files its warnings point into, with the BLAKE3 of each one's text, in hex.
+    files: Vec<(PathBuf, String)>,
+    /// Its warnings.
+    warnings: Vec<Warning>,
     /// What it compiled to.
     pipeline: Pipeline,
+}
+
+/// A warning of a cached compilation, its places given as indexes into the entry's `files`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Warning {
+    /// The rule's code.
+    rule: String,
+    message: String,
+    label: String,
+    help: String,
+    at: Place,
+    notes: Vec<(Place, String)>,
+}
+
+/// A byte range of one of the entry's files.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct Place {
+    file: usize,
+    offset: usize,
+    len: usize,
+}
+
+/// A compilation taken from the cache: the pipeline, and its warnings with the files they point
+/// into.
+pub(crate) struct Hit {
+    pub pipeline: Pipeline,
+    pub diagnostics: Vec<Diagnostic>,
+    pub sources: Sources,
 }
 
 /// Where the entry of one pipeline file is.
@@ -91,8 +128,9 @@ impl PipelineCache {
         })
     }
 
-    /// The pipeline compiled from `path` and `text` when the entry holds for it.
-    pub(crate) fn load(&self, path: &Path, text: &str) -> Option<Pipeline> {
+    /// The pipeline compiled from `path` and `text`, and its warnings, when the entry holds for
+    /// it.
+    pub(crate) fn load(&self, path: &Path, text: &str) -> Option<Hit> {
         // A regular file only (a FIFO planted there would block), and no larger than an entry
         // is written.
         let file = crate::regular::open(&self.file).ok()?;
@@ -108,15 +146,32 @@ impl PipelineCache {
             && entry.text == hash(text)
             && entry.lock == lock_hash(path)
             && entry.answers.iter().all(|answer| answer.holds(&FsLoader));
-        holds.then_some(entry.pipeline)
+        if !holds {
+            return None;
+        }
+        let (diagnostics, sources) = warnings(&entry, path, text)?;
+        Some(Hit {
+            pipeline: entry.pipeline,
+            diagnostics,
+            sources,
+        })
     }
 
-    /// Keeps a compilation without findings of `path` and `text`, which asked `answers`, when
-    /// the state folder exists. A failure to write is only a cache missed.
-    pub(crate) fn save(&self, path: &Path, text: &str, answers: Vec<Answer>, pipeline: &Pipeline) {
-        if !self.state_dir.is_dir() {
+    /// Keeps a compilation without errors of `path` and `text`, which asked `answers` and found
+    /// `diagnostics` (warnings) in `sources`, when the state folder exists. A failure to write is
+    /// only a cache missed.
+    pub(crate) fn save(
+        &self,
+        path: &Path,
+        text: &str,
+        answers: Vec<Answer>,
+        (diagnostics, sources): (&[Diagnostic], &Sources),
+        pipeline: &Pipeline,
+    ) {
+        if !self.state_dir.is_dir() || diagnostics.iter().any(Diagnostic::is_error) {
             return;
         }
+        let (files, warnings) = kept_warnings(diagnostics, sources);
         let entry = Entry {
             format: FORMAT,
             helixflow: self.helixflow.clone(),
@@ -124,6 +179,8 @@ impl PipelineCache {
             text: hash(text),
             lock: lock_hash(path),
             answers,
+            files,
+            warnings,
             pipeline: pipeline.clone(),
         };
         let Ok(json) = serde_json::to_vec(&entry) else {
@@ -204,6 +261,80 @@ fn identities(folder: &Path) -> Identities {
             ))
         })
         .collect()
+}
+
+/// `diagnostics` as an entry keeps them, with the files of `sources` they point into.
+fn kept_warnings(
+    diagnostics: &[Diagnostic],
+    sources: &Sources,
+) -> (Vec<(PathBuf, String)>, Vec<Warning>) {
+    let mut files: Vec<(PathBuf, String)> = Vec::new();
+    let mut index: BTreeMap<FileId, usize> = BTreeMap::new();
+    let mut place = |span: Span| {
+        let file = *index.entry(span.file).or_insert_with(|| {
+            let source = sources.get(span.file);
+            files.push((source.path.clone(), hash(&source.text)));
+            files.len() - 1
+        });
+        Place {
+            file,
+            offset: span.offset,
+            len: span.len,
+        }
+    };
+    let warnings = diagnostics
+        .iter()
+        .map(|d| Warning {
+            rule: d.rule.code.to_owned(),
+            message: d.message.clone(),
+            label: d.label.clone(),
+            help: d.help.clone(),
+            at: place(d.span),
+            notes: d
+                .notes
+                .iter()
+                .map(|note| (place(note.span), note.label.clone()))
+                .collect(),
+        })
+        .collect();
+    (files, warnings)
+}
+
+/// The warnings an entry keeps, with the files they point into as read now (the pipeline file
+/// `path` is `text`); `None` when a file cannot be read or is not as it was, or a rule is no
+/// longer known.
+fn warnings(entry: &Entry, path: &Path, text: &str) -> Option<(Vec<Diagnostic>, Sources)> {
+    let mut sources = Sources::new();
+    let mut ids = Vec::with_capacity(entry.files.len());
+    for (file, digest) in &entry.files {
+        let now = if file == path {
+            text.to_owned()
+        } else {
+            FsLoader.read(file).ok()?
+        };
+        if hash(&now) != *digest {
+            return None;
+        }
+        ids.push(sources.add(file, now));
+    }
+    let span = |place: Place| -> Option<Span> {
+        Some(Span::new(*ids.get(place.file)?, place.offset, place.len))
+    };
+    let mut diagnostics = Vec::with_capacity(entry.warnings.len());
+    for warning in &entry.warnings {
+        let rule = find_rule(&warning.rule)?;
+        let mut diagnostic = Diagnostic::new(rule, span(warning.at)?, warning.message.clone());
+        diagnostic.label.clone_from(&warning.label);
+        diagnostic.help.clone_from(&warning.help);
+        for (place, label) in &warning.notes {
+            diagnostic.notes.push(Note {
+                span: span(*place)?,
+                label: label.clone(),
+            });
+        }
+        diagnostics.push(diagnostic);
+    }
+    Some((diagnostics, sources))
 }
 
 /// BLAKE3 of the lock file of the pipeline file `path`, in hex; `None` when there is none (or

@@ -133,7 +133,7 @@ fn an_unchanged_pipeline_comes_from_the_cache_and_any_change_compiles_it_again()
 }
 
 #[test]
-fn a_pipeline_with_findings_or_without_a_state_folder_is_not_cached() {
+fn a_pipeline_without_a_state_folder_is_not_cached() {
     let test = Test::new()
         .file("lib.kdl", LIB)
         .file("prompt.md", "Do it.\n")
@@ -143,19 +143,73 @@ fn a_pipeline_with_findings_or_without_a_state_folder_is_not_cached() {
         !test.path().join(".helixflow").exists(),
         "compile made a state folder"
     );
-    // A warning (an output glob that expects nothing) is reported every time: nothing is cached.
-    std::fs::create_dir_all(test.path().join(".helixflow")).unwrap();
+}
+
+/// A pipeline with warnings is kept with them: a hit reports them exactly as a compilation does,
+/// from the files as they are now; one whose warned file changed is compiled again; one with an
+/// error is never kept.
+#[test]
+fn warnings_come_from_the_cache_as_a_compilation_reports_them() {
+    let warned = PIPELINE.replace(
+        "    scope \"docs\"\n",
+        "    scope \"docs\"\n    outputs {\n        glob \"out/*.txt\" min=0\n    }\n",
+    );
+    let test = project();
+    std::fs::write(test.path().join("pipeline.kdl"), &warned).unwrap();
+    let compiled = test.with_args(&["run", "--dry-run"]).run().code(0);
+    assert!(compiled.stderr.contains("HF601"), "{}", compiled.stderr);
+    let hit = test.with_args(&["run", "--dry-run"]).run().code(0);
+    assert_eq!(
+        hit.stderr, compiled.stderr,
+        "the same warning, the same way"
+    );
+    let status = test.with_args(&["status"]).run().code(0);
+    assert_eq!(status.stderr, compiled.stderr);
+    // Those were hits: a warning changed in the entry is what a command reports.
+    let path = entry(&test);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let message = compiled
+        .stderr
+        .lines()
+        .find(|l| l.contains("HF601"))
+        .unwrap();
+    assert!(text.contains("\"rule\":\"HF601\""), "{text}");
+    std::fs::write(
+        &path,
+        text.replacen("\"message\":\"", "\"message\":\"(cached) ", 1),
+    )
+    .unwrap();
+    let planted = test.with_args(&["status"]).run().code(0);
+    assert!(
+        planted.stderr.contains("(cached) "),
+        "{message}: {}",
+        planted.stderr
+    );
+
+    // The pipeline file changes (a comment above): compiled again, the warning where it is now.
     std::fs::write(
         test.path().join("pipeline.kdl"),
-        PIPELINE.replace(
-            "    scope \"docs\"\n",
-            "    scope \"docs\"\n    outputs {\n        glob \"out/*.txt\" min=0\n    }\n",
-        ),
+        format!("// a comment\n{warned}"),
+    )
+    .unwrap();
+    let again = test.with_args(&["run", "--dry-run"]).run().code(0);
+    assert!(!again.stderr.contains("(cached) "), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("pipeline.kdl:10:26"),
+        "{}",
+        again.stderr
+    );
+
+    // An error: reported every time, never kept.
+    std::fs::remove_dir_all(test.path().join(".helixflow/cache")).unwrap();
+    std::fs::write(
+        test.path().join("pipeline.kdl"),
+        PIPELINE.replace("agent \"bot\"", "agent \"nobody\""),
     )
     .unwrap();
     for _ in 0..2 {
-        let out = test.with_args(&["run", "--dry-run"]).run().code(0);
-        assert!(out.stderr.contains("HF601"), "{}", out.stderr);
+        let out = test.with_args(&["run", "--dry-run"]).run().code(2);
+        assert!(out.stderr.contains("error"), "{}", out.stderr);
     }
     assert!(!test.path().join(".helixflow/cache").exists());
 }
