@@ -47,8 +47,8 @@ impl<'p> Glob<'p> {
             phase,
             index,
             pattern,
-            folder: literal_prefix(pattern),
-            literal: !pattern.contains(['*', '?', '[', '{', '\\']),
+            folder: crate::glob::literal_folders(pattern),
+            literal: crate::glob::is_literal(pattern),
             matcher: OnceCell::new(),
             samples: OnceCell::new(),
         }
@@ -266,18 +266,6 @@ fn depends_within(graph: &PhaseGraph, subset: &[usize]) -> Option<impl Fn(usize,
     })
 }
 
-/// The folders of a glob before its first wildcard: `src/lib/**/*.rs` → `src/lib`.
-pub(super) fn literal_prefix(pattern: &str) -> &str {
-    let mut end = 0;
-    for (at, _) in pattern.match_indices('/') {
-        if pattern[end..at].contains(['*', '?', '[', '{']) {
-            break;
-        }
-        end = at;
-    }
-    &pattern[..end]
-}
-
 /// Example paths a glob matches: each wildcard replaced by a plain name, each `{a,b}` expanded.
 pub(super) fn samples(pattern: &str) -> Vec<String> {
     let mut out = vec![String::new()];
@@ -339,9 +327,10 @@ mod tests {
 
     #[test]
     fn samples_and_prefixes() {
-        assert_eq!(literal_prefix("src/lib/**/*.rs"), "src/lib");
-        assert_eq!(literal_prefix("*.md"), "");
-        assert_eq!(literal_prefix("docs/a.md"), "docs");
+        assert_eq!(crate::glob::literal_folders("src/lib/**/*.rs"), "src/lib");
+        assert_eq!(crate::glob::literal_folders("*.md"), "");
+        assert_eq!(crate::glob::literal_folders("docs/a.md"), "docs");
+        assert_eq!(crate::glob::literal_folders("a\\*b/c/d.md"), "");
         assert_eq!(samples("src/{a,b}/*.py"), vec!["src/a/x.py", "src/b/x.py"]);
         assert_eq!(ancestors("a/b").collect::<Vec<_>>(), ["a/b", "a", ""]);
         assert_eq!(ancestors("").collect::<Vec<_>>(), [""]);

@@ -304,7 +304,7 @@ impl ProtectedPaths {
             let (name, folders) = parts.split_last().unwrap_or((&"", &[]));
             let literal: Vec<&str> = folders
                 .iter()
-                .take_while(|part| !part.contains(['*', '?', '[', '{', '\\']))
+                .take_while(|part| crate::glob::is_literal(part))
                 .copied()
                 .collect();
             // `*` stays within one folder; `**`, and a brace that may hold a `/`, do not.
@@ -400,7 +400,7 @@ pub(crate) fn protect_root(pattern: &str) -> Option<(String, bool)> {
         .collect();
     let literal: Vec<&str> = parts
         .iter()
-        .take_while(|part| !part.contains(['*', '?', '[', '{', '\\']))
+        .take_while(|part| crate::glob::is_literal(part))
         .copied()
         .collect();
     if literal.is_empty() {

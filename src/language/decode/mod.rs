@@ -291,7 +291,7 @@ impl Decoder<'_> {
         if glob.ends_with('/') {
             return Some((glob.trim_end_matches('/'), "ends with `/`"));
         }
-        let literal = !glob.contains(['*', '?', '[', '{', '\\']);
+        let literal = crate::glob::is_literal(glob);
         (literal && self.loader.is_dir(&self.workspace.join(glob))).then_some((glob, "is a folder"))
     }
 

@@ -40,7 +40,10 @@ pub(crate) fn glob_files(
     patterns: &[String],
 ) -> Result<Vec<String>, String> {
     let set = glob_set(patterns)?;
-    let mut roots: Vec<String> = patterns.iter().map(|p| literal_folder(&clean(p))).collect();
+    let mut roots: Vec<String> = patterns
+        .iter()
+        .map(|p| crate::glob::literal_folders(&clean(p)).to_owned())
+        .collect();
     roots.sort();
     // A root inside another root is walked with it.
     roots.dedup_by(|inner, outer| {
@@ -79,18 +82,6 @@ pub(crate) fn glob_files(
         }
     }
     Ok(found.into_iter().collect())
-}
-
-/// The folders of a glob before its first wildcard: `src/**/*.py` → `src`, `*.md` → the empty string.
-fn literal_folder(pattern: &str) -> String {
-    let segments: Vec<&str> = pattern.split('/').collect();
-    let literal = segments
-        .iter()
-        .take(segments.len().saturating_sub(1))
-        .take_while(|s| !s.contains(['*', '?', '[', '{', '\\']))
-        .copied()
-        .collect::<Vec<_>>();
-    literal.join("/")
 }
 
 /// Compiles globs the way the language does; a detail when one is invalid.
