@@ -4,24 +4,28 @@
 //! checks its phases on every core ([`in_parallel`]).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs::Metadata;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 /// Metadata by path, each looked up once.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    known: Mutex<HashMap<PathBuf, Option<Metadata>>>,
+    /// By the path's bytes: hashing a `Path` walks its components, which costs more here than
+    /// the lookups themselves.
+    known: Mutex<HashMap<OsString, Option<Metadata>>>,
 }
 
 impl Stats {
     /// The metadata of `path`, following symlinks; `None` when there is nothing there.
     pub(crate) fn metadata(&self, path: &Path) -> Option<Metadata> {
-        if let Some(known) = self.lock().get(path) {
+        if let Some(known) = self.lock().get(path.as_os_str()) {
             return known.clone();
         }
         let found = std::fs::metadata(path).ok();
-        self.lock().insert(path.to_owned(), found.clone());
+        self.lock()
+            .insert(path.as_os_str().to_owned(), found.clone());
         found
     }
 
@@ -30,7 +34,7 @@ impl Stats {
         self.metadata(path).is_some_and(|meta| meta.is_file())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Option<Metadata>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<OsString, Option<Metadata>>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
