@@ -918,6 +918,28 @@ struct Looked<'a> {
     previous: Option<&'a RunSummary>,
 }
 
+impl Looked<'_> {
+    /// The plans of `made`, phases the run would make now, numbered after the pipeline's own;
+    /// `runs` names the phases that run so far.
+    fn plan_made(&self, made: &[Phase], runs: &BTreeSet<String>) -> Vec<PhasePlan> {
+        let with_ids: Vec<(PhaseId, &Phase)> = made
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (PhaseId::from_table(self.pipeline.phases.len() + k), p))
+            .collect();
+        plan_made(
+            self.pipeline,
+            &with_ids,
+            self.force,
+            self.records,
+            self.redactor,
+            self.excluded,
+            self.previous,
+            runs,
+        )
+    }
+}
+
 /// The plans with the items of each `for-each` phase planned under it, as far as they can be
 /// read now; a phase downstream of an item that runs runs too.
 fn with_items(looked: &Looked<'_>, plans: Vec<PhasePlan>) -> Vec<PhasePlan> {
@@ -979,21 +1001,7 @@ fn generated_now(looked: &Looked<'_>, planner: &Phase, runs: &BTreeSet<String>) 
     let Ok(made) = super::generated::phases(looked.pipeline, planner, workspace) else {
         return Vec::new();
     };
-    let with_ids: Vec<(PhaseId, &Phase)> = made
-        .iter()
-        .enumerate()
-        .map(|(k, p)| (PhaseId::from_table(looked.pipeline.phases.len() + k), p))
-        .collect();
-    plan_made(
-        looked.pipeline,
-        &with_ids,
-        looked.force,
-        looked.records,
-        looked.redactor,
-        looked.excluded,
-        looked.previous,
-        runs,
-    )
+    looked.plan_made(&made, runs)
 }
 
 /// The plans of a `for-each` phase's items as they can be read now; when they cannot, why is
@@ -1038,21 +1046,7 @@ fn items_now(
     if !dropped.is_empty() {
         plan.reasons.push(Reason::Dropped { phases: dropped });
     }
-    let with_ids: Vec<(PhaseId, &Phase)> = made
-        .iter()
-        .enumerate()
-        .map(|(k, p)| (PhaseId::from_table(looked.pipeline.phases.len() + k), p))
-        .collect();
-    plan_made(
-        looked.pipeline,
-        &with_ids,
-        looked.force,
-        looked.records,
-        looked.redactor,
-        looked.excluded,
-        looked.previous,
-        runs,
-    )
+    looked.plan_made(&made, runs)
 }
 
 /// The pipeline with the phases its planners wrote that lint now, and the number of items of each

@@ -398,6 +398,22 @@ impl<'r> Scheduler<'r> {
         }
     }
 
+    /// The plans of the phases `ids` the run made while it goes on (items, planners' phases).
+    fn plan_made(&self, ids: &[PhaseId]) -> Vec<plan::PhasePlan> {
+        let run = self.run;
+        let made: Vec<_> = ids.iter().map(|&id| (id, run.phase(id))).collect();
+        plan::plan_made(
+            &run.ctx.pipeline,
+            &made,
+            &run.ctx.options.force,
+            &run.ctx.records,
+            &run.ctx.redactor,
+            &run.ctx.excluded,
+            run.ctx.previous.as_ref(),
+            &self.ran,
+        )
+    }
+
     /// Makes the ready `for-each` phase `i` into its items' phases, planned (each up to date or
     /// queued); a phase whose items cannot be had fails before any starts.
     fn expand(&mut self, i: usize) {
@@ -422,17 +438,7 @@ impl<'r> Scheduler<'r> {
             made: names,
             dropped: made.dropped.clone(),
         });
-        let made_phases: Vec<_> = ids.iter().map(|&id| (id, run.phase(id))).collect();
-        let plans = plan::plan_made(
-            &run.ctx.pipeline,
-            &made_phases,
-            &run.ctx.options.force,
-            &run.ctx.records,
-            &run.ctx.redactor,
-            &run.ctx.excluded,
-            run.ctx.previous.as_ref(),
-            &self.ran,
-        );
+        let plans = self.plan_made(&ids);
         let for_each = template.for_each.as_ref();
         self.groups.insert(
             i,
@@ -503,17 +509,7 @@ impl<'r> Scheduler<'r> {
                 self.dependencies[j].extend(&joined);
             }
         }
-        let made_phases: Vec<_> = ids.iter().map(|&id| (id, run.phase(id))).collect();
-        let plans = plan::plan_made(
-            &run.ctx.pipeline,
-            &made_phases,
-            &run.ctx.options.force,
-            &run.ctx.records,
-            &run.ctx.redactor,
-            &run.ctx.excluded,
-            run.ctx.previous.as_ref(),
-            &self.ran,
-        );
+        let plans = self.plan_made(&ids);
         for plan in plans {
             tell_plan(run, &plan);
             if plan.is_up_to_date() {

@@ -493,30 +493,43 @@ fn protect_overlaps_parallel_work(
     }
 }
 
+/// The first of `patterns` (globs of `phase`, made matchers by `glob`) that `covers` an example
+/// path of one of the phase's own outputs or scope globs: its index, itself, what it covers
+/// (`output` or `scope`) and that claim.
+fn first_covering<'p>(
+    phase: &'p crate::model::Phase,
+    patterns: &'p [String],
+    glob: impl Fn(&str) -> Option<globset::Glob>,
+    covers: impl Fn(&globset::GlobMatcher, &str) -> bool,
+) -> Option<(usize, &'p String, &'static str, String)> {
+    let own: Vec<(&'static str, String)> = phase
+        .outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::File { path } => Some(("output", path.clone())),
+            Output::Glob { pattern, .. } => Some(("output", pattern.clone())),
+            Output::From { .. } => None,
+        })
+        .chain(phase.scope.iter().map(|glob| ("scope", glob.clone())))
+        .collect();
+    patterns.iter().enumerate().find_map(|(index, pattern)| {
+        let matcher = glob(pattern)?.compile_matcher();
+        own.iter()
+            .find(|(_, claim)| samples(claim).iter().any(|s| covers(&matcher, s)))
+            .map(|(what, claim)| (index, pattern, *what, claim.clone()))
+    })
+}
+
 /// A phase's `protect` glob that covers one of its own outputs or part of its own scope: the
 /// first such glob per phase.
 fn protect_covers_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
     for phase in pipeline.phases.iter().filter(|p| !p.protect.is_empty()) {
-        let own: Vec<(&str, String)> = phase
-            .outputs
-            .iter()
-            .filter_map(|output| match output {
-                Output::File { path } => Some(("output", path.clone())),
-                Output::Glob { pattern, .. } => Some(("output", pattern.clone())),
-                Output::From { .. } => None,
-            })
-            .chain(phase.scope.iter().map(|glob| ("scope", glob.clone())))
-            .collect();
-        let hit = phase
-            .protect
-            .iter()
-            .enumerate()
-            .find_map(|(index, pattern)| {
-                let glob = compile_glob(pattern).ok()?.compile_matcher();
-                own.iter()
-                    .find(|(_, claim)| samples(claim).iter().any(|s| glob.is_match(s)))
-                    .map(|(what, claim)| (index, pattern, *what, claim))
-            });
+        let hit = first_covering(
+            phase,
+            &phase.protect,
+            |pattern| compile_glob(pattern).ok(),
+            |glob, sample| glob.is_match(sample),
+        );
         let Some((index, pattern, what, claim)) = hit else {
             continue;
         };
@@ -578,16 +591,6 @@ fn shared_folder_in_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics)
         .iter()
         .filter(|p| !p.worktree_share.is_empty() && p.isolation == Isolation::Worktree)
     {
-        let own: Vec<(&str, String)> = phase
-            .outputs
-            .iter()
-            .filter_map(|output| match output {
-                Output::File { path } => Some(("output", path.clone())),
-                Output::Glob { pattern, .. } => Some(("output", pattern.clone())),
-                Output::From { .. } => None,
-            })
-            .chain(phase.scope.iter().map(|glob| ("scope", glob.clone())))
-            .collect();
         let inside = |glob: &globset::GlobMatcher, path: &str| {
             let mut folder = path.trim_end_matches('/');
             while let Some((parent, _)) = folder.rsplit_once('/') {
@@ -598,18 +601,12 @@ fn shared_folder_in_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics)
             }
             false
         };
-        let hit = phase
-            .worktree_share
-            .iter()
-            .enumerate()
-            .find_map(|(index, pattern)| {
-                let glob = compile_glob(pattern.trim_end_matches('/'))
-                    .ok()?
-                    .compile_matcher();
-                own.iter()
-                    .find(|(_, claim)| samples(claim).iter().any(|s| inside(&glob, s)))
-                    .map(|(what, claim)| (index, pattern, *what, claim))
-            });
+        let hit = first_covering(
+            phase,
+            &phase.worktree_share,
+            |pattern| compile_glob(pattern.trim_end_matches('/')).ok(),
+            inside,
+        );
         let Some((index, pattern, what, claim)) = hit else {
             continue;
         };
