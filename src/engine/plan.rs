@@ -14,6 +14,7 @@ use crate::graph::PhaseGraph;
 use crate::model::{Phase, PhaseId, Pipeline};
 use crate::redact::Redactor;
 use crate::store::passed::{FileStamp, PhaseRecord, Records};
+use crate::store::plan_memo::{PlanMemo, Remembered, Seen};
 use crate::store::run::list_runs;
 use crate::store::run_json::RunSummary;
 use crate::workspace::{Stats, in_parallel};
@@ -382,15 +383,102 @@ pub(crate) fn plan(
         });
     }
     let order: Vec<usize> = everything.into_iter().filter(|&i| is_selected[i]).collect();
+    // A forced plan is never remembered, nor answered from memory.
+    let forced = force.all || !force.phases.is_empty() || force.from.is_some();
+    let memo = (!forced)
+        .then(|| PlanMemo::of(pipeline, records.state_dir(), exclude))
+        .flatten();
+    let names: Vec<&str> = pipeline
+        .phases
+        .iter()
+        .map(|p| p.name.value.as_str())
+        .collect();
+    if let Some(memo) = &memo
+        && let Some(runs) = memo.recall(&order.iter().map(|&i| names[i]).collect::<Vec<_>>())
+    {
+        return order
+            .into_iter()
+            .map(|i| PhasePlan {
+                phase: names[i].to_owned(),
+                id: ids[i],
+                up_to_date: runs.get(names[i]).cloned(),
+                reasons: Vec::new(),
+                restamped: None,
+                deferred: false,
+            })
+            .collect();
+    }
+    let recollection = memo.map(|memo| Recollection::begin(memo, &names));
     planner.look_ahead(order.iter().map(|&i| &pipeline.phases[i]));
-    order
+    let everything_selected = order.len() == pipeline.phases.len();
+    let plans: Vec<PhasePlan> = order
         .into_iter()
         .map(|i| {
             let mut plan = planner.phase_plan(&pipeline.phases[i], ids[i]);
             plan.deferred = plan.is_up_to_date() && made_upstream[i];
             plan
         })
-        .collect()
+        .collect();
+    if let Some(recollection) = recollection {
+        recollection.end(&names, &plans, &planner.stats, everything_selected);
+    }
+    plans
+}
+
+/// What a plan that may be remembered rests on, taken as it begins.
+struct Recollection {
+    memo: PlanMemo,
+    /// When the plan began, on the clock files are stamped from.
+    began_ns: i128,
+    /// Each phase's record's identity, before the plan reads it.
+    records: Vec<Option<Seen>>,
+}
+
+impl Recollection {
+    fn begin(memo: PlanMemo, names: &[&str]) -> Self {
+        let began_ns = crate::workspace::file_clock_now();
+        let records = memo.records_now(names);
+        Recollection {
+            memo,
+            began_ns,
+            records,
+        }
+    }
+
+    /// Remembers `plans` (of the phases `names`, all of them when `everything` is) when every
+    /// phase is up to date with nothing to restamp, else drops the memo.
+    fn end(self, names: &[&str], plans: &[PhasePlan], stats: &Stats, everything: bool) {
+        let unchanged = plans
+            .iter()
+            .all(|p| p.is_up_to_date() && p.restamped.is_none());
+        if !unchanged {
+            self.memo.forget();
+            return;
+        }
+        if !everything {
+            return;
+        }
+        let runs: HashMap<&str, &String> = plans
+            .iter()
+            .filter_map(|p| Some((p.phase.as_str(), p.up_to_date.as_ref()?)))
+            .collect();
+        self.memo.remember(&Remembered {
+            phases: names
+                .iter()
+                .zip(self.records)
+                .map(|(name, seen)| {
+                    let run = runs.get(name).map_or_else(String::new, |r| (*r).clone());
+                    ((*name).to_owned(), run, seen)
+                })
+                .collect(),
+            paths: stats
+                .looked_up()
+                .into_iter()
+                .map(|(path, found)| (path, found.as_ref().map(Seen::of)))
+                .collect(),
+            began_ns: self.began_ns,
+        });
+    }
 }
 
 /// The plan of phases made while the run goes on (the items of a `for-each` phase, the phases a

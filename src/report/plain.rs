@@ -22,7 +22,7 @@ pub struct Plain<W: Write + Send> {
 }
 
 impl<W: Write + Send> Plain<W> {
-    /// Writes to `out`, flushing after every event.
+    /// Writes to `out`, flushing after every event (or events that came together).
     pub fn new(out: W) -> Self {
         Self {
             out,
@@ -286,6 +286,15 @@ impl<W: Write + Send> EventSink for Plain<W> {
         // Folded in first, so an attempt's own end is part of what describes it.
         self.run.apply(event);
         self.write_event(&event.event)?;
+        self.out.flush()
+    }
+
+    /// Events that came together are written together, with one flush.
+    fn batch(&mut self, events: &[Stamped]) -> std::io::Result<()> {
+        for event in events {
+            self.run.apply(event);
+            self.write_event(&event.event)?;
+        }
         self.out.flush()
     }
 

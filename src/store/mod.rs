@@ -9,6 +9,7 @@ pub(crate) mod lock;
 pub(crate) mod merge;
 pub(crate) mod passed;
 pub(crate) mod pipeline_cache;
+pub(crate) mod plan_memo;
 pub(crate) mod run;
 pub(crate) mod run_json;
 pub(crate) mod state_dir;

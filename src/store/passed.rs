@@ -222,6 +222,11 @@ impl Records {
             .collect()
     }
 
+    /// The state folder the records are in.
+    pub(crate) fn state_dir(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
     /// Where a phase's record is.
     pub(crate) fn path(&self, phase: &str) -> PathBuf {
         self.dir.join(file_name(phase))
@@ -409,6 +414,11 @@ fn write_out(file: &File) -> io::Result<()> {
 }
 
 /// The name of a phase's record file.
+/// Where the record of `phase` is in the state folder `state_dir`.
+pub(crate) fn path_in(state_dir: &Path, phase: &str) -> PathBuf {
+    state_dir.join(FOLDER).join(file_name(phase))
+}
+
 fn file_name(phase: &str) -> OsString {
     OsString::from(format!("{}.json", folder_name(phase)))
 }

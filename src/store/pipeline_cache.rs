@@ -351,7 +351,7 @@ fn hash(text: &str) -> String {
 
 /// This helixflow's build: its version, and the size and modification time of its binary (a
 /// rebuild of the same version compiles differently).
-fn build() -> Option<String> {
+pub(super) fn build() -> Option<String> {
     let meta = fs::metadata(std::env::current_exe().ok()?).ok()?;
     let modified = meta
         .modified()

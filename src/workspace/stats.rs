@@ -34,6 +34,14 @@ impl Stats {
         self.metadata(path).is_some_and(|meta| meta.is_file())
     }
 
+    /// Every path looked up so far, with what was found there.
+    pub(crate) fn looked_up(&self) -> Vec<(OsString, Option<Metadata>)> {
+        self.lock()
+            .iter()
+            .map(|(path, found)| (path.clone(), found.clone()))
+            .collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<OsString, Option<Metadata>>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -396,8 +396,9 @@ fn long_runs_of_punctuation_never_reach_the_kdl_parser() {
 /// What puts something where a file was.
 type Plant = Box<dyn Fn(&Path)>;
 
-/// A FIFO, a huge sparse file or a symlink where the compiled pipeline's cache entry is: the
-/// commands compile as without the cache, at once and within their usual memory.
+/// A FIFO, a huge sparse file or a symlink where the compiled pipeline's cache entry and the
+/// remembered plan are: the commands compile and plan as without them, at once and within their
+/// usual memory.
 #[test]
 fn a_planted_pipeline_cache_entry_is_never_waited_on_nor_read_whole() {
     let dir = tempfile::tempdir().unwrap();
@@ -431,9 +432,13 @@ fn a_planted_pipeline_cache_entry_is_never_waited_on_nor_read_whole() {
             Box::new(|p: &Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap()),
         ),
     ];
+    // And where the remembered plan is.
+    let memo = cache.join("plan");
     for (what, plant) in plants {
         std::fs::remove_file(&entry).unwrap();
         plant(&entry);
+        let _ = std::fs::remove_file(&memo);
+        plant(&memo);
         let (output, peak_kib) = run_measured(dir.path(), &["status"], b"");
         assert_eq!(output.status.code(), Some(0), "{what}: {}", text(&output));
         assert!(

@@ -35,6 +35,7 @@ mod lsp;
 mod mcp;
 mod misc;
 mod pipeline_cache;
+mod plan_memo;
 mod planner;
 mod prompts;
 mod remote_imports;

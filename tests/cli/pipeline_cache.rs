@@ -34,6 +34,13 @@ fn entry(test: &Test) -> std::path::PathBuf {
     let entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
+        // The remembered plan (`plan`) is not a compiled pipeline.
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pipeline-")
+        })
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     entries[0].clone()
