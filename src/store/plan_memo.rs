@@ -210,6 +210,11 @@ impl PlanMemo {
             put_bytes(&mut out, path.as_bytes());
             put_seen(&mut out, *seen);
         }
+        if out.len() as u64 > MAX_BYTES {
+            // It would not be read.
+            self.forget();
+            return;
+        }
         let tmp = folder.join(format!(".plan.{}.tmp", std::process::id()));
         let written = fs::create_dir_all(folder)
             .and_then(|()| fs::File::create(&tmp))
