@@ -408,7 +408,7 @@ pub(crate) fn plan(
             })
             .collect();
     }
-    let recollection = memo.map(|memo| Recollection::begin(memo, &names));
+    let recollection = memo.map(|memo| Recollection::begin(memo, &names, records.writes()));
     planner.look_ahead(order.iter().map(|&i| &pipeline.phases[i]));
     let everything_selected = order.len() == pipeline.phases.len();
     let plans: Vec<PhasePlan> = order
@@ -428,6 +428,9 @@ pub(crate) fn plan(
 /// What a plan that may be remembered rests on, taken as it begins.
 struct Recollection {
     memo: PlanMemo,
+    /// Whether the plan's new file stamps are written to the records (a run's plan), which
+    /// changes them.
+    restamps: bool,
     /// When the plan began, on the clock files are stamped from.
     began_ns: i128,
     /// Each phase's record's identity, before the plan reads it.
@@ -435,22 +438,27 @@ struct Recollection {
 }
 
 impl Recollection {
-    fn begin(memo: PlanMemo, names: &[&str]) -> Self {
+    fn begin(memo: PlanMemo, names: &[&str], restamps: bool) -> Self {
         let began_ns = crate::workspace::file_clock_now();
         let records = memo.records_now(names);
         Recollection {
             memo,
+            restamps,
             began_ns,
             records,
         }
     }
 
     /// Remembers `plans` (of the phases `names`, all of them when `everything` is) when every
-    /// phase is up to date with nothing to restamp, else drops the memo.
+    /// phase is up to date, else drops the memo. A file read again because its stamp could not
+    /// prove it unchanged (new times, or stamped within the racy margin) was looked up before it
+    /// was read, so its identity stands for what was read; but a run writes those new stamps
+    /// into the records, which then differ from the plan's: a run remembers a plan only with
+    /// nothing to restamp.
     fn end(self, names: &[&str], plans: &[PhasePlan], stats: &Stats, everything: bool) {
         let unchanged = plans
             .iter()
-            .all(|p| p.is_up_to_date() && p.restamped.is_none());
+            .all(|p| p.is_up_to_date() && (p.restamped.is_none() || !self.restamps));
         if !unchanged {
             self.memo.forget();
             return;

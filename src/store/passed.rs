@@ -116,6 +116,8 @@ pub(crate) struct PhaseRecord {
 pub(crate) struct Records {
     dir: PathBuf,
     known: Arc<Mutex<Known>>,
+    /// A run's ([`Records::new`]), not read only ([`Records::to_read`]).
+    writes: bool,
 }
 
 /// The record files as helixflow last left them, and the ones found otherwise.
@@ -166,6 +168,7 @@ impl Records {
         Records {
             dir,
             known: Arc::new(Mutex::new(known)),
+            writes: true,
         }
     }
 
@@ -181,7 +184,14 @@ impl Records {
                 pending: BTreeSet::new(),
                 aside: BTreeMap::new(),
             })),
+            writes: false,
         }
+    }
+
+    /// Whether these are a run's records, which it writes (a plan's new file stamps included),
+    /// rather than read only.
+    pub(crate) fn writes(&self) -> bool {
+        self.writes
     }
 
     fn known(&self) -> MutexGuard<'_, Known> {

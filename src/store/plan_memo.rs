@@ -12,11 +12,12 @@
 //! process can set back), or that nothing was there. It holds when every one is found the same
 //! again, and then gives each phase's up-to-date verdict (the run it passed in).
 //!
-//! Only a plan that could be remembered is: every phase up to date (no record to take new file
-//! times), and every identity settled (its last change well before the plan began, git's "racy
-//! clean" rule: timestamps are coarse, so a file written in the tick it was looked at may change
-//! again unseen). A record's identity is taken before it is read, so a record that changed in
-//! between is remembered by an identity it no longer has. Only pipelines whose phases name their
+//! Only a plan that could be remembered is: every phase up to date (in a run, with no record to
+//! take new file times, as the run writes them), and every identity settled (its last change well
+//! before the plan began, git's "racy clean" rule: timestamps are coarse, so a file written in the
+//! tick it was looked at may change again unseen). A record's identity is taken before it is
+//! read, and a file's before it is read, so one that changed in between is remembered by an
+//! identity it no longer has. Only pipelines whose phases name their
 //! files one by one are remembered: a glob's matches or a `from` list can change without any file
 //! the plan looked up changing; so are phases made while the run goes on (`for-each`, `generates`),
 //! `always-run` and forced phases.

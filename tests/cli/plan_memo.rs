@@ -263,3 +263,33 @@ fn globs_are_never_remembered_and_a_broken_memo_is_no_memo() {
     // Each made the plan again and wrote the memo anew.
     assert_eq!(std::fs::read(&memo).unwrap(), bytes);
 }
+
+#[test]
+fn a_status_after_a_run_is_remembered_once_its_files_settle_though_their_stamps_are_read_again() {
+    let test = project();
+    let record = || std::fs::read(test.path().join(".helixflow/passed/c.json")).unwrap();
+    let before = record();
+    // The outputs were stamped as soon as they were written: the next plan reads them again.
+    std::thread::sleep(Duration::from_millis(2300));
+    let now = plans(&test);
+    assert!(will_run(&now).is_empty(), "{now:?}");
+    assert!(
+        test.path().join(MEMO).is_file(),
+        "a status remembers its plan"
+    );
+    let marked = mark(&test);
+    assert!(
+        plans(&test)
+            .values()
+            .all(|run| run.as_deref() == Some(marked.as_str()))
+    );
+    // A run answered from it leaves the records as they were.
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert!(!test.path().join("calls.log").exists());
+    assert_eq!(record(), before);
+    // A change: the run plans in full, runs what changed and restamps the rest.
+    std::fs::write(test.path().join("in/b.txt"), "three\n").unwrap();
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    assert_eq!(test.read("calls.log"), "b\nc\n");
+    assert_ne!(record(), before);
+}
