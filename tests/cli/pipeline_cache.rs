@@ -222,14 +222,14 @@ fn warnings_come_from_the_cache_as_a_compilation_reports_them() {
 }
 
 /// An entry something else writes while a run goes on (here the run's own step) is removed by
-/// the run: the next run compiles the pipeline afresh.
+/// the run, a remembered plan too: the next run compiles the pipeline afresh.
 #[test]
 fn an_entry_written_during_a_run_is_removed() {
     let test = Test::new().pipeline(
         r#"pipeline "p"
 phase "forge" {
     description "the first"
-    run "for f in .helixflow/cache/*.json; do sed -i 's/the first/from the cache/' \"$f\"; done; echo x > .helixflow/cache/planted.json"
+    run "for f in .helixflow/cache/*.json; do sed -i 's/the first/from the cache/' \"$f\"; done; echo x > .helixflow/cache/planted.json; echo x > .helixflow/cache/plan"
 }
 "#,
     );
