@@ -124,6 +124,7 @@ impl PlanMemo {
         field(&super::passed::RECORD_VERSION.to_le_bytes());
         field(pipeline.workspace.as_os_str().as_bytes());
         field(state_dir.as_os_str().as_bytes());
+        field(&(exclude.len() as u64).to_le_bytes());
         for path in exclude {
             field(path.as_os_str().as_bytes());
         }
@@ -140,9 +141,14 @@ impl PlanMemo {
     /// record and file it remembers is as it was. The phases must all be in it.
     pub(crate) fn recall(&self, phases: &[&str]) -> Option<BTreeMap<String, String>> {
         let memo = self.read()?;
-        let wanted: Vec<&(String, String, Option<Seen>)> = phases
+        let known: BTreeMap<&str, &String> = memo
+            .phases
             .iter()
-            .map(|name| memo.phases.iter().find(|(p, _, _)| p == name))
+            .map(|(phase, run, _)| (phase.as_str(), run))
+            .collect();
+        let wanted: BTreeMap<String, String> = phases
+            .iter()
+            .map(|&name| Some((name.to_owned(), (*known.get(name)?).clone())))
             .collect::<Option<_>>()?;
         // Every record, wanted or not: an upstream phase's record is part of its dependents'
         // verdict.
@@ -160,12 +166,7 @@ impl PlanMemo {
             && in_parallel(&memo.paths, threads.min(8), files)
                 .into_iter()
                 .all(|same| same);
-        holds.then(|| {
-            wanted
-                .into_iter()
-                .map(|(phase, run, _)| (phase.clone(), run.clone()))
-                .collect()
-        })
+        holds.then_some(wanted)
     }
 
     /// The identity of each phase's record file now, before the plan reads it.
