@@ -88,6 +88,21 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The whole of the regular file at `path`, refused (an `InvalidData` error, nothing read) when
+/// it is larger than `cap` bytes: a file planted where helixflow keeps its own is never read whole.
+pub(crate) fn read_within(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    let file = open(path)?;
+    if file.metadata()?.len() > cap {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {cap} bytes"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// The whole of the regular file at `path`.
 pub(crate) fn read(path: &Path) -> io::Result<Vec<u8>> {
     read_capped(path, u64::MAX)

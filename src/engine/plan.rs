@@ -17,7 +17,7 @@ use crate::store::passed::{FileStamp, PhaseRecord, Records};
 use crate::store::plan_memo::{PlanMemo, Remembered, Seen};
 use crate::store::run::list_runs;
 use crate::store::run_json::RunSummary;
-use crate::workspace::{Stats, in_parallel};
+use crate::workspace::{Stats, in_parallel_on_cores};
 
 pub(crate) use super::context::Force;
 
@@ -674,10 +674,9 @@ impl<'a> Planner<'a> {
         let order: Vec<&Phase> = order.collect();
         // On every core, in one pass: each phase's record, read and parsed, then its definition
         // and the stamps of its files (each file looked up once, whichever phase asks first).
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let records = self.records.records;
         let looked = self.looking();
-        let read = in_parallel(&order, threads.min(8), |phase| {
+        let read = in_parallel_on_cores(&order, |phase| {
             let record = records.read(&phase.name.value).ok().flatten();
             let prepared = record.as_ref().map(|r| looked.prepare(phase, r));
             (record, prepared)

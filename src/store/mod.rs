@@ -13,3 +13,18 @@ pub(crate) mod plan_memo;
 pub(crate) mod run;
 pub(crate) mod run_json;
 pub(crate) mod state_dir;
+
+/// Replaces `path` through a sibling temporary file (`.<name>.<pid>.tmp`) and a rename: a reader
+/// never sees half a file. Not synced: for files written again when lost (caches, reports).
+pub(crate) fn replace_unsynced(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+}

@@ -26,7 +26,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -134,26 +133,9 @@ struct Known {
     aside: BTreeMap<OsString, Vec<u8>>,
 }
 
-/// What a file's metadata says of its identity: a write changes the change time, which no
-/// process can set back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Identity {
-    inode: u64,
-    size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-}
-
-impl Identity {
-    fn of(meta: &fs::Metadata) -> Identity {
-        Identity {
-            inode: meta.ino(),
-            size: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-        }
-    }
-}
+/// What a file's metadata says of its identity ([`FileStat`]): a write changes the change time,
+/// which no process can set back.
+type Identity = FileStat;
 
 impl Records {
     /// The records kept in the state folder `state_dir` (an absolute path), as they are now.
@@ -284,7 +266,7 @@ impl Records {
         }
         written?;
         if let Ok(meta) = fs::symlink_metadata(&path) {
-            known.files.insert(name.clone(), Identity::of(&meta));
+            known.files.insert(name.clone(), FileStat::of(&meta));
         }
         known.pending.insert(name);
         Ok(())
@@ -445,7 +427,7 @@ fn listing(dir: &Path) -> BTreeMap<OsString, Identity> {
         .filter(|entry| entry.file_name().as_encoded_bytes().ends_with(b".json"))
         .filter_map(|entry| {
             let meta = fs::symlink_metadata(entry.path()).ok()?;
-            Some((entry.file_name(), Identity::of(&meta)))
+            Some((entry.file_name(), FileStat::of(&meta)))
         })
         .collect()
 }

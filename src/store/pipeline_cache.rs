@@ -19,7 +19,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -30,6 +29,7 @@ use crate::diagnostics::{Diagnostic, FileId, Note, Sources, Span};
 use crate::language::loader::{Answer, Loader as _, normalize};
 use crate::language::{FsLoader, state_location};
 use crate::model::Pipeline;
+use crate::workspace::FileStat;
 
 /// The folder of the state folder that holds the entries.
 const FOLDER: &str = "cache";
@@ -133,12 +133,7 @@ impl PipelineCache {
     pub(crate) fn load(&self, path: &Path, text: &str) -> Option<Hit> {
         // A regular file only (a FIFO planted there would block), and no larger than an entry
         // is written.
-        let file = crate::regular::open(&self.file).ok()?;
-        if file.metadata().ok()?.len() > MAX_BYTES {
-            return None;
-        }
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_BYTES), &mut bytes).ok()?;
+        let bytes = crate::regular::read_within(&self.file, MAX_BYTES).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
         let holds = entry.format == FORMAT
             && entry.helixflow == self.helixflow
@@ -192,14 +187,8 @@ impl PipelineCache {
         let Some(folder) = self.file.parent() else {
             return;
         };
-        let tmp = folder.join(format!(".pipeline.{}.tmp", std::process::id()));
-        let written = fs::create_dir_all(folder)
-            .and_then(|()| fs::File::create(&tmp))
-            .and_then(|mut file| file.write_all(&json))
-            .and_then(|()| fs::rename(&tmp, &self.file));
-        if written.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
+        let _ =
+            fs::create_dir_all(folder).and_then(|()| super::replace_unsynced(&self.file, &json));
     }
 }
 
@@ -237,11 +226,10 @@ impl CacheWatch {
 }
 
 /// Files by name, with their inode, size, and modification and change times.
-type Identities = BTreeMap<std::ffi::OsString, (u64, u64, i128, i128)>;
+type Identities = BTreeMap<std::ffi::OsString, FileStat>;
 
 /// Each file of `folder` with its inode, size and modification and change times.
 fn identities(folder: &Path) -> Identities {
-    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(folder) else {
         return BTreeMap::new();
     };
@@ -249,16 +237,7 @@ fn identities(folder: &Path) -> Identities {
         .filter_map(Result::ok)
         .filter_map(|entry| {
             let meta = fs::symlink_metadata(entry.path()).ok()?;
-            let time = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
-            Some((
-                entry.file_name(),
-                (
-                    meta.ino(),
-                    meta.len(),
-                    time(meta.mtime(), meta.mtime_nsec()),
-                    time(meta.ctime(), meta.ctime_nsec()),
-                ),
-            ))
+            Some((entry.file_name(), FileStat::of(&meta)))
         })
         .collect()
 }

@@ -31,13 +31,12 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{self, Metadata};
-use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::model::{Input, Output, Phase, Pipeline};
-use crate::workspace::in_parallel;
+use crate::workspace::{FileStat, in_parallel_on_cores};
 
 /// The file of the memo in the state folder.
 const FILE: &str = "cache/plan";
@@ -53,28 +52,21 @@ const MAX_BYTES: u64 = 64 << 20;
 /// [`crate::workspace::FileStat::unchanged`]).
 const SETTLED_NS: i128 = 2_000_000_000;
 
-/// What a file's metadata says of its identity.
+/// What a file's metadata says of its identity: what the records' stamps compare
+/// ([`FileStat`]), its device and its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Seen {
+    stat: FileStat,
     dev: u64,
-    inode: u64,
-    size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-    /// The file type bits of its mode.
+    /// The file type bits of its mode (`S_IFMT`).
     kind: u32,
 }
 
 impl Seen {
     pub(crate) fn of(meta: &Metadata) -> Seen {
-        let time = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
         Seen {
+            stat: FileStat::of(meta),
             dev: meta.dev(),
-            inode: meta.ino(),
-            size: meta.len(),
-            mtime_ns: time(meta.mtime(), meta.mtime_nsec()),
-            ctime_ns: time(meta.ctime(), meta.ctime_nsec()),
-            // The file type bits (`S_IFMT`).
             kind: meta.mode() & 0o170_000,
         }
     }
@@ -86,7 +78,7 @@ impl Seen {
 
     /// Whether it last changed well before `began_ns`.
     fn settled(&self, began_ns: i128) -> bool {
-        self.mtime_ns.max(self.ctime_ns) < began_ns - SETTLED_NS
+        self.stat.mtime_ns.max(self.stat.ctime_ns) < began_ns - SETTLED_NS
     }
 }
 
@@ -157,13 +149,12 @@ impl PlanMemo {
             .iter()
             .map(|(name, _, seen)| (self.record_path(name), *seen))
             .collect();
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let same = |(path, seen): &(PathBuf, Option<Seen>)| Seen::at(path) == *seen;
         let files = |(path, seen): &(OsString, Option<Seen>)| Seen::at(Path::new(path)) == *seen;
-        let holds = in_parallel(&records, threads.min(8), same)
+        let holds = in_parallel_on_cores(&records, same)
             .into_iter()
             .all(|same| same)
-            && in_parallel(&memo.paths, threads.min(8), files)
+            && in_parallel_on_cores(&memo.paths, files)
                 .into_iter()
                 .all(|same| same);
         holds.then_some(wanted)
@@ -172,8 +163,7 @@ impl PlanMemo {
     /// The identity of each phase's record file now, before the plan reads it.
     pub(crate) fn records_now(&self, phases: &[&str]) -> Vec<Option<Seen>> {
         let paths: Vec<PathBuf> = phases.iter().map(|p| self.record_path(p)).collect();
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        in_parallel(&paths, threads.min(8), |path| Seen::at(path))
+        in_parallel_on_cores(&paths, |path| Seen::at(path))
     }
 
     /// Keeps `plan` when everything it remembers had settled when it began; else removes the
@@ -217,14 +207,7 @@ impl PlanMemo {
             self.forget();
             return;
         }
-        let tmp = folder.join(format!(".plan.{}.tmp", std::process::id()));
-        let written = fs::create_dir_all(folder)
-            .and_then(|()| fs::File::create(&tmp))
-            .and_then(|mut file| file.write_all(&out))
-            .and_then(|()| fs::rename(&tmp, &self.file));
-        if written.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
+        let _ = fs::create_dir_all(folder).and_then(|()| super::replace_unsynced(&self.file, &out));
     }
 
     /// Removes the memo.
@@ -243,12 +226,7 @@ impl PlanMemo {
 
     /// The memo, when it is a regular file of this format and key.
     fn read(&self) -> Option<Memo> {
-        let file = crate::regular::open(&self.file).ok()?;
-        if file.metadata().ok()?.len() > MAX_BYTES {
-            return None;
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_BYTES).read_to_end(&mut bytes).ok()?;
+        let bytes = crate::regular::read_within(&self.file, MAX_BYTES).ok()?;
         let mut reader = Reader(&bytes);
         if reader.take(MAGIC.len())? != MAGIC || reader.take(32)? != self.key {
             return None;
@@ -307,10 +285,10 @@ fn put_seen(out: &mut Vec<u8>, seen: Option<Seen>) {
     };
     out.push(1);
     out.extend_from_slice(&seen.dev.to_le_bytes());
-    out.extend_from_slice(&seen.inode.to_le_bytes());
-    out.extend_from_slice(&seen.size.to_le_bytes());
-    out.extend_from_slice(&seen.mtime_ns.to_le_bytes());
-    out.extend_from_slice(&seen.ctime_ns.to_le_bytes());
+    out.extend_from_slice(&seen.stat.inode.to_le_bytes());
+    out.extend_from_slice(&seen.stat.size.to_le_bytes());
+    out.extend_from_slice(&seen.stat.mtime_ns.to_le_bytes());
+    out.extend_from_slice(&seen.stat.ctime_ns.to_le_bytes());
     out.extend_from_slice(&seen.kind.to_le_bytes());
 }
 
@@ -358,14 +336,21 @@ impl<'a> Reader<'a> {
     fn seen(&mut self) -> Option<Option<Seen>> {
         match self.take(1)?[0] {
             0 => Some(None),
-            1 => Some(Some(Seen {
-                dev: self.u64()?,
-                inode: self.u64()?,
-                size: self.u64()?,
-                mtime_ns: self.i128()?,
-                ctime_ns: self.i128()?,
-                kind: u32::from_le_bytes(self.take(4)?.try_into().ok()?),
-            })),
+            1 => {
+                let dev = self.u64()?;
+                let (inode, size) = (self.u64()?, self.u64()?);
+                let (mtime_ns, ctime_ns) = (self.i128()?, self.i128()?);
+                Some(Some(Seen {
+                    stat: FileStat {
+                        size,
+                        mtime_ns,
+                        ctime_ns,
+                        inode,
+                    },
+                    dev,
+                    kind: u32::from_le_bytes(self.take(4)?.try_into().ok()?),
+                }))
+            }
             _ => None,
         }
     }

@@ -1,7 +1,7 @@
 //! File metadata looked up once per path (following symlinks, as the up-to-date check reads
 //! files), for the checks of one plan: a phase's inputs are often other phases' outputs, which
 //! would otherwise be looked up once for each phase that reads them. Threads share it: the plan
-//! checks its phases on every core ([`in_parallel`]).
+//! checks its phases on every core ([`in_parallel_on_cores`]).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -47,8 +47,17 @@ impl Stats {
     }
 }
 
+/// `each` of every item, in order, worked out on a thread per core (at most 8).
+pub(crate) fn in_parallel_on_cores<T: Sync, R: Send>(
+    items: &[T],
+    each: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    in_parallel(items, cores.min(8), each)
+}
+
 /// `each` of every item, in order, worked out on `threads` threads.
-pub(crate) fn in_parallel<T: Sync, R: Send>(
+fn in_parallel<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     each: impl Fn(&T) -> R + Sync,

@@ -123,7 +123,7 @@ pub(crate) fn bundled_files(
             .collect();
         if cache.save && redactor.is_some() {
             let _ = serde_json::to_vec(&views).map(|json| {
-                super::write_atomic(&run.join("phases").join(folder).join(SAVED), &json)
+                crate::store::replace_unsynced(&run.join("phases").join(folder).join(SAVED), &json)
             });
         }
         cache.views.insert(folder.to_owned(), views);

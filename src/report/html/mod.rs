@@ -111,22 +111,8 @@ impl Writer {
         out: &Path,
     ) -> io::Result<()> {
         let html = self.render(events, live, Some(out));
-        write_atomic(out, html.as_bytes())
+        crate::store::replace_unsynced(out, html.as_bytes())
     }
-}
-
-/// Replaces `path` through a sibling temporary file and a rename (not synced: a report is
-/// written again at the next change, and at the end).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 /// An empty redactor when the run's pipeline declares no secret (`pipeline.json`): there is then
