@@ -397,7 +397,11 @@ phase "work" {
             return Write(f"{name}.py", "def broken(:\n")
 
         server = self.serve(brain)
-        world = self.world(server)
+        # Gemini CLI's session cleanup, at each start, deletes the session files of the project it
+        # cannot read, another Gemini CLI's file being written among them: with two at once, one
+        # phase's session was sometimes gone when its retry resumed it (exit 42). The README
+        # gives users this setting for Gemini phases that run at once.
+        world = self.world(server, settings={"general": {"sessionRetention": {"enabled": False}}})
         world.pipeline('''
 phase "alpha" {
     agent "gemini"
