@@ -27,7 +27,7 @@ pub(crate) fn state_location(text: &str) -> StateLocation {
     let mut commented_out = false;
     // The setting whose first argument comes next.
     let mut setting: Option<String> = None;
-    for token in lexer::tokenize(text) {
+    for token in lexer::tokens(text) {
         let source = token.text(text);
         match token.kind {
             TokenKind::Whitespace

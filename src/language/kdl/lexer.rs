@@ -247,10 +247,17 @@ const SPACES: [char; 19] = [
 ];
 
 fn is_newline(c: char) -> bool {
-    c == '\n' || c == '\r' || OTHER_NEWLINES.contains(&c)
+    // Most characters are ASCII: answered without a search of the lists.
+    if c.is_ascii() {
+        return matches!(c, '\n' | '\r' | '\u{000B}' | '\u{000C}');
+    }
+    OTHER_NEWLINES.contains(&c)
 }
 
 fn is_space(c: char) -> bool {
+    if c.is_ascii() {
+        return c == ' ' || c == '\t';
+    }
     SPACES.contains(&c)
 }
 
@@ -276,7 +283,12 @@ impl Lexer<'_> {
     }
 
     fn peek(&self) -> Option<char> {
-        self.rest().chars().next()
+        // An ASCII byte at a character boundary is that character; others are decoded.
+        match self.src.as_bytes().get(self.pos) {
+            Some(&byte) if byte.is_ascii() => Some(char::from(byte)),
+            Some(_) => self.rest().chars().next(),
+            None => None,
+        }
     }
 
     fn bump(&mut self) {
