@@ -345,6 +345,131 @@ if attempt == "1":
     sys.exit(1)
 "#;
 
+/// An agent whose sessions can be lost, as Gemini CLI's are: a session it started is kept in
+/// `sessions/`, and `--resume` of one that is not there fails with exit code 42. The first
+/// attempt leaves the work undone; `LOSE` names what else goes wrong: `session` (the session is
+/// gone before the retry), `always` (every run of the CLI fails as fatal after the first).
+const LOSING_AGENT: &str = r#"import json, os, sys
+from pathlib import Path
+mode, sid = sys.argv[1], sys.argv[2]
+attempt = os.environ["HELIXFLOW_ATTEMPT"]
+Path(f"argv-{attempt}.json").write_text(json.dumps(sys.argv[1:]))
+Path(f"stdin-{attempt}.txt").write_text(sys.stdin.read())
+sessions = Path("sessions")
+sessions.mkdir(exist_ok=True)
+lose = os.environ.get("LOSE", "")
+if attempt != "1" and lose == "always":
+    print("API key not valid", file=sys.stderr)
+    sys.exit(42)
+if mode == "resume" and not (sessions / sid).exists():
+    print(f'Error resuming session: Invalid session identifier "{sid}"', file=sys.stderr)
+    sys.exit(42)
+(sessions / sid).write_text("kept")
+if attempt == "1":
+    if lose == "session":
+        (sessions / sid).unlink()
+    print("not yet")
+else:
+    Path("out.txt").write_text("done\n")
+    print("done")
+"#;
+
+fn losing_pipeline(lose: &str) -> String {
+    format!(
+        r#"pipeline "p"
+agent "cli" {{
+    command "python3" "agent.py" "new" "{{{{ session_id }}}}"
+    resume "python3" "agent.py" "resume" "{{{{ session_id }}}}"
+    stdin #true
+    env "LOSE" "{lose}"
+    fatal-exit 42
+}}
+phase "a" {{
+    agent "cli"
+    prompt "Write out.txt"
+    retries 1
+    outputs {{
+        file "out.txt"
+    }}
+}}
+"#
+    )
+}
+
+fn argv_of(test: &Test, attempt: u32) -> Vec<String> {
+    let path = test.path().join(format!("argv-{attempt}.json"));
+    serde_json::from_str(
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}: {}", path.display())),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_retry_whose_session_is_gone_starts_a_new_session_with_the_feedback() {
+    let test = Test::new()
+        .file("agent.py", LOSING_AGENT)
+        .pipeline(&losing_pipeline("session"));
+    let outcome = test.with_args(&["run", "--no-progress"]).run().code(0);
+    let first = argv_of(&test, 1);
+    let resumed = argv_of(&test, 2);
+    let fresh = argv_of(&test, 3);
+    assert_eq!(first[0], "new");
+    assert_eq!(
+        resumed,
+        ["resume", first[1].as_str()],
+        "the retry continued the session"
+    );
+    assert_eq!(
+        fresh[0], "new",
+        "the next try started a new session: {fresh:?}"
+    );
+    assert_ne!(fresh[1], first[1], "with a new id");
+    let stdin = std::fs::read_to_string(test.path().join("stdin-3.txt")).unwrap();
+    assert!(
+        stdin.contains("Write out.txt") && stdin.contains("out.txt"),
+        "the new session gets the full prompt: {stdin}"
+    );
+    assert!(
+        stdin.to_lowercase().contains("attempt 1"),
+        "and the feedback of the attempt that failed: {stdin}"
+    );
+    assert!(
+        outcome
+            .stderr
+            .contains("could not continue the agent's session")
+            && outcome.stderr.contains("Invalid session identifier"),
+        "{}",
+        outcome.stderr
+    );
+    let (status, attempts, _) = phase_status(&summary(test.path()), "a");
+    assert_eq!((status.as_str(), attempts), ("passed", 3));
+    assert_eq!(
+        std::fs::read_to_string(test.path().join("out.txt")).unwrap(),
+        "done\n"
+    );
+}
+
+#[test]
+fn a_fatal_failure_of_a_retry_is_tried_in_a_new_session_once_then_ends_the_phase() {
+    let test = Test::new()
+        .file("agent.py", LOSING_AGENT)
+        .pipeline(&losing_pipeline("always"));
+    let outcome = test.with_args(&["run", "--no-progress"]).run().code(1);
+    assert_eq!(argv_of(&test, 2)[0], "resume");
+    assert_eq!(argv_of(&test, 3)[0], "new");
+    assert!(
+        !test.path().join("argv-4.json").exists(),
+        "no try after the new session failed as fatal too"
+    );
+    let (status, attempts, reason) = phase_status(&summary(test.path()), "a");
+    assert_eq!((status.as_str(), attempts), ("failed", 3));
+    assert!(
+        reason.contains("API key not valid") && reason.contains("fatal failure"),
+        "{reason}\n{}",
+        outcome.stderr
+    );
+}
+
 #[test]
 fn retries_use_the_resume_argv_and_get_the_feedback_file() {
     let test = Test::new().file("agent.py", ECHO_AGENT).pipeline(

@@ -135,10 +135,12 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
             }
             AttemptOutcome::Failed => {}
         }
-        let transient = result.class == Some(FailureClass::Transient)
-            && tries.transient < phase.transient_retries
-            && !run.state.budget.stopping();
-        if let Some(reason) = why_not_retry(&run, phase, &result, &tries, transient) {
+        let restart = restarts_session(&run, phase, attempt, &result, &mut session, &mut tries);
+        let transient = restart
+            || result.class == Some(FailureClass::Transient)
+                && tries.transient < phase.transient_retries
+                && !run.state.budget.stopping();
+        if !restart && let Some(reason) = why_not_retry(&run, phase, &result, &tries, transient) {
             conclude::escalate(&run, phase).await;
             return finished(PhaseStatus::Failed, attempt, Some(reason));
         }
@@ -160,6 +162,42 @@ pub(crate) async fn run_phase(run: Arc<Run>, id: PhaseId) -> PhaseResult {
         }
         attempt += 1;
     }
+}
+
+/// A retry that continued the agent's session and failed as fatal may have found the session
+/// gone (Gemini CLI removes, as it starts, the session files it cannot read, one that another
+/// Gemini CLI is writing included; `--resume` of it then exits 42): once per phase, the work is
+/// tried again at once in a new session, with the full prompt and the feedback, as after a
+/// transient failure. A failure that is fatal indeed ends that try too, and the phase. Returns
+/// whether the next try starts a new session.
+fn restarts_session(
+    run: &Run,
+    phase: &Phase,
+    attempt: u32,
+    result: &AttemptResult,
+    session: &mut Session,
+    tries: &mut Tries,
+) -> bool {
+    if !session.resumed
+        || result.fatal.is_some()
+        || result.class != Some(FailureClass::Fatal)
+        || tries.restarted
+        || run.state.budget.stopping()
+    {
+        return false;
+    }
+    tries.restart();
+    *session = Session::default();
+    run.emit(Event::Warning {
+        message: format!(
+            "attempt {attempt} of \"{}\" could not continue the agent's session ({}); attempt {} \
+             starts a new session with the full prompt and the feedback",
+            phase.name.value,
+            result.message.as_deref().unwrap_or("a fatal failure"),
+            attempt + 1
+        ),
+    });
+    true
 }
 
 /// An attempt's number, and how many the phase has now.
@@ -243,16 +281,29 @@ struct Tries {
     transient: u32,
     /// Whether the next try repeats the one before, after its transient failure.
     repeat: bool,
+    /// Whether a try started a new session after a resumed one failed as fatal.
+    restarted: bool,
+    /// Whether the next try is that one.
+    restarting: bool,
 }
 
 impl Tries {
+    /// Counts a try that repeats the attempt of the work in a new session, after the one that
+    /// continued the session failed as fatal: like a try after a transient failure, it spends
+    /// neither `retries` nor the run's `retry-budget`.
+    fn restart(&mut self) {
+        self.restarted = true;
+        self.restarting = true;
+    }
+
     /// Attempt `attempt`'s number, and how many the phase has now: its retries, and the tries
-    /// after transient failures so far.
+    /// after transient failures and in a new session so far.
     fn numbered(&self, phase: &Phase, attempt: u32) -> Numbered {
         let max_attempts = phase
             .retries
             .saturating_add(1)
-            .saturating_add(self.transient);
+            .saturating_add(self.transient)
+            .saturating_add(u32::from(self.restarted));
         Numbered {
             attempt,
             max_attempts,
@@ -270,10 +321,14 @@ impl Tries {
         }
     }
 
-    /// Counts the next try and returns the wait before it: a transient failure's, else the
-    /// `backoff` of the next attempt's tier.
+    /// Counts the next try and returns the wait before it: none for a try in a new session
+    /// ([`Tries::restart`]), a transient failure's, else the `backoff` of the next attempt's tier.
     fn next_wait(&mut self, phase: &Phase, result: &AttemptResult, transient: bool) -> Duration {
         self.repeat = transient;
+        // A try in a new session after the session was lost: at once, counted by `restart`.
+        if std::mem::take(&mut self.restarting) {
+            return Duration::ZERO;
+        }
         let next = phase.for_attempt(self.retries + if transient { 1 } else { 2 });
         let phase: &Phase = &next;
         if transient {

@@ -33,6 +33,8 @@ pub(super) struct Session {
     /// The prompt template the session was last given: a tier with another one continues the
     /// session with the new prompt's text.
     prompt: Option<String>,
+    /// Whether the last invocation continued the session with the agent's `resume` argv.
+    pub(super) resumed: bool,
 }
 
 impl Session {
@@ -307,9 +309,11 @@ fn choose_session<'a>(
             reported: None,
             agent: Some(agent.name.value.clone()),
             prompt,
+            resumed: false,
         };
         (id, other_agent.map_or(Start::New, Start::OtherAgent))
     };
+    session.resumed = resume.is_some();
     (resume, session_id, start)
 }
 
