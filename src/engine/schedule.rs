@@ -289,6 +289,11 @@ impl<'r> Scheduler<'r> {
     /// steps pays one sync per [`AHEAD`] steps, not one each.
     fn remove_records(&self, starting: &[usize], waiting: &[usize]) {
         let records = &self.run.ctx.records;
+        // Before the first phase starts, what is in the folder (a run that starts nothing never
+        // lists it).
+        if !starting.is_empty() {
+            records.watch();
+        }
         let name = |i: usize| self.run.phase(PhaseId::from_table(i)).name.value.as_str();
         let fresh: Vec<&str> = starting
             .iter()

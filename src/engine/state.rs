@@ -324,10 +324,14 @@ impl Drop for AttemptWindow<'_> {
 /// `for-each` phases, the phases a planner writes). Entries are only added, and never move, so a
 /// phase task keeps a plain reference to its phase.
 pub(crate) struct PhaseTable {
-    phases: boxcar::Vec<Phase>,
+    /// The pipeline's phases: ids from 0.
+    base: Vec<Phase>,
+    /// The phases made while the run goes on: ids from `base.len()`.
+    made: boxcar::Vec<Phase>,
     by_name: Mutex<HashMap<String, PhaseId>>,
     /// Every phase as one slice, for the gates (a near miss never points at a file another phase
-    /// declares): one copy of the table after each addition, the latest at `latest`.
+    /// declares): `base` until a phase is made, then one copy of the table after each addition,
+    /// the latest at `latest - 1`.
     copies: boxcar::Vec<Vec<Phase>>,
     latest: AtomicUsize,
 }
@@ -335,32 +339,35 @@ pub(crate) struct PhaseTable {
 impl PhaseTable {
     /// The table of a run of `pipeline`: its phases, with their ids.
     pub(crate) fn new(pipeline: &Pipeline) -> Self {
-        let phases = boxcar::Vec::with_capacity(pipeline.phases.len());
         let mut by_name = HashMap::with_capacity(pipeline.phases.len());
-        for phase in &pipeline.phases {
-            let index = phases.push(phase.clone());
+        for (index, phase) in pipeline.phases.iter().enumerate() {
             by_name
                 .entry(phase.name.value.clone())
                 .or_insert(PhaseId::from_table(index));
         }
-        let copies = boxcar::Vec::new();
-        copies.push(pipeline.phases.clone());
         Self {
-            phases,
+            base: pipeline.phases.clone(),
+            made: boxcar::Vec::new(),
             by_name: Mutex::new(by_name),
-            copies,
+            copies: boxcar::Vec::new(),
             latest: AtomicUsize::new(0),
         }
     }
 
     /// Every phase now, as one slice.
     pub(crate) fn all(&self) -> &[Phase] {
-        &self.copies[self.latest.load(Ordering::SeqCst)]
+        match self.latest.load(Ordering::SeqCst) {
+            0 => &self.base,
+            latest => &self.copies[latest - 1],
+        }
     }
 
     /// The phase with this id.
     pub(crate) fn get(&self, id: PhaseId) -> &Phase {
-        &self.phases[id.index()]
+        let index = id.index();
+        self.base
+            .get(index)
+            .unwrap_or_else(|| &self.made[index - self.base.len()])
     }
 
     /// The id of the phase with this name.
@@ -375,20 +382,28 @@ impl PhaseTable {
             .into_iter()
             .map(|phase| {
                 let name = phase.name.value.clone();
-                let id = PhaseId::from_table(self.phases.push(phase));
+                let id = PhaseId::from_table(self.base.len() + self.made.push(phase));
                 by_name.entry(name).or_insert(id);
                 id
             })
             .collect();
         let copy = self.iter().map(|(_, phase)| phase.clone()).collect();
-        self.latest.store(self.copies.push(copy), Ordering::SeqCst);
+        self.latest
+            .store(self.copies.push(copy) + 1, Ordering::SeqCst);
         ids
     }
 
     /// Every phase now, in id order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (PhaseId, &Phase)> {
-        self.phases
+        let base = self.base.len();
+        self.base
             .iter()
+            .enumerate()
+            .chain(
+                self.made
+                    .iter()
+                    .map(move |(index, phase)| (base + index, phase)),
+            )
             .map(|(index, phase)| (PhaseId::from_table(index), phase))
     }
 }

@@ -122,6 +122,9 @@ pub(crate) struct Records {
 /// The record files as helixflow last left them, and the ones found otherwise.
 #[derive(Debug, Default)]
 struct Known {
+    /// Whether the folder was listed ([`Records::watch`]): until then nothing else is told
+    /// apart.
+    watched: bool,
     /// Each file of the folder by name, as it was when helixflow wrote it or first saw it.
     files: BTreeMap<OsString, Identity>,
     /// Each record found changed by something else, with when it was found.
@@ -138,20 +141,29 @@ struct Known {
 type Identity = FileStat;
 
 impl Records {
-    /// The records kept in the state folder `state_dir` (an absolute path), as they are now.
+    /// The records kept in the state folder `state_dir` (an absolute path), for a run that
+    /// writes them. Records written by something else are told apart once [`Records::watch`]
+    /// listed the folder.
     pub(crate) fn new(state_dir: &Path) -> Self {
-        let dir = state_dir.join(FOLDER);
-        let known = Known {
-            files: listing(&dir),
-            found: Vec::new(),
-            pending: BTreeSet::new(),
-            aside: BTreeMap::new(),
-        };
         Records {
-            dir,
-            known: Arc::new(Mutex::new(known)),
+            dir: state_dir.join(FOLDER),
+            known: Arc::new(Mutex::new(Known::default())),
             writes: true,
         }
+    }
+
+    /// Lists the folder, once, before the run starts any phase: from then on a record written
+    /// by anything else (an agent, a process a step left behind) is found by
+    /// [`Records::changed_since`]. A run that starts nothing never lists it: no process of its
+    /// own could have written one.
+    pub(crate) fn watch(&self) {
+        let mut known = self.known();
+        if known.watched {
+            return;
+        }
+        known.watched = true;
+        let listed = listing(&self.dir);
+        known.files.extend(listed);
     }
 
     /// The records kept in the state folder `state_dir`, to read only (a plan that runs
@@ -160,12 +172,7 @@ impl Records {
     pub(crate) fn to_read(state_dir: &Path) -> Self {
         Records {
             dir: state_dir.join(FOLDER),
-            known: Arc::new(Mutex::new(Known {
-                files: BTreeMap::new(),
-                found: Vec::new(),
-                pending: BTreeSet::new(),
-                aside: BTreeMap::new(),
-            })),
+            known: Arc::new(Mutex::new(Known::default())),
             writes: false,
         }
     }
@@ -183,9 +190,12 @@ impl Records {
     /// Every record found written by something other than helixflow after `since`: those found
     /// before, and any found now, which is removed first (its phase is then not up to date). A
     /// detail per record. A record removed by something else is only forgotten: its phase runs
-    /// again, which helps no one past a verdict.
+    /// again, which helps no one past a verdict. Nothing before [`Records::watch`].
     pub(crate) fn changed_since(&self, since: Instant) -> Vec<String> {
         let mut known = self.known();
+        if !known.watched {
+            return Vec::new();
+        }
         let mut kept = BTreeMap::new();
         let mut removed = false;
         for (name, identity) in listing(&self.dir) {
@@ -599,6 +609,7 @@ mod tests {
     fn a_record_helixflow_did_not_write_is_found_removed_and_told_to_whoever_was_under_way() {
         let dir = tempfile::tempdir().unwrap();
         let records = Records::new(dir.path());
+        records.watch();
         records.write(&record("build", 1)).unwrap();
         records.write(&record("tests", 1)).unwrap();
         let started = Instant::now();
@@ -628,6 +639,31 @@ mod tests {
         let clone = records.clone();
         records.write(&record("build", 4)).unwrap();
         assert!(clone.changed_since(Instant::now()).is_empty());
+    }
+
+    #[test]
+    fn records_are_told_apart_from_when_the_folder_is_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        records.write(&record("build", 1)).unwrap();
+        let started = Instant::now();
+        let rewrite = |n| {
+            fs::write(
+                records.path("build"),
+                serde_json::to_vec(&record("build", n)).unwrap(),
+            )
+            .unwrap()
+        };
+        // A run that starts nothing never lists the folder: nothing is told apart.
+        rewrite(2);
+        assert!(records.changed_since(started).is_empty());
+        assert!(records.read("build").unwrap().is_some());
+        // Watched before the first phase starts: what is there then is the folder as found.
+        records.watch();
+        assert!(records.changed_since(started).is_empty());
+        rewrite(3);
+        assert_eq!(records.changed_since(started).len(), 1);
+        assert_eq!(records.read("build").unwrap(), None);
     }
 
     #[test]
