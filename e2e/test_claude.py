@@ -195,6 +195,51 @@ phase "hello" {
             self.assertIn("--resume", dry.stdout + dry.stderr, "--dry-run shows the resume argv (defect 13)")
             self.assertServerClean(server)
 
+    def test_retry_whose_session_is_gone_starts_a_new_one(self):
+        """A retry resumes a session Claude Code no longer has (its transcript was removed):
+        `--resume <id>` says "No conversation found with session ID" and exits 1, a fatal failure
+        of a resumed session, and helixflow tries again at once in a new session with the full
+        task and the feedback, which passes. A gate removes the transcripts after attempt 1."""
+        with claude_world() as (server, world, set_brain):
+            def brain(t: Turn):
+                if t.tool_results:
+                    return Say("Done.")
+                if retried(t):
+                    return Write("hello.py", HELLO)
+                return Write("hello.py", "def broken(:\n    pass\n")
+
+            set_brain(brain)
+            world.pipeline('''
+phase "hello" {
+    agent "claude"
+    prompt "TASK-7782: write hello.py, a Python script that prints hello."
+    outputs { file "hello.py" }
+    gates {
+        command "find \\"$HOME/.claude\\" -name '*.jsonl' -type f -delete" name="lose-session"
+        syntax
+    }
+    retries 1
+}
+''')
+            result = self.run_world(world)
+            self.assertEqual(result.code, 0, result.describe())
+            self.assertEqual(result.attempts("hello"), 3, result.describe())
+            inv2 = self.invocation(result, "hello", 2)
+            inv3 = self.invocation(result, "hello", 3)
+            self.assertTrue(inv2["resume"], inv2)
+            self.assertIn("No conversation found with session ID",
+                          result.attempt_file("hello", 2, "stderr.log")
+                          + result.attempt_file("hello", 2, "stdout.log"))
+            self.assertFalse(inv3["resume"], inv3)
+            self.assertNotEqual(inv3["session_id"], inv2["session_id"])
+            self.assertIn("could not continue the agent's session", result.stderr)
+            conv = conversation_requests(server)
+            retry = [t for _s, t in conv if retried(t)]
+            self.assertTrue(retry, "no request carried the feedback")
+            self.assertIn("TASK-7782", retry[0].first_user, "the new session has the task")
+            self.assertEqual((world.workspace / "hello.py").read_text(), HELLO)
+            self.assertServerClean(server)
+
     def test_sub_agent_verdict_pass(self):
         """The claude-verifier reads the file (plan mode lets `cat` run) and passes it."""
         with claude_world() as (server, world, set_brain):

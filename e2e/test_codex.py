@@ -241,6 +241,46 @@ phase "hello" {
 }
 '''
 
+    def test_retry_whose_thread_is_gone_starts_a_new_one(self):
+        """A retry resumes a thread Codex no longer has (its rollout file was removed): `exec
+        resume <id>` fails with "no rollout found for thread id", a fatal failure of a resumed
+        session, and helixflow tries again at once in a new thread with the full task and the
+        feedback, which passes. A gate removes the rollout files after attempt 1."""
+
+        def brain(turn: Turn):
+            if not turn.tool_results:
+                fixed = has_feedback(turn)
+                return Write("hello.py", "print('hello')\n" if fixed else "def broken(:\n")
+            return Say("Done.")
+
+        server = self.serve(brain)
+        world = self.world(server)
+        world.pipeline('''
+phase "hello" {
+    agent "codex"
+    prompt "Write hello.py that prints hello."
+    outputs { file "hello.py" }
+    gates {
+        command "find \\"$HOME/.codex\\" -name 'rollout-*' -type f -delete" name="lose-thread"
+        syntax
+    }
+    retries 1
+}
+''')
+        result = world.run()
+        self.assertRan(result)
+        self.assertEqual(result.attempts("hello"), 3, result.describe())
+        second = json.loads(result.attempt_file("hello", 2, "invocation.json"))
+        third = json.loads(result.attempt_file("hello", 3, "invocation.json"))
+        self.assertTrue(second["resume"], second)
+        self.assertIn("no rollout found for thread id", result.attempt_file("hello", 2, "stderr.log"))
+        self.assertFalse(third["resume"], third)
+        self.assertIn("could not continue the agent's session", result.stderr)
+        retry = [t for _h, t in turns(server) if has_feedback(t)]
+        self.assertTrue(retry, "no request carried the feedback")
+        self.assertIn("Write hello.py that prints hello.", retry[0].first_user)
+        self.assertEqual((world.workspace / "hello.py").read_text(), "print('hello')\n")
+
     def test_subagent_verdict_pass(self):
         server = self.serve(self.subagent_brain(VERDICT_PASS))
         world = self.world(server)

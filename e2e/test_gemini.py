@@ -535,6 +535,42 @@ phase "hello" {
         self.assertIn(TASK, retry[0].first_user)
         self.assertEqual((world.workspace / "hello.py").read_text(), "print('hello')\n")
 
+    def test_retry_whose_session_is_gone_starts_a_new_one(self):
+        """A retry resumes a session Gemini CLI no longer has (as when its start-up cleanup removed
+        a session file another Gemini CLI was writing): `--resume <id>` exits 42, and helixflow
+        tries again at once in a new session with the full task and the feedback, which passes.
+        A gate removes the session files after attempt 1."""
+        server = self.serve(hello_brain())
+        world = self.world(server)
+        world.pipeline('''
+phase "hello" {
+    agent "gemini"
+    prompt "%s"
+    outputs { file "hello.py" }
+    gates {
+        command "find \\"$HOME/.gemini\\" -name 'session-*' -type f -delete" name="lose-session"
+        syntax
+    }
+    retries 1
+}
+''' % TASK)
+        result = world.run()
+        self.assertRan(result)
+        self.assertEqual(result.attempts("hello"), 3, result.describe())
+        second = json.loads(result.attempt_file("hello", 2, "invocation.json"))
+        third = json.loads(result.attempt_file("hello", 3, "invocation.json"))
+        self.assertTrue(second["resume"], second)
+        # With no session left, Gemini CLI says "No previous sessions found for this project";
+        # with others left (the cleanup's race), "Invalid session identifier". Exit 42 either way.
+        self.assertIn("Error resuming session", result.attempt_file("hello", 2, "stderr.log"))
+        self.assertFalse(third["resume"], third)
+        self.assertNotEqual(third["session_id"], second["session_id"])
+        self.assertIn("could not continue the agent's session", result.stderr)
+        retry = [t for _, t in requests(server) if has_feedback(t)]
+        self.assertTrue(retry, "no request carried the feedback")
+        self.assertIn(TASK, retry[0].first_user)
+        self.assertEqual((world.workspace / "hello.py").read_text(), "print('hello')\n")
+
     def test_defect13_dry_run_shows_resume_argv(self):
         """Defect 13: `--dry-run` showed only `command`; a retry's argv (`--resume <id>`, the
         feedback on standard input) must be shown too."""
