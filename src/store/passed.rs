@@ -652,7 +652,7 @@ mod tests {
                 records.path("build"),
                 serde_json::to_vec(&record("build", n)).unwrap(),
             )
-            .unwrap()
+            .unwrap();
         };
         // A run that starts nothing never lists the folder: nothing is told apart.
         rewrite(2);

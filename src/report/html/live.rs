@@ -72,6 +72,8 @@ impl LiveReport {
 /// The thread: takes the events that came, writes a page when some did and [`INTERVAL`] has
 /// passed since the last, until the run ends; then writes the last page.
 fn keep_writing(mut writer: Writer, path: &Path, shared: &Shared) -> std::io::Result<()> {
+    // While the run goes on: at its end the page is all that is left to do.
+    writer.read_ahead();
     let (inbox, signal) = &**shared;
     let mut events: Vec<Stamped> = Vec::new();
     // The first page half a second in: a run that ends sooner writes only its last one.

@@ -63,6 +63,12 @@ impl Writer {
         }
     }
 
+    /// Reads what the run's folder holds from its start (`pipeline.json`) ahead of the first
+    /// page, for a writer that keeps it.
+    pub(crate) fn read_ahead(&mut self) {
+        self.folders.pipeline(&self.run.path);
+    }
+
     /// The page for the run's `events` so far. `live` says whether the run is still going (when
     /// the caller knows; else `run.json` and the run lock tell); `out` is where the page goes,
     /// for its links into the run folder (absolute without it).

@@ -271,6 +271,8 @@ fn fan_out_of(name: &str) -> Option<(String, String)> {
 pub(crate) struct FolderCache {
     keep: bool,
     ended: HashMap<(String, u32), AttemptFiles>,
+    /// The run's `pipeline.json`, which is written before its first event, once read.
+    pipeline: Option<PipelineFile>,
 }
 
 /// One attempt folder to read: (phase, attempt) indices, the phase's folder, the attempt's number,
@@ -288,6 +290,19 @@ impl FolderCache {
             keep: true,
             ..Self::default()
         }
+    }
+
+    /// The run's `pipeline.json` in `run` (empty when it cannot be read); kept by a cache that
+    /// keeps.
+    pub(crate) fn pipeline(&mut self, run: &Path) -> &PipelineFile {
+        if self.pipeline.is_none() || !self.keep {
+            let file = std::fs::read_to_string(run.join("pipeline.json"))
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default();
+            self.pipeline = Some(file);
+        }
+        self.pipeline.get_or_insert_default()
     }
 
     /// The folders of `jobs`, in their order.
@@ -422,7 +437,7 @@ fn listing(dir: &Path) -> BTreeMap<String, u64> {
 /// The compiled pipeline a run kept (`pipeline.json`), as far as the report reads it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-struct PipelineFile {
+pub(crate) struct PipelineFile {
     #[serde(default)]
     max_parallel: Option<u32>,
     #[serde(default)]
@@ -507,7 +522,7 @@ impl<'a> Builder<'a> {
                 .push((start, now.max(start)));
         }
         self.summary(live);
-        self.pipeline();
+        self.pipeline(cache.pipeline(&self.run.path));
         let mut jobs: Vec<FolderJob> = Vec::new();
         for (p, phase) in self.view.phases.iter().enumerate() {
             for (a, attempt) in phase.attempts.iter().enumerate() {
@@ -564,11 +579,7 @@ impl<'a> Builder<'a> {
 
     /// What `pipeline.json` adds: each phase's worker, verifier and attempts, the edges of the
     /// DAG, the run's budget.
-    fn pipeline(&mut self) {
-        let file: PipelineFile = std::fs::read_to_string(self.run.path.join("pipeline.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default();
+    fn pipeline(&mut self, file: &PipelineFile) {
         self.view.retry_budget = file.retry_budget;
         if self.view.max_parallel.is_none() {
             self.view.max_parallel = file.max_parallel;
