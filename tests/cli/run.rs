@@ -424,6 +424,19 @@ fn a_retry_whose_session_is_gone_starts_a_new_session_with_the_feedback() {
         "the next try started a new session: {fresh:?}"
     );
     assert_ne!(fresh[1], first[1], "with a new id");
+    let invocation: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            latest_run(test.path()).join("phases/a/attempt-3/invocation.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let why = invocation["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("attempt 2 of the work again, in a new session")
+            && why.contains("with the full prompt and the feedback"),
+        "{why}"
+    );
     let stdin = std::fs::read_to_string(test.path().join("stdin-3.txt")).unwrap();
     assert!(
         stdin.contains("Write out.txt") && stdin.contains("out.txt"),

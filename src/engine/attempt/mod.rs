@@ -212,8 +212,20 @@ struct Tiered<'p> {
     /// The phase with the `attempt` blocks of this attempt of the work applied.
     phase: std::borrow::Cow<'p, Phase>,
     tier: Tier,
-    /// Whether this is a try after a transient failure, repeating the attempt of the work.
-    repeat: bool,
+    /// Whether this try repeats the attempt of the work, and why.
+    repeat: Repeat,
+}
+
+/// Why a try repeats the attempt of the work before it, in the same tier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Repeat {
+    /// It does not: a new attempt of the work.
+    #[default]
+    No,
+    /// After a transient failure.
+    Transient,
+    /// In a new session, the one the attempt before continued being gone.
+    NewSession,
 }
 
 /// The tier of attempt `work` of the work of `phase`.
@@ -279,8 +291,8 @@ async fn retry_after(run: &Run, phase: &Phase, attempt: u32, backoff: Duration) 
 struct Tries {
     retries: u32,
     transient: u32,
-    /// Whether the next try repeats the one before, after its transient failure.
-    repeat: bool,
+    /// Whether the next try repeats the one before, and why.
+    repeat: Repeat,
     /// Whether a try started a new session after a resumed one failed as fatal.
     restarted: bool,
     /// Whether the next try is that one.
@@ -324,11 +336,16 @@ impl Tries {
     /// Counts the next try and returns the wait before it: none for a try in a new session
     /// ([`Tries::restart`]), a transient failure's, else the `backoff` of the next attempt's tier.
     fn next_wait(&mut self, phase: &Phase, result: &AttemptResult, transient: bool) -> Duration {
-        self.repeat = transient;
         // A try in a new session after the session was lost: at once, counted by `restart`.
         if std::mem::take(&mut self.restarting) {
+            self.repeat = Repeat::NewSession;
             return Duration::ZERO;
         }
+        self.repeat = if transient {
+            Repeat::Transient
+        } else {
+            Repeat::No
+        };
         let next = phase.for_attempt(self.retries + if transient { 1 } else { 2 });
         let phase: &Phase = &next;
         if transient {
@@ -404,9 +421,9 @@ struct Attempt<'s> {
     id: PhaseId,
     /// The phase as this attempt runs it: with the `attempt` blocks of its tier applied.
     phase: &'s Phase,
-    /// Its tier, and whether it repeats the attempt of the work after a transient failure.
+    /// Its tier, and whether (and why) it repeats the attempt of the work.
     tier: &'s Tier,
-    repeat: bool,
+    repeat: Repeat,
     /// The attempt's number, from 1.
     number: u32,
     max_attempts: u32,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::conclude::fatal;
 use super::verify::{stable_verify_instructions, verify_instructions};
-use super::{Attempt, AttemptResult, tracks_changes};
+use super::{Attempt, AttemptResult, Repeat, tracks_changes};
 use crate::agent::prompt::{PromptContext, render_argv, render_prompt};
 use crate::agent::prompt_file::PromptFile;
 use crate::engine::context::{snapshot_options, take_snapshot};
@@ -321,10 +321,14 @@ fn choose_session<'a>(
 /// `attempt` blocks that set it), and how its agent takes up the work.
 fn why(a: &Attempt<'_>, start: &Start) -> String {
     let work = a.tier.work_attempt;
-    let mut text = if a.repeat {
-        format!("attempt {work} of the work again, after a transient failure: the same tier")
-    } else {
-        format!("attempt {work} of the work")
+    let mut text = match a.repeat {
+        Repeat::No => format!("attempt {work} of the work"),
+        Repeat::Transient => {
+            format!("attempt {work} of the work again, after a transient failure: the same tier")
+        }
+        Repeat::NewSession => format!(
+            "attempt {work} of the work again, in a new session: continuing its session failed as fatal"
+        ),
     };
     let blocks = a.run.phase(a.id).blocks_for(work);
     if blocks.is_empty() {
