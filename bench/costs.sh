@@ -15,7 +15,8 @@
 #      memory (the kernel's account of the process, `wait4`) with bundles on and off; targets: the
 #      bundle at most its changed files plus 1 MiB, the peak under 45 MB;
 #   5. 1,000 no-op `run --force` steps (`-j2`, layers of 32, bench/gen_dag.py) against ninja
-#      running the same DAG (`-j2`); target: at most 1.5x;
+#      running the same DAG (`-j2`); target: at most 1.5x. Timed with them: the file operations
+#      of the steps' journal and records alone (bench/journal_floor.c, built with gcc);
 #   6. a no-op re-run and `status` of an up-to-date 1,000-phase DAG (bench/gen_uptodate.py)
 #      against ninja's no-op build; target: at most 2x each. As a user meets it: the files the
 #      first run wrote are more than 2 s old (a file stamped within the racy margin of being
@@ -257,6 +258,10 @@ section_steps() {
         args+=("$name (run --force)" "$bin run $dag/helixflow/pipeline.kdl --force --jobs 2 --no-progress")
     done < <(binaries)
     args+=("ninja" "ninja -C $dag/ninja -j 2")
+    # What the steps' journal costs at the least here: its file operations, one thread.
+    gcc -O2 -o "$dir/journal_floor" bench/journal_floor.c
+    rm -rf "$dir/floor" && mkdir -p "$dir/floor"
+    args+=("journal file operations alone (one thread)" "$dir/journal_floor $dir/floor 1000")
     alternate "${args[@]}" | ratios ninja 1.5 "helixflow (run --force)"
 }
 
