@@ -26,6 +26,11 @@ use crate::store::run_json::RunJson;
 /// At most this many queued events are journalled with one write.
 const MAX_BATCH: usize = 64;
 
+/// How long the dispatcher sleeps between looks at the channel while events keep coming, and how
+/// many looks that find nothing it makes before it waits on the channel again.
+const POLL: std::time::Duration = std::time::Duration::from_micros(500);
+const POLLS: u32 = 4;
+
 /// How a run ended.
 #[derive(Debug, Clone)]
 pub(crate) struct RunOutcome {
@@ -345,22 +350,41 @@ fn dispatch(
     started: Instant,
 ) -> std::io::Result<Option<i32>> {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Polls left before the thread waits on the channel again: while events keep coming (a run
+    // of quick steps), it looks every [`POLL`] instead, so that a sender does not have to wake
+    // it for each event.
+    let mut polls = 0;
     loop {
-        // A sink may want to be called again even when no further event comes (`run.json`
-        // catches up within a second, so that `helixflow show` sees the run as it is).
-        let next = match sinks.next_tick() {
-            Some(at) => receiver.recv_timeout(at.saturating_duration_since(Instant::now())),
-            None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        let event = match next {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                sinks.tick();
-                continue;
+        if polls > 0 {
+            polls -= 1;
+            std::thread::sleep(POLL);
+            match receiver.try_recv() {
+                Ok(event) => {
+                    polls = POLLS;
+                    batch.push(stamp(event, started));
+                }
+                Err(mpsc::TryRecvError::Empty) => continue,
+                Err(mpsc::TryRecvError::Disconnected) => break,
             }
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        batch.push(stamp(event, started));
+        } else {
+            // A sink may want to be called again even when no further event comes (`run.json`
+            // catches up within a second, so that `helixflow show` sees the run as it is).
+            let next = match sinks.next_tick() {
+                Some(at) => receiver.recv_timeout(at.saturating_duration_since(Instant::now())),
+                None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match next {
+                Ok(event) => {
+                    polls = POLLS;
+                    batch.push(stamp(event, started));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    sinks.tick();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
         while batch.len() < MAX_BATCH
             && let Ok(event) = receiver.try_recv()
         {
