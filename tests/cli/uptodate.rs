@@ -722,9 +722,10 @@ fn an_interrupted_forced_run_keeps_the_records_of_the_steps_it_did_not_start() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The first step is under way, the others waiting, their records set aside.
+    // The first step is under way, the others waiting, their records set aside. (Its line is
+    // waited for, not the file: the shell creates the file before it writes the line.)
     let log = test.path().join("calls.log");
-    while !log.exists() {
+    while std::fs::read_to_string(&log).map_or(true, |text| !text.ends_with('\n')) {
         std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: sending SIGINT to our own child process.
