@@ -192,7 +192,7 @@ fn class_note(class: FailureClass, message: Option<&str>) -> String {
             "\n## Failure class: transient\n\n{message}\n\nThe service failed, not the work: the attempt is tried again after a wait.\n"
         ),
         FailureClass::Fatal => format!(
-            "\n## Failure class: fatal\n\n{message}\n\nRetrying cannot help: the phase fails without another attempt.\n"
+            "\n## Failure class: fatal\n\n{message}\n\nRetrying cannot help: the phase fails without another attempt (once per phase, an attempt that continued the agent's session is followed by one in a new session).\n"
         ),
     }
 }
