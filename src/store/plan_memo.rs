@@ -48,10 +48,6 @@ const MAGIC: &[u8; 8] = b"hxplan\0\x01";
 /// remembers, and a bound on what a command reads of a file planted there.
 const MAX_BYTES: u64 = 64 << 20;
 
-/// How long before the plan began the last change of everything it remembers must be (as
-/// [`crate::workspace::FileStat::unchanged`]).
-const SETTLED_NS: i128 = 2_000_000_000;
-
 /// What a file's metadata says of its identity: what the records' stamps compare
 /// ([`FileStat`]), its device and its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,9 +72,9 @@ impl Seen {
         fs::metadata(path).ok().map(|meta| Seen::of(&meta))
     }
 
-    /// Whether it last changed well before `began_ns`.
+    /// Whether it last changed well before `began_ns` ([`FileStat::settled`]).
     fn settled(&self, began_ns: i128) -> bool {
-        self.stat.mtime_ns.max(self.stat.ctime_ns) < began_ns - SETTLED_NS
+        self.stat.settled(began_ns)
     }
 }
 
@@ -375,7 +371,8 @@ mod tests {
                 (state.join("passed/a.json").into_os_string(), seen),
                 (state.join("absent").into_os_string(), None),
             ],
-            began_ns: crate::workspace::file_clock_now() + 10 * SETTLED_NS,
+            // A minute on: everything written now has settled by then.
+            began_ns: crate::workspace::file_clock_now() + 60_000_000_000,
         });
         memo
     }

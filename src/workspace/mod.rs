@@ -109,7 +109,13 @@ impl FileStat {
     /// changed last well before it was read (git's "racy clean" rule: timestamps are coarse, so a
     /// file written in the tick it was read in may have changed again unseen).
     pub(crate) fn unchanged(&self, read_ns: i128, now: &FileStat) -> bool {
-        self == now && self.mtime_ns.max(self.ctime_ns) < read_ns - RACY_MARGIN_NS
+        self == now && self.settled(read_ns)
+    }
+
+    /// Whether the file last changed well before `read_ns`: the racy rule of
+    /// [`FileStat::unchanged`].
+    pub(crate) fn settled(&self, read_ns: i128) -> bool {
+        self.mtime_ns.max(self.ctime_ns) < read_ns - RACY_MARGIN_NS
     }
 }
 
