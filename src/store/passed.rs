@@ -429,17 +429,7 @@ fn file_name(phase: &str) -> OsString {
 /// records, such as a writer's temporary file or an editor's swap file) by name, with its
 /// identity; nothing when there is no folder.
 fn listing(dir: &Path) -> BTreeMap<OsString, Identity> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return BTreeMap::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|entry| entry.file_name().as_encoded_bytes().ends_with(b".json"))
-        .filter_map(|entry| {
-            let meta = fs::symlink_metadata(entry.path()).ok()?;
-            Some((entry.file_name(), FileStat::of(&meta)))
-        })
-        .collect()
+    crate::workspace::identities_in(dir, |name| name.as_encoded_bytes().ends_with(b".json"))
 }
 
 /// Makes a rename or removal in `dir` durable.

@@ -230,16 +230,7 @@ type Identities = BTreeMap<std::ffi::OsString, FileStat>;
 
 /// Each file of `folder` with its inode, size and modification and change times.
 fn identities(folder: &Path) -> Identities {
-    let Ok(entries) = fs::read_dir(folder) else {
-        return BTreeMap::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let meta = fs::symlink_metadata(entry.path()).ok()?;
-            Some((entry.file_name(), FileStat::of(&meta)))
-        })
-        .collect()
+    crate::workspace::identities_in(folder, |_| true)
 }
 
 /// `diagnostics` as an entry keeps them, with the files of `sources` they point into.

@@ -38,6 +38,8 @@
 //! change made while the system clock was stepped back could slip through.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, ErrorKind};
 use std::path::Path;
 
@@ -117,6 +119,25 @@ impl FileStat {
     pub(crate) fn settled(&self, read_ns: i128) -> bool {
         self.mtime_ns.max(self.ctime_ns) < read_ns - RACY_MARGIN_NS
     }
+}
+
+/// Each entry of `folder` whose name `keep` takes, by name, with its identity (not following
+/// symlinks); nothing when there is no folder.
+pub(crate) fn identities_in(
+    folder: &Path,
+    keep: impl Fn(&OsStr) -> bool,
+) -> BTreeMap<OsString, FileStat> {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return BTreeMap::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| keep(&entry.file_name()))
+        .filter_map(|entry| {
+            let meta = std::fs::symlink_metadata(entry.path()).ok()?;
+            Some((entry.file_name(), FileStat::of(&meta)))
+        })
+        .collect()
 }
 
 /// Copies the regular file `from` to the new file `to`, permission bits included, by a
