@@ -355,36 +355,32 @@ fn dispatch(
     // it for each event.
     let mut polls = 0;
     loop {
-        if polls > 0 {
+        let next = if polls > 0 {
             polls -= 1;
             std::thread::sleep(POLL);
             match receiver.try_recv() {
-                Ok(event) => {
-                    polls = POLLS;
-                    batch.push(stamp(event, started));
-                }
+                Ok(event) => Ok(event),
                 Err(mpsc::TryRecvError::Empty) => continue,
-                Err(mpsc::TryRecvError::Disconnected) => break,
+                Err(mpsc::TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
             }
         } else {
             // A sink may want to be called again even when no further event comes (`run.json`
             // catches up within a second, so that `helixflow show` sees the run as it is).
-            let next = match sinks.next_tick() {
+            match sinks.next_tick() {
                 Some(at) => receiver.recv_timeout(at.saturating_duration_since(Instant::now())),
                 None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            match next {
-                Ok(event) => {
-                    polls = POLLS;
-                    batch.push(stamp(event, started));
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    sinks.tick();
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
             }
-        }
+        };
+        let event = match next {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                sinks.tick();
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        polls = POLLS;
+        batch.push(stamp(event, started));
         while batch.len() < MAX_BATCH
             && let Ok(event) = receiver.try_recv()
         {

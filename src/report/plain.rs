@@ -283,15 +283,13 @@ impl<W: Write + Send> Plain<W> {
 
 impl<W: Write + Send> EventSink for Plain<W> {
     fn event(&mut self, event: &Stamped) -> std::io::Result<()> {
-        // Folded in first, so an attempt's own end is part of what describes it.
-        self.run.apply(event);
-        self.write_event(&event.event)?;
-        self.out.flush()
+        self.batch(std::slice::from_ref(event))
     }
 
     /// Events that came together are written together, with one flush.
     fn batch(&mut self, events: &[Stamped]) -> std::io::Result<()> {
         for event in events {
+            // Folded in first, so an attempt's own end is part of what describes it.
             self.run.apply(event);
             self.write_event(&event.event)?;
         }
