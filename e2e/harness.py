@@ -197,6 +197,42 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+# --- a session that is gone ----------------------------------------------------------------------
+
+
+def losing_session_phase(agent: str, prompt: str, sessions: str, name: str) -> str:
+    """A phase `hello` of `agent` that writes `hello.py` under the `syntax` gate, with one retry,
+    whose first gate removes the CLI's session files (named like `name` below `$HOME/sessions`)
+    after each attempt: a retry then resumes a session that is gone."""
+    return f'''
+phase "hello" {{
+    agent "{agent}"
+    prompt "{prompt}"
+    outputs {{ file "hello.py" }}
+    gates {{
+        command "find \\"$HOME/{sessions}\\" -name '{name}' -type f -delete" name="lose-session"
+        syntax
+    }}
+    retries 1
+}}
+'''
+
+
+def check_new_session(case: unittest.TestCase, result: "Result", gone: str,
+                      logs: tuple[str, ...] = ("stderr.log",)) -> None:
+    """The run of a `losing_session_phase` passed in three attempts: attempt 2 resumed and its
+    agent said `gone` (in `logs`), attempt 3 started a session of its own, and a warning said so."""
+    case.assertEqual(result.code, 0, result.describe())
+    case.assertEqual(result.attempts("hello"), 3, result.describe())
+    second = json.loads(result.attempt_file("hello", 2, "invocation.json"))
+    third = json.loads(result.attempt_file("hello", 3, "invocation.json"))
+    case.assertTrue(second["resume"], second)
+    case.assertIn(gone, "".join(result.attempt_file("hello", 2, log) for log in logs))
+    case.assertFalse(third["resume"], third)
+    case.assertNotEqual(third["session_id"], second["session_id"])
+    case.assertIn("could not continue the agent's session", result.stderr)
+
+
 # --- a scenario's world -------------------------------------------------------------------------
 
 

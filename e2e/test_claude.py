@@ -29,6 +29,8 @@ from harness import (  # noqa: E402
     Turn,
     World,
     Write,
+    check_new_session,
+    losing_session_phase,
     need,
 )
 from servers.anthropic import AnthropicHandler, claude_env, conversation_requests, problems  # noqa: E402
@@ -49,6 +51,15 @@ def retried(turn: Turn) -> bool:
     """The newest user text is helixflow's feedback (a resumed session, or a fresh one started
     with the prompt plus feedback)."""
     return is_feedback(turn.last_user)
+
+
+def fixing_brain(t: Turn):
+    """A worker that writes broken Python, then hello.py once the feedback came."""
+    if t.tool_results:
+        return Say("Done.")
+    if retried(t):
+        return Write("hello.py", HELLO)
+    return Write("hello.py", "def broken(:\n    pass\n")
 
 
 def verdict(success: bool, errors=(), feedback: str = "") -> Say:
@@ -144,14 +155,7 @@ phase "hello" {
         session (the original task is in it) and receives the feedback on standard input; it fixes
         the file. Defect 13: invocation.json, stdin.txt and feedback-given.md show the resume."""
         with claude_world() as (server, world, set_brain):
-            def brain(t: Turn):
-                if t.tool_results:
-                    return Say("Done.")
-                if retried(t):
-                    return Write("hello.py", HELLO)
-                return Write("hello.py", "def broken(:\n    pass\n")
-
-            set_brain(brain)
+            set_brain(fixing_brain)
             world.pipeline('''
 phase "hello" {
     agent "claude"
@@ -201,38 +205,13 @@ phase "hello" {
         of a resumed session, and helixflow tries again at once in a new session with the full
         task and the feedback, which passes. A gate removes the transcripts after attempt 1."""
         with claude_world() as (server, world, set_brain):
-            def brain(t: Turn):
-                if t.tool_results:
-                    return Say("Done.")
-                if retried(t):
-                    return Write("hello.py", HELLO)
-                return Write("hello.py", "def broken(:\n    pass\n")
-
-            set_brain(brain)
-            world.pipeline('''
-phase "hello" {
-    agent "claude"
-    prompt "TASK-7782: write hello.py, a Python script that prints hello."
-    outputs { file "hello.py" }
-    gates {
-        command "find \\"$HOME/.claude\\" -name '*.jsonl' -type f -delete" name="lose-session"
-        syntax
-    }
-    retries 1
-}
-''')
+            set_brain(fixing_brain)
+            world.pipeline(losing_session_phase(
+                "claude", "TASK-7782: write hello.py, a Python script that prints hello.", ".claude",
+                "*.jsonl"))
             result = self.run_world(world)
-            self.assertEqual(result.code, 0, result.describe())
-            self.assertEqual(result.attempts("hello"), 3, result.describe())
-            inv2 = self.invocation(result, "hello", 2)
-            inv3 = self.invocation(result, "hello", 3)
-            self.assertTrue(inv2["resume"], inv2)
-            self.assertIn("No conversation found with session ID",
-                          result.attempt_file("hello", 2, "stderr.log")
-                          + result.attempt_file("hello", 2, "stdout.log"))
-            self.assertFalse(inv3["resume"], inv3)
-            self.assertNotEqual(inv3["session_id"], inv2["session_id"])
-            self.assertIn("could not continue the agent's session", result.stderr)
+            check_new_session(self, result, "No conversation found with session ID",
+                              logs=("stderr.log", "stdout.log"))
             conv = conversation_requests(server)
             retry = [t for _s, t in conv if retried(t)]
             self.assertTrue(retry, "no request carried the feedback")

@@ -21,7 +21,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Fail, Say, ScriptedServer, Shell, Turn, World, Write, need  # noqa: E402
+from harness import (  # noqa: E402
+    Fail,
+    Say,
+    ScriptedServer,
+    Shell,
+    Turn,
+    World,
+    Write,
+    check_new_session,
+    losing_session_phase,
+    need,
+)
 from servers.openai_responses import OpenAIResponsesHandler, Preamble, to_turn  # noqa: E402
 
 KEY_VAR = "HF_E2E_OPENAI_KEY"
@@ -255,27 +266,10 @@ phase "hello" {
 
         server = self.serve(brain)
         world = self.world(server)
-        world.pipeline('''
-phase "hello" {
-    agent "codex"
-    prompt "Write hello.py that prints hello."
-    outputs { file "hello.py" }
-    gates {
-        command "find \\"$HOME/.codex\\" -name 'rollout-*' -type f -delete" name="lose-thread"
-        syntax
-    }
-    retries 1
-}
-''')
+        world.pipeline(losing_session_phase("codex", "Write hello.py that prints hello.", ".codex",
+                                            "rollout-*"))
         result = world.run()
-        self.assertRan(result)
-        self.assertEqual(result.attempts("hello"), 3, result.describe())
-        second = json.loads(result.attempt_file("hello", 2, "invocation.json"))
-        third = json.loads(result.attempt_file("hello", 3, "invocation.json"))
-        self.assertTrue(second["resume"], second)
-        self.assertIn("no rollout found for thread id", result.attempt_file("hello", 2, "stderr.log"))
-        self.assertFalse(third["resume"], third)
-        self.assertIn("could not continue the agent's session", result.stderr)
+        check_new_session(self, result, "no rollout found for thread id")
         retry = [t for _h, t in turns(server) if has_feedback(t)]
         self.assertTrue(retry, "no request carried the feedback")
         self.assertIn("Write hello.py that prints hello.", retry[0].first_user)

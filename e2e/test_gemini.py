@@ -32,7 +32,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Fail, Say, ScriptedServer, Shell, Turn, World, Write, need  # noqa: E402
+from harness import (  # noqa: E402
+    Fail,
+    Say,
+    ScriptedServer,
+    Shell,
+    Turn,
+    World,
+    Write,
+    check_new_session,
+    losing_session_phase,
+    need,
+)
 from servers import gemini  # noqa: E402
 from servers.gemini import GeminiHandler  # noqa: E402
 
@@ -542,30 +553,11 @@ phase "hello" {
         A gate removes the session files after attempt 1."""
         server = self.serve(hello_brain())
         world = self.world(server)
-        world.pipeline('''
-phase "hello" {
-    agent "gemini"
-    prompt "%s"
-    outputs { file "hello.py" }
-    gates {
-        command "find \\"$HOME/.gemini\\" -name 'session-*' -type f -delete" name="lose-session"
-        syntax
-    }
-    retries 1
-}
-''' % TASK)
+        world.pipeline(losing_session_phase("gemini", TASK, ".gemini", "session-*"))
         result = world.run()
-        self.assertRan(result)
-        self.assertEqual(result.attempts("hello"), 3, result.describe())
-        second = json.loads(result.attempt_file("hello", 2, "invocation.json"))
-        third = json.loads(result.attempt_file("hello", 3, "invocation.json"))
-        self.assertTrue(second["resume"], second)
         # With no session left, Gemini CLI says "No previous sessions found for this project";
         # with others left (the cleanup's race), "Invalid session identifier". Exit 42 either way.
-        self.assertIn("Error resuming session", result.attempt_file("hello", 2, "stderr.log"))
-        self.assertFalse(third["resume"], third)
-        self.assertNotEqual(third["session_id"], second["session_id"])
-        self.assertIn("could not continue the agent's session", result.stderr)
+        check_new_session(self, result, "Error resuming session")
         retry = [t for _, t in requests(server) if has_feedback(t)]
         self.assertTrue(retry, "no request carried the feedback")
         self.assertIn(TASK, retry[0].first_user)
