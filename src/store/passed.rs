@@ -415,12 +415,12 @@ fn write_out(file: &File) -> io::Result<()> {
     file.sync_data()
 }
 
-/// The name of a phase's record file.
 /// Where the record of `phase` is in the state folder `state_dir`.
 pub(crate) fn path_in(state_dir: &Path, phase: &str) -> PathBuf {
     state_dir.join(FOLDER).join(file_name(phase))
 }
 
+/// The name of a phase's record file.
 fn file_name(phase: &str) -> OsString {
     OsString::from(format!("{}.json", folder_name(phase)))
 }

@@ -439,7 +439,7 @@ fn a_retry_whose_session_is_gone_starts_a_new_session_with_the_feedback() {
     );
     let stdin = std::fs::read_to_string(test.path().join("stdin-3.txt")).unwrap();
     assert!(
-        stdin.contains("Write out.txt") && stdin.contains("out.txt"),
+        stdin.contains("Write out.txt"),
         "the new session gets the full prompt: {stdin}"
     );
     assert!(
