@@ -964,6 +964,8 @@ pub(crate) fn unfinished_run(state_dir: &Path) -> Option<RunSummary> {
     list_runs(&state_dir.join("runs"))
         .ok()
         .and_then(|runs| runs.last().cloned())
+        // A run that passed stays passed: its summary is not read whole.
+        .filter(|last| !RunSummary::says_passed(last))
         .and_then(|last| RunSummary::read(&last).ok())
         .filter(|summary| summary.current_status() != "passed")
 }

@@ -75,6 +75,21 @@ impl RunSummary {
         Ok(summary)
     }
 
+    /// Whether the `run.json` of a run says it passed, read without the rest of the summary
+    /// (a run of a thousand phases has one of a few hundred kilobytes, and the next run looks at
+    /// the last one's). `false` when it cannot be read.
+    pub(crate) fn says_passed(run: &RunDir) -> bool {
+        /// The one field read.
+        #[derive(Deserialize)]
+        struct Status<'a> {
+            #[serde(borrow)]
+            status: std::borrow::Cow<'a, str>,
+        }
+        fs::read(run.path.join(FILE_NAME)).is_ok_and(|bytes| {
+            serde_json::from_slice::<Status>(&bytes).is_ok_and(|s| s.status == "passed")
+        })
+    }
+
     /// The run's status as it stands: `crashed` when `run.json` says `running` but the run does
     /// not hold the run lock of its state folder (its helixflow was killed outright, or the
     /// machine stopped), or holds it only until its watchdog has stopped the agents of a killed
@@ -517,5 +532,30 @@ mod tests {
         assert_eq!(ended.phases[0].status, "passed");
         run_json.exit_code_changed(3).unwrap();
         assert_eq!(read().exit_code, Some(3));
+    }
+
+    #[test]
+    fn only_a_summary_that_says_passed_is_read_as_passed() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path()).unwrap();
+        assert!(!RunSummary::says_passed(&run), "no run.json yet");
+        let mut run_json =
+            RunJson::start(&run, "p", Path::new("p.kdl"), None, ["a".to_owned()]).unwrap();
+        assert!(!RunSummary::says_passed(&run), "running");
+        for (status, passed) in [(RunStatus::Failed, false), (RunStatus::Passed, true)] {
+            run_json
+                .event(&stamped(Event::RunFinished {
+                    status,
+                    duration_ms: 4,
+                    exit_code: 0,
+                }))
+                .unwrap();
+            assert_eq!(RunSummary::says_passed(&run), passed, "{status:?}");
+            assert_eq!(RunSummary::read(&run).unwrap().status == "passed", passed);
+        }
+        fs::write(run.path.join(FILE_NAME), "{\"status\": \"pass").unwrap();
+        assert!(!RunSummary::says_passed(&run), "cut short");
+        fs::write(run.path.join(FILE_NAME), "{\"status\": \"pass\\u0065d\"}").unwrap();
+        assert!(RunSummary::says_passed(&run), "escaped, as JSON allows");
     }
 }
