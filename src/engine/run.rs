@@ -54,15 +54,24 @@ pub(crate) async fn execute(
         .chain(options.reports.iter().cloned())
         .collect();
     let records = Records::new(&opening.state_dir);
-    let plans = plan::plan(
-        &pipeline,
-        &selected,
-        &options.force,
-        &records,
-        &opening.redactor,
-        &excluded,
-        opening.previous.as_ref(),
-    );
+    // `pipeline.json` is written while the plan is made (it must be there before the first
+    // event, which comes after the plan): for a large pipeline each takes milliseconds.
+    let plans = std::thread::scope(|scope| {
+        let written = scope.spawn(|| opening.write_pipeline(&pipeline));
+        let plans = plan::plan(
+            &pipeline,
+            &selected,
+            &options.force,
+            &records,
+            &opening.redactor,
+            &excluded,
+            opening.previous.as_ref(),
+        );
+        written
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+            .map(|()| plans)
+    })?;
     let resumed = opening.resumed();
     let (events, dispatcher) = opening.dispatch(journal, &pipeline, &selected, reporters)?;
 
@@ -160,6 +169,15 @@ struct Opening {
 }
 
 impl Opening {
+    /// Writes the compiled `pipeline` the run runs, redacted, to `pipeline.json`.
+    fn write_pipeline(&self, pipeline: &Pipeline) -> Result<(), RunError> {
+        self.redactor
+            .to_json_pretty(pipeline)
+            .map_err(std::io::Error::from)
+            .and_then(|json| std::fs::write(self.folder.path.join("pipeline.json"), json))
+            .map_err(RunError::Journal)
+    }
+
     fn resumes(&self) -> Option<String> {
         self.previous.as_ref().map(|p| p.run_id.clone())
     }
@@ -207,7 +225,7 @@ impl Opening {
 }
 
 /// Makes the run's folder (named in the `lock` from now on), removes the worktrees a killed run
-/// left, opens the journal and writes `pipeline.json`.
+/// left and opens the journal.
 fn open(pipeline: &Pipeline, lock: &RunLock) -> Result<(Opening, Journal), RunError> {
     let state_dir = pipeline.workspace.join(&pipeline.state_dir);
     let runs_dir = state_dir.join("runs");
@@ -222,11 +240,6 @@ fn open(pipeline: &Pipeline, lock: &RunLock) -> Result<(Opening, Journal), RunEr
     let redactor = Arc::new(pipeline.redactor());
     let journal = Journal::open(&folder).map_err(RunError::Journal)?;
     let opened = Instant::now();
-    redactor
-        .to_json_pretty(pipeline)
-        .map_err(std::io::Error::from)
-        .and_then(|json| std::fs::write(folder.path.join("pipeline.json"), json))
-        .map_err(RunError::Journal)?;
     let opening = Opening {
         state_dir,
         previous,
@@ -354,10 +367,15 @@ fn dispatch(
     // of quick steps), it looks every [`POLL`] instead, so that a sender does not have to wake
     // it for each event.
     let mut polls = 0;
+    // Whether the last batch was cut at [`MAX_BATCH`]: more events are then waiting already (a
+    // run that announces a thousand up-to-date phases at once), and the next look is not put off.
+    let mut cut = false;
     loop {
         let next = if polls > 0 {
             polls -= 1;
-            std::thread::sleep(POLL);
+            if !std::mem::take(&mut cut) {
+                std::thread::sleep(POLL);
+            }
             match receiver.try_recv() {
                 Ok(event) => Ok(event),
                 Err(mpsc::TryRecvError::Empty) => continue,
@@ -393,6 +411,7 @@ fn dispatch(
         if let Some(at) = finished {
             batch.truncate(at + 1);
         }
+        cut = batch.len() == MAX_BATCH;
         sinks.batch(&batch);
         batch.clear();
         if finished.is_some() {
