@@ -121,11 +121,17 @@ impl EventSink for LiveReport {
             self.start(&run_id);
         }
         let (inbox, signal) = &*self.shared;
-        inbox
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .events
-            .extend_from_slice(events);
+        let mut guard = inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.events.extend_from_slice(events);
+        // `RunFinished` is the last event: the last page is begun while the reporters after
+        // this one (the summary's table) still write.
+        if events
+            .iter()
+            .any(|e| matches!(e.event, Event::RunFinished { .. }))
+        {
+            guard.finished = true;
+        }
+        drop(guard);
         signal.notify_one();
         Ok(())
     }

@@ -45,7 +45,9 @@ impl Page<'_> {
         let view = self.view;
         let attempts: usize = view.phases.iter().map(|p| p.attempts.len()).sum();
         let budget = (PAGE_TEXT / attempts.max(1)).clamp(ATTEMPT_TEXT_MIN, ATTEMPT_TEXT_MAX);
-        let mut out = String::with_capacity(64 * 1024 + attempts * 2048);
+        // About a kilobyte for each phase and two for each attempt: a page of a thousand phases
+        // is over a megabyte, which grown from a small start is copied many times.
+        let mut out = String::with_capacity(64 * 1024 + view.phases.len() * 1024 + attempts * 2048);
         self.head(&mut out);
         self.header(&mut out);
         out.push_str("<main>");
