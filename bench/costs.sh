@@ -22,7 +22,8 @@
 #      first run wrote are more than 2 s old (a file stamped within the racy margin of being
 #      written is read again by the next run, which records its stamp anew), so the plan is
 #      remembered (`cache/plan`); a `status` that finds no memo (the full check: every record
-#      read, every definition worked out) is timed too.
+#      read, every definition worked out) is timed too, and a no-op run without its HTML report
+#      (`--no-report`: what the report every run writes costs).
 #
 # ninja comes from Debian's package (ninja-build), installed when missing (root or sudo).
 #
@@ -284,6 +285,7 @@ section_noop() {
         sleep 2.5
         (cd "$up-helixflow" && $bin status --json) | python3 -c 'import json,sys; d=json.load(sys.stdin); bad=[p["phase"] for p in d["phases"] if p["status"]!="up-to-date"]; sys.exit(f"not up to date: {bad[:5]}" if bad else 0)'
         args+=("$name run (no-op)" "cd $up-helixflow && $bin run --no-progress")
+        args+=("$name run (no-op, --no-report)" "cd $up-helixflow && $bin run --no-progress --no-report")
         args+=("$name status" "cd $up-helixflow && $bin status")
         args+=("$name status (full check)" "cd $up-helixflow && rm -f .helixflow/cache/plan && $bin status")
     done < <(binaries)
