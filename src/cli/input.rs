@@ -205,9 +205,15 @@ pub(crate) fn runs_dir(file: Option<PathBuf>) -> Result<PathBuf, Failure> {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),
     };
-    let (state, problem) = match read(&path, None) {
-        Err(e) => ((folder, PathBuf::from(".helixflow")), Some(e)),
-        Ok(input) => {
+    let input = read(&path, None);
+    // Compiled before without an error, and unchanged since: as `run` and `status` find it.
+    let cached = input.as_ref().ok().and_then(|input| {
+        PipelineCache::of(&input.path, &input.text)?.load(&input.path, &input.text)
+    });
+    let (state, problem) = match (cached, input) {
+        (Some(hit), _) => ((hit.pipeline.workspace, hit.pipeline.state_dir), None),
+        (None, Err(e)) => ((folder, PathBuf::from(".helixflow")), Some(e)),
+        (None, Ok(input)) => {
             let compilation = compile(&input, &ImportArgs::default());
             let problem = compilation.has_errors().then(|| {
                 format!(

@@ -244,3 +244,37 @@ phase "forge" {
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(description(&test), "the first");
 }
+
+#[test]
+fn the_runs_commands_find_the_state_folder_of_an_unchanged_pipeline_in_the_cache() {
+    let test = project();
+    assert_eq!(description(&test), "the first");
+    // An entry that names another state folder, one with runs of its own: `runs`, `show` and
+    // `report` find the runs where the cached pipeline keeps them.
+    let path = entry(&test);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"state-dir\":\".helixflow\""), "{text}");
+    std::fs::write(
+        &path,
+        text.replace(
+            "\"state-dir\":\".helixflow\"",
+            "\"state-dir\":\"elsewhere\"",
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(test.path().join("elsewhere/runs")).unwrap();
+    let out = test.with_args(&["runs"]).run().code(0);
+    assert!(
+        out.stdout.contains("no runs yet in ./elsewhere/runs"),
+        "{}",
+        out.stdout
+    );
+    // Once the pipeline changes, it is compiled again: its own state folder.
+    std::fs::write(test.path().join("pipeline.kdl"), format!("{PIPELINE}\n")).unwrap();
+    let out = test.with_args(&["runs"]).run().code(0);
+    assert!(
+        out.stdout.contains("no runs yet in ./.helixflow/runs"),
+        "{}",
+        out.stdout
+    );
+}
