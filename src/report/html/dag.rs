@@ -210,11 +210,14 @@ fn levels(nodes: &mut [Node], edges: &[(usize, usize)]) {
 /// Orders each column by the mean place of the nodes each depends on (then of those depending on
 /// it), a few sweeps: edges cross less.
 fn order(nodes: &mut [Node], edges: &[(usize, usize)]) {
-    let mut seen = HashMap::new();
-    for node in nodes.iter_mut() {
-        let row = seen.entry(node.level).or_insert(0usize);
-        node.row = *row as f64;
-        *row += 1;
+    // The nodes of each level, in their first order: a sweep sorts each column in place (a
+    // pipeline a thousand phases deep has a thousand columns).
+    let levels = nodes.iter().map(|n| n.level + 1).max().unwrap_or(0);
+    let mut columns: Vec<Vec<usize>> = vec![Vec::new(); levels];
+    for (n, node) in nodes.iter_mut().enumerate() {
+        let column = &mut columns[node.level];
+        node.row = column.len() as f64;
+        column.push(n);
     }
     for sweep in 0..4 {
         let mut sums: Vec<(f64, usize)> = vec![(0.0, 0); nodes.len()];
@@ -229,13 +232,10 @@ fn order(nodes: &mut [Node], edges: &[(usize, usize)]) {
                 node.row = sum / count as f64 + node.row * 1e-3;
             }
         }
-        let levels = nodes.iter().map(|n| n.level + 1).max().unwrap_or(0);
-        for level in 0..levels {
-            let mut column: Vec<usize> = (0..nodes.len())
-                .filter(|&n| nodes[n].level == level)
-                .collect();
-            column.sort_by(|&a, &b| nodes[a].row.total_cmp(&nodes[b].row));
-            for (row, n) in column.into_iter().enumerate() {
+        for column in &mut columns {
+            // Ties in the order of the nodes, as a column taken afresh would have them.
+            column.sort_by(|&a, &b| nodes[a].row.total_cmp(&nodes[b].row).then(a.cmp(&b)));
+            for (row, &n) in column.iter().enumerate() {
                 nodes[n].row = row as f64;
             }
         }
