@@ -453,13 +453,31 @@ struct PipelinePhase {
     #[serde(default)]
     depends_on: Vec<String>,
     #[serde(default)]
-    worker: serde_json::Value,
+    worker: PipelineWorker,
     #[serde(default)]
     verifier: Option<String>,
     #[serde(default)]
     retries: Option<u32>,
     #[serde(default)]
     transient_retries: Option<u32>,
+}
+
+/// Who does a phase's work, as far as the report shows it: an agent's name or a `run` step's
+/// command (a value of another type is left out, not an error).
+#[derive(Debug, Default, Deserialize)]
+struct PipelineWorker {
+    #[serde(default, deserialize_with = "text_or_none")]
+    agent: Option<String>,
+    #[serde(default, deserialize_with = "text_or_none")]
+    run: Option<String>,
+}
+
+/// A string, or `None` for any other value.
+fn text_or_none<'de, D: serde::Deserializer<'de>>(value: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(value)? {
+        serde_json::Value::String(text) => Some(text),
+        _ => None,
+    })
 }
 
 /// Folds a run's events, then reads what its folder adds.
@@ -600,16 +618,8 @@ impl<'a> Builder<'a> {
                 edges.extend(self.phases_named(dependency).into_iter().map(|d| (d, i)));
             }
             let phase = &mut self.view.phases[i];
-            phase.agent = def
-                .worker
-                .get("agent")
-                .and_then(|a| a.as_str())
-                .map(str::to_owned);
-            phase.command = def
-                .worker
-                .get("run")
-                .and_then(|a| a.as_str())
-                .map(str::to_owned);
+            phase.agent.clone_from(&def.worker.agent);
+            phase.command.clone_from(&def.worker.run);
             phase.verifier.clone_from(&def.verifier);
             phase.transient_retries = def.transient_retries.unwrap_or(0);
             if phase.max_attempts.is_none() {
