@@ -61,7 +61,7 @@ impl Junit {
                 "it is a folder",
             ));
         }
-        let temporary = temporary_beside(path)?;
+        let temporary = crate::store::temporary_beside(&with_folder(path)?);
         std::fs::File::create(&temporary)?;
         std::fs::remove_file(&temporary)
     }
@@ -100,8 +100,9 @@ impl EventSink for Junit {
         Ok(())
     }
 
+    /// Written through a temporary file and a rename: a CI system never reads half a report.
     fn finish(&mut self) -> std::io::Result<()> {
-        write_atomically(&self.path, self.to_xml().as_bytes())
+        crate::store::replace_unsynced(&with_folder(&self.path)?, self.to_xml().as_bytes())
     }
 
     fn name(&self) -> String {
@@ -394,30 +395,18 @@ fn escape(text: &str, in_attribute: bool) -> String {
     out
 }
 
-/// The temporary file a report for `path` is first written to, beside it; creates the folder.
-fn temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
+/// `path` once its folder exists (made when missing); an error when it names no file.
+fn with_folder(path: &Path) -> std::io::Result<&Path> {
     let folder = match path.parent() {
         Some(folder) if !folder.as_os_str().is_empty() => folder,
         _ => Path::new("."),
     };
-    let file_name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "it does not name a file")
-    })?;
-    std::fs::create_dir_all(folder)?;
-    let mut temporary = file_name.to_os_string();
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    Ok(folder.join(temporary))
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a CI system
-/// never reads half a report.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temporary = temporary_beside(path)?;
-    if let Err(error) = std::fs::write(&temporary, bytes) {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(error);
+    if path.file_name().is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it does not name a file",
+        ));
     }
-    std::fs::rename(&temporary, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temporary);
-    })
+    std::fs::create_dir_all(folder)?;
+    Ok(path)
 }

@@ -14,14 +14,20 @@ pub(crate) mod run;
 pub(crate) mod run_json;
 pub(crate) mod state_dir;
 
-/// Replaces `path` through a sibling temporary file (`.<name>.<pid>.tmp`) and a rename: a reader
-/// never sees half a file. Not synced: for files written again when lost (caches, reports).
-pub(crate) fn replace_unsynced(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+/// The sibling temporary file `path` is written through before a rename puts it in place:
+/// `.<name>.<pid>.tmp`, hidden, and this process's own.
+pub(crate) fn temporary_beside(path: &std::path::Path) -> std::path::PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Replaces `path` through a sibling temporary file (`.<name>.<pid>.tmp`) and a rename: a reader
+/// never sees half a file. Not synced: for files written again when lost (caches, reports).
+pub(crate) fn replace_unsynced(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temporary_beside(path);
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
         .inspect_err(|_| {
