@@ -61,7 +61,7 @@ impl Junit {
                 "it is a folder",
             ));
         }
-        let temporary = crate::store::temporary_beside(&with_folder(path)?);
+        let temporary = crate::store::temporary_beside(with_folder(path)?);
         std::fs::File::create(&temporary)?;
         std::fs::remove_file(&temporary)
     }
@@ -102,7 +102,7 @@ impl EventSink for Junit {
 
     /// Written through a temporary file and a rename: a CI system never reads half a report.
     fn finish(&mut self) -> std::io::Result<()> {
-        crate::store::replace_unsynced(&with_folder(&self.path)?, self.to_xml().as_bytes())
+        crate::store::replace_unsynced(with_folder(&self.path)?, self.to_xml().as_bytes())
     }
 
     fn name(&self) -> String {
