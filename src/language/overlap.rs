@@ -26,6 +26,11 @@ pub(super) const MAX_PAIRS: usize = 500_000;
 /// looked up, nothing compared) included.
 const MAX_VISITS: usize = 20_000_000;
 
+/// The longest path that names a file (Linux's `PATH_MAX`). A glob whose literal folders are
+/// longer names no file, so it meets none: it is left out of the index (the folders above a
+/// folder that long, each hashed whole, would take time quadratic in its length).
+const PATH_MAX: usize = 4096;
+
 /// One glob of a phase. It is compiled only when first compared: most globs never are.
 pub(super) struct Glob<'p> {
     /// The phase (an index into the pipeline's phases).
@@ -52,6 +57,11 @@ impl<'p> Glob<'p> {
             matcher: OnceCell::new(),
             samples: OnceCell::new(),
         }
+    }
+
+    /// Whether it may name a file at all (see [`PATH_MAX`]).
+    fn names_files(&self) -> bool {
+        self.folder.len() < PATH_MAX
     }
 
     fn matcher(&self) -> Option<&globset::GlobMatcher> {
@@ -122,7 +132,7 @@ impl Two {
 impl<'p> Index<'p> {
     fn new(globs: &[Glob<'p>]) -> Index<'p> {
         let mut index = Index::default();
-        for (i, glob) in globs.iter().enumerate() {
+        for (i, glob) in globs.iter().enumerate().filter(|(_, g)| g.names_files()) {
             let bucket = index.by_folder.entry(glob.folder).or_default();
             let runs = if glob.literal {
                 &mut bucket.plain
@@ -147,6 +157,7 @@ impl<'p> Index<'p> {
         glob: &'i Glob<'_>,
     ) -> impl Iterator<Item = &'i (usize, Vec<usize>)> + 'i {
         ancestors(glob.folder)
+            .take_while(|_| glob.names_files())
             .enumerate()
             .filter_map(|(up, folder)| Some((up, self.by_folder.get(folder)?)))
             .flat_map(|(up, bucket)| {
@@ -158,6 +169,9 @@ impl<'p> Index<'p> {
 
     /// Whether `glob` may meet a glob of another phase in this index.
     fn may_meet(&self, glob: &Glob<'_>) -> bool {
+        if !glob.names_files() {
+            return false;
+        }
         // At most two runs of a bucket are looked at: one may be the glob's own phase.
         let others =
             |runs: &[(usize, Vec<usize>)]| runs.iter().take(2).any(|(p, _)| *p != glob.phase);
@@ -334,6 +348,33 @@ mod tests {
         assert_eq!(samples("src/{a,b}/*.py"), vec!["src/a/x.py", "src/b/x.py"]);
         assert_eq!(ancestors("a/b").collect::<Vec<_>>(), ["a/b", "a", ""]);
         assert_eq!(ancestors("").collect::<Vec<_>>(), [""]);
+    }
+
+    #[test]
+    fn a_glob_too_long_to_name_a_file_meets_none() {
+        let deep = format!("{}tests/**", "/".repeat(PATH_MAX));
+        let deeper = format!("{}/x.md", "a/".repeat(PATH_MAX));
+        let globs: Vec<Glob<'_>> = [(0, "tests/**"), (1, &deep[..]), (2, &deeper[..]), (3, "**")]
+            .into_iter()
+            .map(|(phase, pattern)| Glob::new(phase, 0, pattern))
+            .collect();
+        let index = Index::new(&globs);
+        for long in [1, 2] {
+            assert!(!globs[long].names_files());
+            assert!(!index.may_meet(&globs[long]), "{long}");
+            assert_eq!(index.candidates(&globs[long]).count(), 0, "{long}");
+        }
+        // Nor is it a candidate of another: below the top, `**` meets `tests/**` alone.
+        let candidates: Vec<usize> = index
+            .candidates(&Glob::new(5, 0, "tests/a/**"))
+            .flat_map(|(_, run)| run.clone())
+            .collect();
+        assert_eq!(candidates, [0, 3]);
+        let alone = Index::new(&globs[1..3]);
+        assert!(!alone.may_meet(&Glob::new(5, 0, "**")));
+        // A deep folder that a path can still be is indexed.
+        let near = format!("{}x.md", "a/".repeat(PATH_MAX / 2 - 1));
+        assert!(Glob::new(4, 0, &near).names_files());
     }
 
     #[test]
