@@ -4,7 +4,7 @@
 # a 10 MB pipeline file on one line, a file of 100,000 nodes, and an 8 KiB bundle whose journal
 # entry claims a gibibyte. Then the worst cases that fit inside the front end's limits
 # (src/language/kdl/limits.rs), and the files that once hurt lint (a 10 MB node name, 20,000 unclosed
-# braces, 10,000 problems on one line), through `lint`.
+# braces, 10,000 problems on one line, scopes deeper than a path can be), through `lint`.
 #
 # Usage: bench/hostile.sh [BINARY]     (default: target/release/helixflow; build it first)
 # Needs bash, python3 and GNU time (/usr/bin/time).
@@ -67,6 +67,12 @@ write("malformed-32k.kdl", head + "a " + "a=" * 16_000 + " x=\n")
 write("name-10mb.kdl", "a" * 10_000_000 + "\n")
 write("braces-20k.kdl", 'phase "a" {' * 20_000 + "\n")
 write("oneline-10k.kdl", " ".join("bogus%d;" % i for i in range(10_000)) + "\n")
+# A scope deeper than any path (a run of 73,000 slashes), and 400 phases with scopes 4 KB deep
+# whose names meet: the overlap check hashed every folder above a glob's folder whole.
+write("deep-scope-73k.kdl", head + 'phase "a" { run "true"; scope "' + "/" * 73_000
+      + 'tests/**" }\nphase "b" { run "true"; scope "tests/**" }\n')
+write("deep-scopes-400.kdl", head + "".join(
+    'phase "p%d" { run "true"; scope "%sx%d*" }\n' % (i, "a/" * 2040, i) for i in range(400)))
 PY
 
 # Runs helixflow with the given arguments in $tmp and prints one row of the table.
@@ -101,6 +107,7 @@ mkdir -p "$tmp/ws"
 measure "claims-1gib: bundle show" bundle show claims-1gib.hxb
 measure "claims-1gib: bundle apply --check" bundle apply --check -C ws claims-1gib.hxb
 for file in phases-50k unknown-50k entries-100k string-2mib same-scope-16k scope-chain-12k \
-    protect-12k template-x20k prompt-file-x13k malformed-32k name-10mb braces-20k oneline-10k; do
+    protect-12k template-x20k prompt-file-x13k malformed-32k name-10mb braces-20k oneline-10k \
+    deep-scope-73k deep-scopes-400; do
     measure "$file: lint" lint "$file.kdl"
 done

@@ -405,8 +405,8 @@ fn not_compared(
             thousands(overlap::MAX_PHASES)
         ),
         Stopped::TooManyPairs => format!(
-            "more than {} pairs of {what} of phases were to be compared: this check stopped \
-             after the first",
+            "more than {} pairs of {what} of phases were to be compared (a pair of long ones \
+             counting for more): this check stopped after the first",
             thousands(overlap::MAX_PAIRS)
         ),
     };

@@ -9,8 +9,8 @@
 //!
 //! Whatever the pipeline, the work is bounded: at most [`MAX_PHASES`] phases are compared (the
 //! dependencies between them are a bit set each) and at most [`MAX_PAIRS`] pairs of globs of phases
-//! that may run at the same time (20 million pairs in all); past either, the check says it stopped
-//! instead of taking seconds and gigabytes.
+//! that may run at the same time (20 million pairs in all; a pair of long globs counts for more);
+//! past either, the check says it stopped instead of taking seconds and gigabytes.
 
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap};
@@ -20,8 +20,12 @@ use crate::graph::PhaseGraph;
 
 /// The most phases whose globs are compared with each other's.
 pub(super) const MAX_PHASES: usize = 2_048;
-/// The most pairs of globs of phases that may run at the same time compared by one check.
+/// The most pairs of globs of phases that may run at the same time compared by one check; a pair
+/// of long globs counts as one for each [`PAIR_BYTES`] of their text (comparing them matches
+/// paths as long).
 pub(super) const MAX_PAIRS: usize = 500_000;
+/// The text of a pair of globs that counts as one pair.
+const PAIR_BYTES: usize = 512;
 /// The most pairs of globs one check looks at, those of phases that depend on each other (a bit
 /// looked up, nothing compared) included.
 const MAX_VISITS: usize = 20_000_000;
@@ -98,11 +102,20 @@ pub(super) enum Stopped {
 /// Globs indexed by folder: plain paths and wildcard globs apart, each in runs of one phase
 /// (the globs come phase by phase), so that a phase's own globs are passed over at once.
 #[derive(Default)]
-struct Index<'p> {
-    by_folder: HashMap<&'p str, Bucket>,
+struct Index {
+    by_folder: HashMap<Key, Bucket>,
     /// Two of the phases with globs in each folder or below it.
-    at_or_below: HashMap<&'p str, Two>,
+    at_or_below: HashMap<Key, Two>,
 }
+
+/// A folder's key in the index: its length and a hash of its text (FNV-1a), taken for a folder
+/// and all the folders above it in one pass over its text ([`ancestors`]); hashing each of them
+/// whole would take time quadratic in its depth. Two folders with one key share a bucket: their
+/// globs are compared (and told apart by their text), so a pair that may meet is never missed.
+type Key = (usize, u64);
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
 /// The globs in one folder, as runs of one phase: (phase, indices).
 #[derive(Default)]
@@ -129,11 +142,12 @@ impl Two {
     }
 }
 
-impl<'p> Index<'p> {
-    fn new(globs: &[Glob<'p>]) -> Index<'p> {
+impl Index {
+    fn new(globs: &[Glob<'_>]) -> Index {
         let mut index = Index::default();
         for (i, glob) in globs.iter().enumerate().filter(|(_, g)| g.names_files()) {
-            let bucket = index.by_folder.entry(glob.folder).or_default();
+            let folders = ancestors(glob.folder);
+            let bucket = index.by_folder.entry(folders[0]).or_default();
             let runs = if glob.literal {
                 &mut bucket.plain
             } else {
@@ -143,7 +157,7 @@ impl<'p> Index<'p> {
                 Some((phase, members)) if *phase == glob.phase => members.push(i),
                 _ => runs.push((glob.phase, vec![i])),
             }
-            for folder in ancestors(glob.folder) {
+            for folder in folders {
                 index.at_or_below.entry(folder).or_default().add(glob.phase);
             }
         }
@@ -156,10 +170,15 @@ impl<'p> Index<'p> {
         &'i self,
         glob: &'i Glob<'_>,
     ) -> impl Iterator<Item = &'i (usize, Vec<usize>)> + 'i {
-        ancestors(glob.folder)
-            .take_while(|_| glob.names_files())
+        let folders = if glob.names_files() {
+            ancestors(glob.folder)
+        } else {
+            Vec::new()
+        };
+        folders
+            .into_iter()
             .enumerate()
-            .filter_map(|(up, folder)| Some((up, self.by_folder.get(folder)?)))
+            .filter_map(|(up, folder)| Some((up, self.by_folder.get(&folder)?)))
             .flat_map(|(up, bucket)| {
                 let plain = if up == 0 { &bucket.plain[..] } else { &[] };
                 plain.iter().chain(&bucket.wild)
@@ -175,30 +194,36 @@ impl<'p> Index<'p> {
         // At most two runs of a bucket are looked at: one may be the glob's own phase.
         let others =
             |runs: &[(usize, Vec<usize>)]| runs.iter().take(2).any(|(p, _)| *p != glob.phase);
-        ancestors(glob.folder).enumerate().any(|(up, folder)| {
+        let folders = ancestors(glob.folder);
+        folders.iter().enumerate().any(|(up, folder)| {
             self.by_folder
                 .get(folder)
                 .is_some_and(|b| (up == 0 && others(&b.plain)) || others(&b.wild))
         }) || (!glob.literal
             && self
                 .at_or_below
-                .get(glob.folder)
+                .get(&folders[0])
                 .is_some_and(|two| two.other_than(glob.phase)))
     }
 }
 
-/// A folder and the folders above it: `a/b`, then `a`, then the top (the empty path).
-fn ancestors(folder: &str) -> impl Iterator<Item = &str> {
-    let mut next = Some(folder);
-    std::iter::from_fn(move || {
-        let current = next?;
-        next = if current.is_empty() {
-            None
-        } else {
-            Some(current.rsplit_once('/').map_or("", |(parent, _)| parent))
-        };
-        Some(current)
-    })
+/// The keys of a folder and of the folders above it, the folder first: for `a/b`, those of `a/b`,
+/// `a` and the top (the empty path); for `a//b`, of `a//b`, `a/`, `a` and the top.
+fn ancestors(folder: &str) -> Vec<Key> {
+    let mut keys = vec![(0, FNV_OFFSET)];
+    let mut hash = FNV_OFFSET;
+    for (at, byte) in folder.bytes().enumerate() {
+        // A folder starting with `/` has the top above it once.
+        if byte == b'/' && at > 0 {
+            keys.push((at, hash));
+        }
+        hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+    }
+    if !folder.is_empty() {
+        keys.push((folder.len(), hash));
+    }
+    keys.reverse();
+    keys
 }
 
 /// Calls `found` with every pair of a glob of `left` and a glob of `right` that may name the same
@@ -235,7 +260,9 @@ pub(super) fn meeting_pairs(
         if depends(a.phase, b.phase) || depends(b.phase, a.phase) {
             return Ok(());
         }
-        pairs = pairs.checked_sub(1).ok_or(Stopped::TooManyPairs)?;
+        pairs = pairs
+            .checked_sub(pair_cost(a, b))
+            .ok_or(Stopped::TooManyPairs)?;
         if a.meets(b) {
             found(a, b);
         }
@@ -263,6 +290,12 @@ pub(super) fn meeting_pairs(
         }
     }
     Ok(())
+}
+
+/// What comparing `a` and `b` counts against [`MAX_PAIRS`]: one, and one more for each
+/// [`PAIR_BYTES`] of their text.
+fn pair_cost(a: &Glob<'_>, b: &Glob<'_>) -> usize {
+    1 + (a.pattern.len() + b.pattern.len()) / PAIR_BYTES
 }
 
 /// Whether phase `a` depends on phase `b`, directly or not, for phases in `subset` (indices into
@@ -346,8 +379,16 @@ mod tests {
         assert_eq!(crate::glob::literal_folders("docs/a.md"), "docs");
         assert_eq!(crate::glob::literal_folders("a\\*b/c/d.md"), "");
         assert_eq!(samples("src/{a,b}/*.py"), vec!["src/a/x.py", "src/b/x.py"]);
-        assert_eq!(ancestors("a/b").collect::<Vec<_>>(), ["a/b", "a", ""]);
-        assert_eq!(ancestors("").collect::<Vec<_>>(), [""]);
+        // The keys of a folder and the folders above it are each that folder's own.
+        let key = |folder: &str| ancestors(folder)[0];
+        assert_eq!(ancestors("a/b"), [key("a/b"), key("a"), key("")]);
+        assert_eq!(
+            ancestors("a//b"),
+            [key("a//b"), key("a/"), key("a"), key("")]
+        );
+        assert_eq!(ancestors("/abs"), [key("/abs"), key("")]);
+        assert_eq!(ancestors(""), [key("")]);
+        assert_ne!(key("a/b"), key("a/c"));
     }
 
     #[test]
