@@ -4,7 +4,8 @@
 # a 10 MB pipeline file on one line, a file of 100,000 nodes, and an 8 KiB bundle whose journal
 # entry claims a gibibyte. Then the worst cases that fit inside the front end's limits
 # (src/language/kdl/limits.rs), and the files that once hurt lint (a 10 MB node name, 20,000 unclosed
-# braces, 10,000 problems on one line, scopes deeper than a path can be), through `lint`.
+# braces, 10,000 problems on one line, scopes deeper than a path can be, a run of `{`), through
+# `lint`.
 #
 # Usage: bench/hostile.sh [BINARY]     (default: target/release/helixflow; build it first)
 # Needs bash, python3 and GNU time (/usr/bin/time).
@@ -16,7 +17,7 @@ bin=${1:-$root/target/release/helixflow}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-python3 - "$tmp" <<'PY'
+ROOT=$root python3 - "$tmp" <<'PY'
 import io, json, os, sys, tarfile
 d = sys.argv[1]
 def write(name, text):
@@ -71,6 +72,10 @@ write("oneline-10k.kdl", " ".join("bogus%d;" % i for i in range(10_000)) + "\n")
 # whose names meet: the overlap check hashed every folder above a glob's folder whole.
 write("deep-scope-73k.kdl", head + 'phase "a" { run "true"; scope "' + "/" * 73_000
       + 'tests/**" }\nphase "b" { run "true"; scope "tests/**" }\n')
+# The fan-out example with 80,000 `{` in a gate's command before its `}}` (item placeholders were
+# looked for again after each brace).
+fan_out = open(os.path.join(os.environ["ROOT"], "examples/fan-out/pipeline.kdl")).read()
+write("brace-run-80k.kdl", fan_out.replace('command "python3 {{', 'command "' + "{" * 80_000, 1))
 write("deep-scopes-400.kdl", head + "".join(
     'phase "p%d" { run "true"; scope "%sx%d*" }\n' % (i, "a/" * 2040, i) for i in range(400)))
 PY
@@ -108,6 +113,6 @@ measure "claims-1gib: bundle show" bundle show claims-1gib.hxb
 measure "claims-1gib: bundle apply --check" bundle apply --check -C ws claims-1gib.hxb
 for file in phases-50k unknown-50k entries-100k string-2mib same-scope-16k scope-chain-12k \
     protect-12k template-x20k prompt-file-x13k malformed-32k name-10mb braces-20k oneline-10k \
-    deep-scope-73k deep-scopes-400; do
+    deep-scope-73k deep-scopes-400 brace-run-80k; do
     measure "$file: lint" lint "$file.kdl"
 done

@@ -93,18 +93,26 @@ impl Placeholder<'_> {
 pub(crate) fn placeholders(arg: &str) -> Vec<Placeholder<'_>> {
     let mut found = Vec::new();
     let mut from = 0;
+    // The first `}}` at or after the last place it was looked for from: a run of `{` moves on
+    // one brace at a time, and looking for the same `}}` again from each would take time
+    // quadratic in the run's length.
+    let mut close: Option<usize> = None;
     while let Some(at) = arg[from..].find("{{") {
         let start = from + at;
-        let Some(len) = arg[start + 2..].find("}}") else {
+        let Some(close_at) = close
+            .filter(|&c| c >= start + 2)
+            .or_else(|| arg[start + 2..].find("}}").map(|len| start + 2 + len))
+        else {
             break;
         };
-        let inner = &arg[start + 2..start + 2 + len];
+        close = Some(close_at);
+        let inner = &arg[start + 2..close_at];
         if inner.starts_with('{') {
             // `{{{`: the first brace is text.
             from = start + 1;
             continue;
         }
-        let end = start + 2 + len + 2;
+        let end = close_at + 2;
         found.push(Placeholder {
             range: start..end,
             inner: inner.trim(),
@@ -112,4 +120,58 @@ pub(crate) fn placeholders(arg: &str) -> Vec<Placeholder<'_>> {
         from = end;
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(arg: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+        placeholders(arg)
+            .into_iter()
+            .map(|p| (p.range, p.inner))
+            .collect()
+    }
+
+    /// The search as it was written first (it looked for `}}` again after each brace of a run).
+    fn looked_for_again(arg: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(at) = arg[from..].find("{{") {
+            let start = from + at;
+            let Some(len) = arg[start + 2..].find("}}") else {
+                break;
+            };
+            let inner = &arg[start + 2..start + 2 + len];
+            if inner.starts_with('{') {
+                from = start + 1;
+                continue;
+            }
+            found.push((start..start + len + 4, inner.trim()));
+            from = start + len + 4;
+        }
+        found
+    }
+
+    #[test]
+    fn placeholders_are_found_as_when_each_brace_looked_for_its_end_again() {
+        let runs = "{".repeat(2_000);
+        let cases = [
+            "a {{ b }} {{c.d}} {{{ e }}} {{}} {{ f",
+            "}} {{ x }}}}",
+            "{{{{{{ a }} }}}} {{{",
+            "{{}}}}{{ {{ }}",
+            &format!("{runs}x}} {runs} y}}}} {{z}}"),
+        ];
+        for case in cases {
+            assert_eq!(ranges(case), looked_for_again(case), "{case}");
+        }
+        assert_eq!(
+            ranges("a {{ b }} {{{ e }}} {{}}"),
+            [(2..9, "b"), (11..18, "e"), (20..24, "")]
+        );
+        // A long run of `{` before one `}}`: the last two braces open it.
+        let run = format!("{}x}}}} {{{{y}}}}", "{".repeat(80_000));
+        assert_eq!(ranges(&run), [(79_998..80_003, "x"), (80_004..80_009, "y")]);
+    }
 }
