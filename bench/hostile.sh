@@ -5,7 +5,7 @@
 # entry claims a gibibyte. Then the worst cases that fit inside the front end's limits
 # (src/language/kdl/limits.rs), and the files that once hurt lint (a 10 MB node name, 20,000 unclosed
 # braces, 10,000 problems on one line, scopes deeper than a path can be, a run of `{`), through
-# `lint`.
+# `lint`; and a file of 100,000 errors through `fmt --check`.
 #
 # Usage: bench/hostile.sh [BINARY]     (default: target/release/helixflow; build it first)
 # Needs bash, python3 and GNU time (/usr/bin/time).
@@ -76,6 +76,8 @@ write("deep-scope-73k.kdl", head + 'phase "a" { run "true"; scope "' + "/" * 73_
 # looked for again after each brace).
 fan_out = open(os.path.join(os.environ["ROOT"], "examples/fan-out/pipeline.kdl")).read()
 write("brace-run-80k.kdl", fan_out.replace('command "python3 {{', 'command "' + "{" * 80_000, 1))
+# 100,000 stray `}`, a finding each: `fmt` reported every one (lint shows a hundred).
+write("stray-braces-100k.kdl", head + "}\n" * 100_000)
 write("deep-scopes-400.kdl", head + "".join(
     'phase "p%d" { run "true"; scope "%sx%d*" }\n' % (i, "a/" * 2040, i) for i in range(400)))
 PY
@@ -113,6 +115,7 @@ measure "claims-1gib: bundle show" bundle show claims-1gib.hxb
 measure "claims-1gib: bundle apply --check" bundle apply --check -C ws claims-1gib.hxb
 for file in phases-50k unknown-50k entries-100k string-2mib same-scope-16k scope-chain-12k \
     protect-12k template-x20k prompt-file-x13k malformed-32k name-10mb braces-20k oneline-10k \
-    deep-scope-73k deep-scopes-400 brace-run-80k; do
+    deep-scope-73k deep-scopes-400 brace-run-80k stray-braces-100k; do
     measure "$file: lint" lint "$file.kdl"
 done
+measure "stray-braces-100k: fmt --check" fmt --check stray-braces-100k.kdl

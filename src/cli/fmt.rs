@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::failure::{Failure, Outcome};
 use super::input;
-use crate::diagnostics::{FileId, Sources, rules};
+use crate::diagnostics::{Diagnostics, FileId, Sources, rules};
 use crate::language::format::format_source;
 use crate::language::kdl::parse;
 
@@ -36,9 +36,14 @@ pub(crate) fn run(args: &Args) -> Outcome {
 
 fn format_one(file: &PathBuf, check: bool) -> Outcome {
     let read = input::read(file, None)?;
-    if let Err(diagnostics) = parse::parse(&read.text, FileId(0), parse::PARSE_BUDGET) {
+    if let Err(found) = parse::parse(&read.text, FileId(0), parse::PARSE_BUDGET) {
         let mut sources = Sources::new();
         sources.add(&read.path, read.text.as_str());
+        // As `lint` shows them: at most a hundred, then a count of the rest (a file broken in
+        // every line has hundreds of thousands).
+        let mut diagnostics = Diagnostics::default();
+        diagnostics.extend(found);
+        let diagnostics = diagnostics.into_sorted();
         input::report(&diagnostics, &sources);
         let why = if diagnostics.iter().any(|d| d.rule == &rules::INPUT_LIMIT) {
             "is over the limits of a pipeline file"

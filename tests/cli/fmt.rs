@@ -227,6 +227,32 @@ fn invalid_kdl_exits_2_with_the_syntax_diagnostic_and_is_not_touched() {
 }
 
 #[test]
+fn a_file_broken_in_every_line_shows_a_hundred_findings_and_counts_the_rest() {
+    // 5,000 stray `}`: one finding each.
+    let broken = format!("pipeline \"p\"\n{}", "}\n".repeat(5_000));
+    let test = Test::new().pipeline(&broken);
+    // As `lint` shows them.
+    for args in [
+        &["fmt", "--check", "pipeline.kdl"][..],
+        &["fmt", "pipeline.kdl"][..],
+    ] {
+        let outcome = test.with_args(args).run().code(2);
+        // A hundred findings, then the one that counts the rest (HF004).
+        let shown = outcome.stderr.matches("[pipeline.kdl:").count();
+        assert_eq!(shown, 101, "{args:?}: {}", &outcome.stderr[..2_000]);
+        assert!(
+            outcome
+                .stderr
+                .contains("4900 more problems in this file are not shown (4900 errors)"),
+            "{args:?}: {}",
+            outcome.stderr
+        );
+        assert!(outcome.stderr.contains("100 errors, 1 warning"), "{args:?}");
+    }
+    assert_eq!(test.read("pipeline.kdl"), broken);
+}
+
+#[test]
 fn an_unclosed_block_is_not_formatted_and_the_brace_is_shown() {
     let broken =
         "pipeline \"p\"\nphase \"a\" {\n    run \"true\"\nphase \"b\" {\n    run \"true\"\n}\n";
