@@ -17,11 +17,10 @@ pub(crate) mod state_dir;
 /// The sibling temporary file `path` is written through before a rename puts it in place:
 /// `.<name>.<pid>.tmp`, hidden, and this process's own.
 pub(crate) fn temporary_beside(path: &std::path::Path) -> std::path::PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(format!(".{}.tmp", std::process::id()));
+    path.with_file_name(name)
 }
 
 /// Replaces `path` through a sibling temporary file (`.<name>.<pid>.tmp`) and a rename: a reader

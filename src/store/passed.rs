@@ -263,10 +263,7 @@ impl Records {
     fn write_bytes(&self, known: &mut Known, name: OsString, bytes: &[u8]) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let path = self.dir.join(&name);
-        let mut tmp = OsString::from(".");
-        tmp.push(&name);
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let tmp = self.dir.join(tmp);
+        let tmp = super::temporary_beside(&path);
         let written = (|| {
             File::create(&tmp)?.write_all(bytes)?;
             fs::rename(&tmp, &path)
