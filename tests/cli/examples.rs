@@ -2,6 +2,8 @@
 //! what the README shows of them (its diagnostics table, its headline pipeline, the quickstart's
 //! output) is what the binary checks and prints.
 
+use crate::common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -178,7 +180,7 @@ fn the_readme_quotes_what_the_quickstart_prints() {
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let copy = tempfile::tempdir().unwrap();
-    copy_example(
+    common::copy_example(
         &root.join("examples/quickstart"),
         &copy.path().join("examples/quickstart"),
     );
@@ -221,23 +223,6 @@ fn the_readme_quotes_what_the_quickstart_prints() {
     for (i, (key, text)) in quoted.iter().enumerate() {
         if key.is_empty() {
             assert_eq!(printed[i], (key.clone(), text.clone()), "line {i}");
-        }
-    }
-}
-
-/// Copies an example's files, leaving out what a run of it here would have left (`.helixflow/`,
-/// `out/`): the copy runs as from a fresh clone.
-fn copy_example(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if entry.file_type().unwrap().is_dir() {
-            if name != ".helixflow" && name != "out" {
-                copy_example(&entry.path(), &to.join(&name));
-            }
-        } else {
-            std::fs::copy(entry.path(), to.join(&name)).unwrap();
         }
     }
 }
@@ -337,20 +322,6 @@ fn the_licenses_cargo_toml_names_are_shipped() {
     assert!(mit.contains("Permission is hereby granted, free of charge"));
 }
 
-/// Copies `from` into `to`, folders and files.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// `examples/adr-parser` in a git repository of its own, as a user would have it, with a scripted
 /// Claude Code that does every phase's work correctly: the run passes, its `tests` phase judged
 /// with real pytest (which writes `__pycache__/` under the folder that phase protects) and
@@ -362,7 +333,7 @@ fn adr_parser_passes_with_a_correct_scripted_agent() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
     let examples = dir.path().join("examples");
-    copy_tree(
+    common::copy_example(
         &root.join("examples/adr-parser"),
         &examples.join("adr-parser"),
     );
@@ -451,7 +422,7 @@ fn the_readme_quotes_what_runs_stats_prints() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let copy = tempfile::tempdir().unwrap();
     let example = copy.path().join("examples/escalation");
-    copy_example(&root.join("examples/escalation"), &example);
+    common::copy_example(&root.join("examples/escalation"), &example);
     let helixflow = |args: &[&str]| {
         let output = Command::new(env!("CARGO_BIN_EXE_helixflow"))
             .args(args)

@@ -40,23 +40,10 @@ fn phase_status(summary: &Value, phase: &str) -> (String, u64, String) {
     )
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn the_quickstart_passes_after_one_retry_that_reads_the_feedback() {
     let test = Test::new();
-    copy_dir(
+    common::copy_example(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart"),
         &test.path().join("qs"),
     );

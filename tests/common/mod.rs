@@ -404,3 +404,21 @@ pub(crate) fn run_measured(
     };
     (output, peak)
 }
+
+/// Copies a bundled example (`from`) to `to` as a fresh clone has it: without the state folder
+/// and the `out/` a run of it leaves (the README's quickstart command runs it in place, before
+/// `cargo test`).
+pub(crate) fn copy_example(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if entry.file_type().unwrap().is_dir() {
+            if name != ".helixflow" && name != "out" {
+                copy_example(&entry.path(), &to.join(&name));
+            }
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
