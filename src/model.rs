@@ -116,6 +116,24 @@ pub struct Pipeline {
     /// The agents and templates imported from git repositories, and where each came from.
     #[serde(default, skip_serializing_if = "RemoteDefinitions::is_empty")]
     pub remote: RemoteDefinitions,
+    /// The compiled-pipeline cache entry this pipeline is, when a command has one: pipelines with
+    /// the same entry are the same. Not part of the pipeline's JSON; a change made to the
+    /// pipeline after it was compiled drops it.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) compiled_from: Option<CompiledFrom>,
+}
+
+/// The compiled-pipeline cache entry a pipeline was written to or read from
+/// (`store::pipeline_cache`): what a command that takes the pipeline from the cache knows of it
+/// at no cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CompiledFrom {
+    /// BLAKE3 of the entry's bytes (which hold the pipeline whole): the same for the same
+    /// pipeline compiled by the same helixflow from the same inputs.
+    pub digest: [u8; 32],
+    /// The entry's file: what is kept of the pipeline beside it is named after it.
+    pub entry: PathBuf,
 }
 
 /// Where an agent or template imported from a git repository came from.
@@ -331,14 +349,6 @@ impl Pipeline {
     /// The phase with this name.
     pub fn phase(&self, name: &str) -> Option<&Phase> {
         self.phases.iter().find(|p| p.name.value == name)
-    }
-
-    /// The id of the phase with this name.
-    pub(crate) fn phase_id(&self, name: &str) -> Option<PhaseId> {
-        self.phases
-            .iter()
-            .position(|p| p.name.value == name)
-            .map(PhaseId)
     }
 
     /// Every phase's id, in file order.

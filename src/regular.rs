@@ -83,22 +83,33 @@ pub(crate) fn open(path: &Path) -> io::Result<File> {
 
 /// At most `cap` bytes of the regular file at `path`.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open(path)?.take(cap).read_to_end(&mut bytes)?;
+    let file = open(path)?;
+    let mut bytes = buffer_for(&file, cap);
+    file.take(cap).read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// A buffer for reading at most `cap` bytes of `file` whole: sized for the file as it is now (one
+/// byte more, for the read that finds its end), so that a large file is not read in doubling
+/// pieces, each copied into a buffer twice the size.
+pub(crate) fn buffer_for(file: &File, cap: u64) -> Vec<u8> {
+    let len = file.metadata().map_or(0, |meta| meta.len());
+    // Never more than the cap allows, nor a size a file that shrank since could make huge.
+    Vec::with_capacity(usize::try_from(len.min(cap).min(1 << 30)).unwrap_or(0) + 1)
 }
 
 /// The whole of the regular file at `path`, refused (an `InvalidData` error, nothing read) when
 /// it is larger than `cap` bytes: a file planted where helixflow keeps its own is never read whole.
 pub(crate) fn read_within(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     let file = open(path)?;
-    if file.metadata()?.len() > cap {
+    let len = file.metadata()?.len();
+    if len > cap {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("larger than {cap} bytes"),
         ));
     }
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0) + 1);
     file.take(cap).read_to_end(&mut bytes)?;
     Ok(bytes)
 }

@@ -32,7 +32,7 @@ pub(crate) fn read(path: &Path, stdin_name: Option<&Path>) -> Result<Input, Stri
         });
     }
     let text = crate::regular::open(path)
-        .and_then(read_pipeline_file)
+        .and_then(crate::language::loader::read_pipeline_file_from)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?
         .ok_or_else(|| format!("{} is not valid UTF-8", path.display()))?;
     Ok(Input {
@@ -120,12 +120,13 @@ pub(crate) fn checked_pipeline(
         imports,
     );
     match compilation.pipeline.take() {
-        Some(pipeline) if !compilation.has_errors() => {
+        Some(mut pipeline) if !compilation.has_errors() => {
             if let Some(cache) = cache
                 && let Some(answers) = answers
             {
                 let findings = (&compilation.diagnostics[..], &compilation.sources);
-                cache.save(&input.path, &input.text, answers, findings, &pipeline);
+                pipeline.compiled_from =
+                    cache.save(&input.path, &input.text, answers, findings, &pipeline);
             }
             Ok((compilation, pipeline))
         }

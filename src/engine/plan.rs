@@ -370,15 +370,17 @@ pub(crate) fn plan(
     };
     // Phases downstream of work made while the run goes on are decided once their
     // dependencies are.
+    let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(pipeline.phases.len());
+    for (i, phase) in pipeline.phases.iter().enumerate() {
+        by_name.entry(phase.name.value.as_str()).or_insert(i);
+    }
     let mut made_upstream = vec![false; pipeline.phases.len()];
     for &i in &everything {
         let phase = &pipeline.phases[i];
         made_upstream[i] = phase.depends_on.iter().any(|d| {
-            pipeline.phase_id(&d.value).is_some_and(|d| {
-                let dependency = &pipeline[d];
-                made_upstream[d.index()]
-                    || dependency.for_each.is_some()
-                    || dependency.generates.is_some()
+            by_name.get(d.value.as_str()).is_some_and(|&d| {
+                let dependency = &pipeline.phases[d];
+                made_upstream[d] || dependency.for_each.is_some() || dependency.generates.is_some()
             })
         });
     }
@@ -1149,6 +1151,8 @@ fn items_now(
 /// The pipeline with the phases its planners wrote that lint now, and the number of items of each
 /// `for-each` phase whose items can be read now: what `graph` shows of the work made at run time.
 pub(crate) fn known_now(mut pipeline: Pipeline) -> (Pipeline, BTreeMap<String, usize>) {
+    // No longer the pipeline its cache entry holds.
+    pipeline.compiled_from = None;
     let excluded = [pipeline.state_dir.clone()];
     let mut made = Vec::new();
     for planner in pipeline.phases.iter().filter(|p| p.generates.is_some()) {

@@ -20,6 +20,7 @@ use crate::model::{PhaseId, Pipeline};
 use crate::store::journal::Journal;
 use crate::store::lock::RunLock;
 use crate::store::passed::Records;
+use crate::store::pipeline_cache;
 use crate::store::run::RunDir;
 use crate::store::run_json::RunJson;
 
@@ -169,13 +170,35 @@ struct Opening {
 }
 
 impl Opening {
-    /// Writes the compiled `pipeline` the run runs, redacted, to `pipeline.json`.
+    /// Writes the compiled `pipeline` the run runs, redacted, to `pipeline.json`. With nothing
+    /// to redact, the same pipeline (by its cache entry) in the same workspace is the same file:
+    /// copied from what the last run wrote of it, kept beside the entry.
     fn write_pipeline(&self, pipeline: &Pipeline) -> Result<(), RunError> {
-        self.redactor
+        let target = self.folder.path.join("pipeline.json");
+        let kept = pipeline
+            .compiled_from
+            .as_ref()
+            .filter(|_| self.redactor.is_empty())
+            .and_then(|compiled| {
+                Some((
+                    compiled,
+                    pipeline_cache::rendition(compiled, &pipeline.workspace)?,
+                ))
+            });
+        if let Some((_, rendition)) = &kept
+            && std::fs::copy(rendition, &target).is_ok()
+        {
+            return Ok(());
+        }
+        let json = self
+            .redactor
             .to_json_pretty(pipeline)
-            .map_err(std::io::Error::from)
-            .and_then(|json| std::fs::write(self.folder.path.join("pipeline.json"), json))
-            .map_err(RunError::Journal)
+            .map_err(|e| RunError::Journal(e.into()))?;
+        std::fs::write(&target, &json).map_err(RunError::Journal)?;
+        if let Some((compiled, rendition)) = kept {
+            pipeline_cache::keep_rendition(compiled, &rendition, json.as_bytes());
+        }
+        Ok(())
     }
 
     fn resumes(&self) -> Option<String> {

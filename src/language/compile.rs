@@ -370,6 +370,7 @@ impl Compiler<'_> {
             unknown_cost: crate::model::UnknownCost::default(),
             prices: BTreeMap::new(),
             remote: crate::model::RemoteDefinitions::default(),
+            compiled_from: None,
         };
         for child in node.children().map(KdlDocument::nodes).unwrap_or_default() {
             let arg = |i: usize| {

@@ -48,7 +48,7 @@ pub struct FsLoader;
 
 impl Loader for FsLoader {
     fn read(&self, path: &Path) -> io::Result<String> {
-        let text = read_pipeline_file(crate::regular::open(path)?)?.ok_or_else(|| {
+        let text = read_pipeline_file_from(crate::regular::open(path)?)?.ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "the file is not valid UTF-8")
         })?;
         if text.len() > super::kdl::limits::MAX_BYTES {
@@ -97,7 +97,16 @@ impl Loader for Resolver {
 /// `None` when the text is not UTF-8; past the limit, where the refusal is all that is said, a
 /// character the cut splits (or any invalid byte) is read as U+FFFD instead.
 pub(crate) fn read_pipeline_file(reader: impl io::Read) -> io::Result<Option<String>> {
-    let mut bytes = Vec::new();
+    read_pipeline_text(reader, Vec::new())
+}
+
+/// The text of the pipeline file `file` ([`read_pipeline_file`]), read into a buffer sized for it.
+pub(crate) fn read_pipeline_file_from(file: std::fs::File) -> io::Result<Option<String>> {
+    let buffer = crate::regular::buffer_for(&file, super::kdl::limits::MAX_BYTES as u64 + 1);
+    read_pipeline_text(file, buffer)
+}
+
+fn read_pipeline_text(reader: impl io::Read, mut bytes: Vec<u8>) -> io::Result<Option<String>> {
     reader
         .take(super::kdl::limits::MAX_BYTES as u64 + 1)
         .read_to_end(&mut bytes)?;

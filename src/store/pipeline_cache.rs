@@ -28,7 +28,7 @@ use crate::diagnostics::rules::find_rule;
 use crate::diagnostics::{Diagnostic, FileId, Note, Sources, Span};
 use crate::language::loader::{Answer, Loader as _, normalize};
 use crate::language::{FsLoader, state_location};
-use crate::model::Pipeline;
+use crate::model::{CompiledFrom, Pipeline};
 use crate::workspace::FileStat;
 
 /// The folder of the state folder that holds the entries.
@@ -84,6 +84,41 @@ struct Place {
     file: usize,
     offset: usize,
     len: usize,
+}
+
+/// Where the `pipeline.json` a run writes of the pipeline `compiled` in `workspace` is kept, for
+/// the next run of the same pipeline to copy rather than serialize again (a pipeline of 1,000
+/// phases is a megabyte of JSON): beside its entry, named after it and a key of the two.
+pub(crate) fn rendition(compiled: &CompiledFrom, workspace: &Path) -> Option<PathBuf> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&compiled.digest);
+    hasher.update(workspace.as_os_str().as_encoded_bytes());
+    let key = hasher.finalize().to_hex();
+    let entry = compiled.entry.file_stem()?.to_str()?;
+    let folder = compiled.entry.parent()?;
+    Some(folder.join(format!("run-{entry}-{}.json", &key[..16])))
+}
+
+/// Keeps `json` as `rendition` ([`rendition`]) of `compiled`, and removes the renditions of
+/// earlier versions of the same pipeline file. A failure is only a copy missed next time.
+pub(crate) fn keep_rendition(compiled: &CompiledFrom, rendition: &Path, json: &[u8]) {
+    let (Some(folder), Some(entry)) = (
+        rendition.parent(),
+        compiled.entry.file_stem().and_then(|s| s.to_str()),
+    ) else {
+        return;
+    };
+    let ours = format!("run-{entry}-");
+    if let Ok(files) = fs::read_dir(folder) {
+        for file in files.filter_map(Result::ok) {
+            let name = file.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&ours) && name.ends_with(".json") && file.path() != rendition {
+                let _ = fs::remove_file(file.path());
+            }
+        }
+    }
+    let _ = super::replace_unsynced(rendition, json);
 }
 
 /// A compilation taken from the cache: the pipeline, and its warnings with the files they point
@@ -145,16 +180,21 @@ impl PipelineCache {
             return None;
         }
         let (diagnostics, sources) = warnings(&entry, path, text)?;
+        let mut pipeline = entry.pipeline;
+        pipeline.compiled_from = Some(CompiledFrom {
+            digest: *blake3::hash(&bytes).as_bytes(),
+            entry: self.file.clone(),
+        });
         Some(Hit {
-            pipeline: entry.pipeline,
+            pipeline,
             diagnostics,
             sources,
         })
     }
 
     /// Keeps a compilation without errors of `path` and `text`, which asked `answers` and found
-    /// `diagnostics` (warnings) in `sources`, when the state folder exists. A failure to write is
-    /// only a cache missed.
+    /// `diagnostics` (warnings) in `sources`, when the state folder exists, and returns the entry
+    /// it wrote. A failure to write is only a cache missed.
     pub(crate) fn save(
         &self,
         path: &Path,
@@ -162,9 +202,9 @@ impl PipelineCache {
         answers: Vec<Answer>,
         (diagnostics, sources): (&[Diagnostic], &Sources),
         pipeline: &Pipeline,
-    ) {
+    ) -> Option<CompiledFrom> {
         if !self.state_dir.is_dir() || diagnostics.iter().any(Diagnostic::is_error) {
-            return;
+            return None;
         }
         let (files, warnings) = kept_warnings(diagnostics, sources);
         let entry = Entry {
@@ -178,17 +218,18 @@ impl PipelineCache {
             warnings,
             pipeline: pipeline.clone(),
         };
-        let Ok(json) = serde_json::to_vec(&entry) else {
-            return;
-        };
+        let json = serde_json::to_vec(&entry).ok()?;
         if json.len() as u64 > MAX_BYTES {
-            return;
+            return None;
         }
-        let Some(folder) = self.file.parent() else {
-            return;
-        };
-        let _ =
-            fs::create_dir_all(folder).and_then(|()| super::replace_unsynced(&self.file, &json));
+        let folder = self.file.parent()?;
+        fs::create_dir_all(folder)
+            .and_then(|()| super::replace_unsynced(&self.file, &json))
+            .ok()?;
+        Some(CompiledFrom {
+            digest: *blake3::hash(&json).as_bytes(),
+            entry: self.file.clone(),
+        })
     }
 }
 

@@ -116,9 +116,16 @@ impl PlanMemo {
         for path in exclude {
             field(path.as_os_str().as_bytes());
         }
-        // Serialized whole first: hashing the many small writes of the serializer one by one
+        // The pipeline's cache entry holds it whole (and is already hashed); else the pipeline
+        // serialized whole first: hashing the many small writes of the serializer one by one
         // takes longer than serializing.
-        field(&serde_json::to_vec(pipeline).ok()?);
+        if let Some(compiled) = &pipeline.compiled_from {
+            field(b"cache entry");
+            field(&compiled.digest);
+        } else {
+            field(b"pipeline");
+            field(&serde_json::to_vec(pipeline).ok()?);
+        }
         Some(PlanMemo {
             file: state_dir.join(FILE),
             key: *hasher.finalize().as_bytes(),

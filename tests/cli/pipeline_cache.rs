@@ -278,3 +278,88 @@ fn the_runs_commands_find_the_state_folder_of_an_unchanged_pipeline_in_the_cache
         out.stdout
     );
 }
+
+/// The files of the test's cache folder whose names start with `prefix`.
+fn cached(test: &Test, prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(test.path().join(".helixflow/cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_runs_pipeline_json_is_the_pipeline_it_ran_copied_while_the_pipeline_is_unchanged() {
+    use std::os::unix::fs::MetadataExt;
+    let test = Test::new().pipeline(
+        r#"pipeline "p"
+phase "a" {
+    description "the first"
+    run "true"
+    always-run
+}
+"#,
+    );
+    std::fs::create_dir_all(test.path().join(".helixflow")).unwrap();
+    let ran = |test: &Test| {
+        test.with_args(&["run", "--no-progress"]).run().code(0);
+        let json = crate::common::latest_run(test.path()).join("pipeline.json");
+        let text = std::fs::read_to_string(&json).unwrap();
+        (json, text)
+    };
+    let (first, text) = ran(&test);
+    assert!(text.contains("the first"), "{text}");
+    // What the run wrote is kept beside the cache entry, and the next run of the same pipeline
+    // copies it: the same bytes, in a file of its own.
+    let kept = cached(&test, "run-pipeline-");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), text);
+    let (second, again) = ran(&test);
+    assert_ne!(first, second);
+    assert_eq!(again, text);
+    assert_ne!(
+        std::fs::metadata(&first).unwrap().ino(),
+        std::fs::metadata(&second).unwrap().ino()
+    );
+    assert_eq!(cached(&test, "run-pipeline-"), kept);
+
+    // An edited pipeline is written anew, and replaces what was kept of the old one.
+    let edited = test.read("pipeline.kdl").replace("the first", "the second");
+    std::fs::write(test.path().join("pipeline.kdl"), edited).unwrap();
+    let (_, text) = ran(&test);
+    assert!(
+        text.contains("the second") && !text.contains("the first"),
+        "{text}"
+    );
+    let now = cached(&test, "run-pipeline-");
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, kept);
+    assert_eq!(std::fs::read_to_string(&now[0]).unwrap(), text);
+
+    // With a secret to redact, the pipeline is serialized, redacted, for every run, and nothing
+    // of it is kept.
+    std::fs::remove_dir_all(test.path().join(".helixflow/cache")).unwrap();
+    let secret = r#"pipeline "p" {
+    secret "TOKEN"
+    env "TOKEN" "pipeline-level-secret"
+}
+phase "a" {
+    description "the third"
+    run "true"
+    always-run
+}
+"#;
+    std::fs::write(test.path().join("pipeline.kdl"), secret).unwrap();
+    for _ in 0..2 {
+        let (_, text) = ran(&test);
+        assert!(text.contains("the third"), "{text}");
+        assert!(!text.contains("pipeline-level-secret"), "{text}");
+        assert!(text.contains("[REDACTED:TOKEN]"), "{text}");
+        assert_eq!(
+            cached(&test, "run-pipeline-"),
+            Vec::<std::path::PathBuf>::new()
+        );
+    }
+}
