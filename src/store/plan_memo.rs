@@ -29,14 +29,14 @@
 //! ([`super::pipeline_cache::CacheWatch`]).
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, Metadata};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::model::{Input, Output, Phase, Pipeline};
-use crate::workspace::{FileStat, in_parallel_on_cores};
+use crate::workspace::{FileStat, chunks_in_parallel_on_cores};
 
 /// The file of the memo in the state folder.
 const FILE: &str = "cache/plan";
@@ -64,6 +64,24 @@ impl Seen {
             stat: FileStat::of(meta),
             dev: meta.dev(),
             kind: meta.mode() & 0o170_000,
+        }
+    }
+
+    /// What `statx` found, as [`Seen::of`] reads the same from the standard library's metadata
+    /// (which `statx` fills, its device numbers joined by `makedev`).
+    fn of_statx(found: &rustix::fs::Statx) -> Seen {
+        let ns = |t: rustix::fs::StatxTimestamp| {
+            i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec)
+        };
+        Seen {
+            stat: FileStat {
+                size: found.stx_size,
+                mtime_ns: ns(found.stx_mtime),
+                ctime_ns: ns(found.stx_ctime),
+                inode: found.stx_ino,
+            },
+            dev: rustix::fs::makedev(found.stx_dev_major, found.stx_dev_minor),
+            kind: u32::from(found.stx_mode) & 0o170_000,
         }
     }
 
@@ -135,38 +153,52 @@ impl PlanMemo {
     /// The run each of `phases` passed in, when the memo holds: its key is this one and every
     /// record and file it remembers is as it was. The phases must all be in it.
     pub(crate) fn recall(&self, phases: &[&str]) -> Option<BTreeMap<String, String>> {
-        let memo = self.read()?;
-        let known: BTreeMap<&str, &String> = memo
+        let bytes = self.read_bytes()?;
+        let memo = self.parse(&bytes)?;
+        let known: BTreeMap<&str, &str> = memo
             .phases
             .iter()
-            .map(|(phase, run, _)| (phase.as_str(), run))
+            .map(|&(phase, run, _)| (phase, run))
             .collect();
         let wanted: BTreeMap<String, String> = phases
             .iter()
-            .map(|&name| Some((name.to_owned(), (*known.get(name)?).clone())))
+            .map(|&name| Some((name.to_owned(), (*known.get(name)?).to_owned())))
             .collect::<Option<_>>()?;
-        // Every record, wanted or not: an upstream phase's record is part of its dependents'
-        // verdict.
-        let records: Vec<(PathBuf, Option<Seen>)> = memo
+        // Every record, wanted or not (an upstream phase's record is part of its dependents'
+        // verdict), and every path, in one pass on every core.
+        let records: Vec<PathBuf> = memo
             .phases
             .iter()
-            .map(|(name, _, seen)| (self.record_path(name), *seen))
+            .map(|&(name, _, _)| self.record_path(name))
             .collect();
-        let same = |(path, seen): &(PathBuf, Option<Seen>)| Seen::at(path) == *seen;
-        let files = |(path, seen): &(OsString, Option<Seen>)| Seen::at(Path::new(path)) == *seen;
-        let holds = in_parallel_on_cores(&records, same)
-            .into_iter()
-            .all(|same| same)
-            && in_parallel_on_cores(&memo.paths, files)
-                .into_iter()
-                .all(|same| same);
+        let looked: Vec<(&Path, Option<Seen>)> = records
+            .iter()
+            .zip(&memo.phases)
+            .map(|(path, &(_, _, seen))| (path.as_path(), seen))
+            .chain(
+                memo.paths
+                    .iter()
+                    .map(|&(path, seen)| (Path::new(OsStr::from_bytes(path)), seen)),
+            )
+            .collect();
+        let holds = chunks_in_parallel_on_cores(&looked, |part| {
+            let mut looker = Looker::default();
+            part.iter()
+                .map(|&(path, seen)| looker.at(path) == seen)
+                .collect()
+        })
+        .into_iter()
+        .all(|same| same);
         holds.then_some(wanted)
     }
 
     /// The identity of each phase's record file now, before the plan reads it.
     pub(crate) fn records_now(&self, phases: &[&str]) -> Vec<Option<Seen>> {
         let paths: Vec<PathBuf> = phases.iter().map(|p| self.record_path(p)).collect();
-        in_parallel_on_cores(&paths, |path| Seen::at(path))
+        chunks_in_parallel_on_cores(&paths, |part| {
+            let mut looker = Looker::default();
+            part.iter().map(|path| looker.at(path)).collect()
+        })
     }
 
     /// Keeps `plan` when everything it remembers had settled when it began; else removes the
@@ -227,10 +259,14 @@ impl PlanMemo {
         super::passed::path_in(state, phase)
     }
 
-    /// The memo, when it is a regular file of this format and key.
-    fn read(&self) -> Option<Memo> {
-        let bytes = crate::regular::read_within(&self.file, MAX_BYTES).ok()?;
-        let mut reader = Reader(&bytes);
+    /// The memo's bytes, when it is a regular file.
+    fn read_bytes(&self) -> Option<Vec<u8>> {
+        crate::regular::read_within(&self.file, MAX_BYTES).ok()
+    }
+
+    /// The memo in `bytes`, when they are of this format and key.
+    fn parse<'a>(&self, bytes: &'a [u8]) -> Option<Memo<'a>> {
+        let mut reader = Reader(bytes);
         if reader.take(MAGIC.len())? != MAGIC || reader.take(32)? != self.key {
             return None;
         }
@@ -238,21 +274,67 @@ impl PlanMemo {
             .map(|_| Some((reader.text()?, reader.text()?, reader.seen()?)))
             .collect::<Option<Vec<_>>>()?;
         let paths = (0..reader.len()?)
-            .map(|_| {
-                Some((
-                    OsString::from_vec(reader.take_bytes()?.to_vec()),
-                    reader.seen()?,
-                ))
-            })
+            .map(|_| Some((reader.take_bytes()?, reader.seen()?)))
             .collect::<Option<Vec<_>>>()?;
         reader.0.is_empty().then_some(Memo { phases, paths })
     }
 }
 
-/// A memo as read.
-struct Memo {
-    phases: Vec<(String, String, Option<Seen>)>,
-    paths: Vec<(OsString, Option<Seen>)>,
+/// A memo as read, borrowing from its bytes.
+struct Memo<'a> {
+    phases: Vec<(&'a str, &'a str, Option<Seen>)>,
+    paths: Vec<(&'a [u8], Option<Seen>)>,
+}
+
+/// Looks up paths one after the other as [`Seen::at`] does, keeping the last one's folder open:
+/// the next path in the same folder is looked up by its name from there, rather than walking
+/// every folder from the root again (a quarter of the time of each lookup, for files a few
+/// folders deep). The memo's paths are sorted, so a folder's files come together.
+#[derive(Default)]
+struct Looker {
+    /// The folder open, as its path's bytes.
+    folder: Vec<u8>,
+    /// It, opened for lookups only (`O_PATH`); `None` when it could not be.
+    opened: Option<rustix::fd::OwnedFd>,
+}
+
+impl Looker {
+    fn at(&mut self, path: &Path) -> Option<Seen> {
+        use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
+        let bytes = path.as_os_str().as_bytes();
+        let Some(slash) = bytes.iter().rposition(|&b| b == b'/') else {
+            return Seen::at(path);
+        };
+        // `/name` is in the root folder.
+        let (folder, name) = (&bytes[..slash.max(1)], &bytes[slash + 1..]);
+        if name.is_empty() || name == b"." || name == b".." {
+            return Seen::at(path);
+        }
+        if self.folder != folder {
+            self.folder.clear();
+            self.folder.extend_from_slice(folder);
+            self.opened = rustix::fs::open(
+                OsStr::from_bytes(folder),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok();
+        }
+        let Some(opened) = &self.opened else {
+            return Seen::at(path);
+        };
+        // Following a symlink the name is, as the plan looks. Any failure is looked up again the
+        // long way, which gives `None` where it fails too.
+        match rustix::fs::statx(
+            opened,
+            OsStr::from_bytes(name),
+            AtFlags::empty(),
+            StatxFlags::BASIC_STATS,
+        ) {
+            Ok(found) => Some(Seen::of_statx(&found)),
+            Err(_) => Seen::at(path),
+        }
+    }
 }
 
 /// Whether the plan of `phase` rests only on what a memo remembers.
@@ -328,8 +410,8 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 
-    fn text(&mut self) -> Option<String> {
-        String::from_utf8(self.take_bytes()?.to_vec()).ok()
+    fn text(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.take_bytes()?).ok()
     }
 
     #[allow(
@@ -384,6 +466,49 @@ mod tests {
         memo
     }
 
+    /// A lookup from the folder opened finds what a lookup of the whole path does, whatever is
+    /// there: files, folders, symlinks to either or to nothing, nothing at all, a file where a
+    /// folder should be, names that are not names, folders one after the other and back.
+    #[test]
+    fn a_lookup_from_the_folder_finds_what_the_whole_path_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        fs::write(root.join("a/f.txt"), "x").unwrap();
+        fs::write(root.join("a/b/g.txt"), "yy").unwrap();
+        std::os::unix::fs::symlink("f.txt", root.join("a/to-file")).unwrap();
+        std::os::unix::fs::symlink("b", root.join("a/to-folder")).unwrap();
+        std::os::unix::fs::symlink("nothing", root.join("a/dangling")).unwrap();
+        let names = [
+            "a/f.txt",
+            "a/b",
+            "a/b/g.txt",
+            "a/to-file",
+            "a/to-folder",
+            "a/to-folder/g.txt",
+            "a/dangling",
+            "a/missing",
+            "missing/f.txt",
+            "a/f.txt/inside",
+            "a/b/",
+            "a/b/.",
+            "a/b/..",
+            "a/f.txt",
+        ];
+        let mut paths: Vec<PathBuf> = names.iter().map(|n| root.join(n)).collect();
+        paths.extend([
+            PathBuf::from("/"),
+            PathBuf::from("relative"),
+            PathBuf::from("/proc"),
+        ]);
+        let mut looker = Looker::default();
+        for path in &paths {
+            assert_eq!(looker.at(path), Seen::at(path), "{}", path.display());
+        }
+        assert!(looker.at(&root.join("a/b/g.txt")).is_some());
+        assert_eq!(looker.at(&root.join("a/missing")), None);
+    }
+
     #[test]
     fn a_memo_reads_back_and_any_damage_reads_as_no_memo() {
         let dir = tempfile::tempdir().unwrap();
@@ -394,7 +519,7 @@ mod tests {
         let bytes = fs::read(&memo.file).unwrap();
         for cut in 0..bytes.len() {
             fs::write(&memo.file, &bytes[..cut]).unwrap();
-            assert!(memo.read().is_none(), "cut at {cut}");
+            assert!(memo.parse(&bytes[..cut]).is_none(), "cut at {cut}");
         }
         // Every byte changed in turn: no panic, no allocation past the file's size, and no
         // other verdict (a changed identity or key does not hold; a changed run name is not text).

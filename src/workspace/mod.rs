@@ -66,7 +66,7 @@ pub(crate) use rules::protect_root;
 pub use rules::{IgnoreRules, ProtectedPaths};
 pub(crate) use snapshot::ListedFile;
 pub use snapshot::{Changes, FileState, Snapshot, SnapshotOptions};
-pub(crate) use stats::{Stats, in_parallel_on_cores};
+pub(crate) use stats::{Stats, chunks_in_parallel_on_cores, in_parallel_on_cores};
 
 /// Ignore files with `.gitignore` syntax that only helixflow reads.
 const HELIXFLOW_IGNORE: &str = ".helixflowignore";

@@ -52,30 +52,44 @@ pub(crate) fn in_parallel_on_cores<T: Sync, R: Send>(
     items: &[T],
     each: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    in_parallel(items, cores.min(8), each)
+    chunks_in_parallel_on_cores(items, |part| part.iter().map(&each).collect())
 }
 
-/// `each` of every item, in order, worked out on `threads` threads.
-fn in_parallel<T: Sync, R: Send>(
+/// `each` of the items in parts, one part per core (at most 8), the calling thread working one
+/// of them: the results of every part, in order. For work that carries something from one item to
+/// the next of its part (`each` must give one result per item).
+pub(crate) fn chunks_in_parallel_on_cores<T: Sync, R: Send>(
+    items: &[T],
+    each: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    chunks_in_parallel(items, cores.min(8), each)
+}
+
+/// `each` of the items in `threads` parts, the calling thread working the last one.
+fn chunks_in_parallel<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
-    each: impl Fn(&T) -> R + Sync,
+    each: impl Fn(&[T]) -> Vec<R> + Sync,
 ) -> Vec<R> {
     let chunk = items.len().div_ceil(threads.max(1)).max(1);
+    let mut parts = items.chunks(chunk);
+    let Some(last) = parts.next_back() else {
+        return Vec::new();
+    };
     std::thread::scope(|scope| {
         let each = &each;
-        let workers: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(each).collect::<Vec<R>>()))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|worker| {
+        let workers: Vec<_> = parts.map(|part| scope.spawn(move || each(part))).collect();
+        let last = each(last);
+        let mut all = Vec::with_capacity(items.len());
+        for worker in workers {
+            all.extend(
                 worker
                     .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e))
-            })
-            .collect()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            );
+        }
+        all.extend(last);
+        all
     })
 }
