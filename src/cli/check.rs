@@ -30,11 +30,11 @@ pub(crate) fn run(args: &Args) -> Outcome {
         reports: args.reports.files(),
     };
     // Should helixflow itself be killed, the watchdog stops the gate command it leaves behind.
-    if let Err(e) = crate::process::watchdog::start(grace, None) {
+    crate::process::watchdog::arm(grace, None, |e| {
         say!(
             "warning: no watchdog for this check ({e}): if helixflow is killed, a gate command may go on running"
         );
-    }
+    });
     // Gate command logs go to the state folder: one made now ignores itself, as for a run.
     // Should it fail, the check's logs fail too, and say so.
     let _ = crate::store::state_dir::create(&pipeline.workspace.join(&pipeline.state_dir));

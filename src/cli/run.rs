@@ -131,12 +131,13 @@ pub(crate) fn run(args: &Args) -> Outcome {
     let lock = lock(&pipeline, args.wait)?;
     let (reporters, progress) = args.reports.sinks(&pipeline, !args.no_report)?;
     let grace = kill_grace()?;
-    // Should helixflow itself be killed, the watchdog stops the agents it leaves behind.
-    if let Err(e) = crate::process::watchdog::start(grace, Some(lock.descriptor())) {
+    // Should helixflow itself be killed, the watchdog stops the agents it leaves behind. It starts
+    // with the first agent or step: a run with nothing to run needs none.
+    crate::process::watchdog::arm(grace, Some(lock.descriptor()), |e| {
         say!(
             "warning: no watchdog for this run ({e}): if helixflow is killed, its agents may go on running"
         );
-    }
+    });
     let options = options(args, grace, force, progress);
     // One thread drives every phase: the work between children is short (heavy reads and walks
     // go to the blocking pool), and a single thread saves the hand-offs between threads that

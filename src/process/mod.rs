@@ -237,6 +237,8 @@ pub async fn run(mut spec: ChildSpec, cancel: &Cancel) -> io::Result<ChildExit> 
         )
     };
     tree::become_subreaper();
+    // The run's watchdog starts with its first child.
+    watchdog::ensure();
     let mut child = spawn(&spec, outputs).await?;
     let pgid = child
         .id()

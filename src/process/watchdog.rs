@@ -25,12 +25,12 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The hidden subcommand the watchdog runs as.
@@ -47,6 +47,18 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// The watchdog of this process's run, once started.
 static WATCHDOG: OnceLock<Watchdog> = OnceLock::new();
+
+/// The watchdog armed for this process's run ([`arm`]) and not started yet.
+static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
+
+/// What [`ensure`] starts the watchdog with.
+struct Armed {
+    grace: Duration,
+    /// A copy of the descriptor to keep open ([`start`]'s `keep`).
+    keep: Option<OwnedFd>,
+    /// Says why the watchdog could not be started.
+    warn: Box<dyn FnOnce(&io::Error) + Send>,
+}
 
 /// helixflow's end of the pipe, and the watchdog process.
 struct Watchdog {
@@ -114,8 +126,45 @@ pub(crate) fn start(grace: Duration, keep: Option<BorrowedFd<'_>>) -> io::Result
     Ok(())
 }
 
-/// Ends the watchdog at the end of a run, when helixflow has stopped every group itself.
+/// Arms the watchdog for this process's children: it is started ([`start`]) just before the
+/// first child is, or the first path is registered for removal, so that a run with nothing to
+/// run starts no second process. `warn` says so should it fail to start then (the run goes on
+/// without it). A copy of `keep` is held until then; should no copy be made, the watchdog is
+/// started at once.
+pub(crate) fn arm(
+    grace: Duration,
+    keep: Option<BorrowedFd<'_>>,
+    warn: impl FnOnce(&io::Error) + Send + 'static,
+) {
+    let Ok(copy) = keep.map(|fd| fd.try_clone_to_owned()).transpose() else {
+        if let Err(e) = start(grace, keep) {
+            warn(&e);
+        }
+        return;
+    };
+    *ARMED.lock().unwrap_or_else(PoisonError::into_inner) = Some(Armed {
+        grace,
+        keep: copy,
+        warn: Box::new(warn),
+    });
+}
+
+/// Starts the watchdog [armed](arm), once; nothing when none is. Whoever asks while it starts
+/// waits for it, so that no child starts unguarded.
+pub(crate) fn ensure() {
+    let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(Armed { grace, keep, warn }) = armed.take() else {
+        return;
+    };
+    if let Err(e) = start(grace, keep.as_ref().map(AsFd::as_fd)) {
+        warn(&e);
+    }
+}
+
+/// Ends the watchdog at the end of a run, when helixflow has stopped every group itself; one
+/// armed and never started is disarmed.
 pub(crate) fn finish() {
+    ARMED.lock().unwrap_or_else(PoisonError::into_inner).take();
     let Some(watchdog) = WATCHDOG.get() else {
         return;
     };
@@ -163,6 +212,9 @@ pub(crate) fn forget(path: &Path) {
 }
 
 fn file_line(sign: u8, path: &Path) {
+    if sign == b'f' {
+        ensure();
+    }
     // A line holds one path: one with a line break in it cannot be sent (and is not removed).
     let bytes = path.as_os_str().as_bytes();
     if path.is_absolute() && !bytes.contains(&b'\n') {
