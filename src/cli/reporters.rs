@@ -89,7 +89,11 @@ impl ReportArgs {
         }
         if html {
             let runs = pipeline.workspace.join(&pipeline.state_dir).join("runs");
-            list.push(Box::new(LiveReport::new(runs, pipeline.redactor())));
+            list.push(Box::new(LiveReport::new(
+                runs,
+                pipeline,
+                pipeline.redactor(),
+            )));
         }
         list.push(Box::new(Summary::new(BufWriter::new(std::io::stderr()))));
         Ok((Sinks::new(list), pause))

@@ -8,9 +8,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::model::PipelineFile;
 use super::{FILE_NAME, Writer};
 use crate::event::sink::EventSink;
 use crate::event::{Event, Stamped};
+use crate::model::Pipeline;
 use crate::redact::Redactor;
 use crate::store::run::RunDir;
 
@@ -36,6 +38,9 @@ pub(crate) struct LiveReport {
     /// `<state-dir>/runs`: the run's folder is named when it starts.
     runs_dir: PathBuf,
     redactor: Redactor,
+    /// What the page reads of the run's `pipeline.json`, taken from the pipeline (until the
+    /// thread starts).
+    pipeline: Option<PipelineFile>,
     shared: Shared,
     thread: Option<JoinHandle<std::io::Result<()>>>,
     /// The report's path, once the run started.
@@ -43,10 +48,12 @@ pub(crate) struct LiveReport {
 }
 
 impl LiveReport {
-    /// The report of the run that is about to start in `runs_dir`; `redactor` is the run's.
-    pub(crate) fn new(runs_dir: PathBuf, redactor: Redactor) -> Self {
+    /// The report of the run of `pipeline` that is about to start in `runs_dir`; `redactor` is
+    /// the run's.
+    pub(crate) fn new(runs_dir: PathBuf, pipeline: &Pipeline, redactor: Redactor) -> Self {
         Self {
             runs_dir,
+            pipeline: Some(PipelineFile::of(pipeline, &redactor)),
             redactor,
             shared: Arc::new((Mutex::new(Inbox::default()), Condvar::new())),
             thread: None,
@@ -61,7 +68,7 @@ impl LiveReport {
         };
         let path = run.path.join(FILE_NAME);
         self.path = Some(path.clone());
-        let writer = Writer::for_run(run, self.redactor.clone());
+        let writer = Writer::for_run(run, self.redactor.clone(), self.pipeline.take());
         let shared = Arc::clone(&self.shared);
         self.thread = Some(std::thread::spawn(move || {
             keep_writing(writer, &path, &shared)

@@ -53,12 +53,17 @@ impl Writer {
     }
 
     /// The writer of a run's own report: `redactor` is the run's, which knows every secret, so
-    /// the changed files' contents are shown (and saved, redacted, for later reports).
-    pub(crate) fn for_run(run: RunDir, redactor: Redactor) -> Self {
+    /// the changed files' contents are shown (and saved, redacted, for later reports). `pipeline`
+    /// is what it reads of the run's `pipeline.json`, when the caller has it.
+    pub(crate) fn for_run(
+        run: RunDir,
+        redactor: Redactor,
+        pipeline: Option<model::PipelineFile>,
+    ) -> Self {
         Self {
             run,
             redactor: Some(redactor),
-            folders: model::FolderCache::keeping(),
+            folders: model::FolderCache::keeping(pipeline),
             files: files::FilesCache::saving(),
         }
     }

@@ -13,6 +13,7 @@ use crate::event::usage::{FailureClass, Spend, Usage};
 use crate::event::{
     AttemptOutcome, ChildExit, Event, GateReport, PhaseStatus, RunStatus, Stamped, Step,
 };
+use crate::redact::Redactor;
 use crate::store::run::{RunDir, folder_name};
 use crate::store::run_json::RunSummary;
 
@@ -284,10 +285,12 @@ type FolderJob = ((usize, usize), String, u32, bool, bool);
 const PARALLEL_FOLDERS: usize = 64;
 
 impl FolderCache {
-    /// A cache that keeps the folders of attempts that ended.
-    pub(crate) fn keeping() -> Self {
+    /// A cache that keeps the folders of attempts that ended, and `pipeline` as the run's
+    /// `pipeline.json` when it is given.
+    pub(crate) fn keeping(pipeline: Option<PipelineFile>) -> Self {
         Self {
             keep: true,
+            pipeline,
             ..Self::default()
         }
     }
@@ -435,7 +438,7 @@ fn listing(dir: &Path) -> BTreeMap<String, u64> {
 }
 
 /// The compiled pipeline a run kept (`pipeline.json`), as far as the report reads it.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) struct PipelineFile {
     #[serde(default)]
@@ -446,7 +449,7 @@ pub(crate) struct PipelineFile {
     phases: Vec<PipelinePhase>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct PipelinePhase {
     name: String,
@@ -464,12 +467,46 @@ struct PipelinePhase {
 
 /// Who does a phase's work, as far as the report shows it: an agent's name or a `run` step's
 /// command (a value of another type is left out, not an error).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 struct PipelineWorker {
     #[serde(default, deserialize_with = "text_or_none")]
     agent: Option<String>,
     #[serde(default, deserialize_with = "text_or_none")]
     run: Option<String>,
+}
+
+impl PipelineFile {
+    /// What the report reads of the `pipeline.json` a run writes of `pipeline` with `redactor`
+    /// (every string redacted), taken from the pipeline itself: the run's own report need not
+    /// read back the megabyte of JSON a large pipeline is.
+    pub(crate) fn of(pipeline: &crate::model::Pipeline, redactor: &Redactor) -> Self {
+        let text = |value: &str| redactor.redact(value);
+        PipelineFile {
+            max_parallel: Some(pipeline.max_parallel),
+            retry_budget: pipeline.retry_budget,
+            phases: pipeline
+                .phases
+                .iter()
+                .map(|phase| PipelinePhase {
+                    name: text(&phase.name.value),
+                    depends_on: phase.depends_on.iter().map(|d| text(&d.value)).collect(),
+                    worker: match &phase.worker {
+                        crate::model::Worker::Agent(agent) => PipelineWorker {
+                            agent: Some(text(&agent.value)),
+                            run: None,
+                        },
+                        crate::model::Worker::Run(command) => PipelineWorker {
+                            agent: None,
+                            run: Some(text(command)),
+                        },
+                    },
+                    verifier: phase.verifier.as_ref().map(|v| text(&v.value)),
+                    retries: Some(phase.retries),
+                    transient_retries: Some(phase.transient_retries),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A string, or `None` for any other value.
@@ -893,6 +930,70 @@ pub(crate) fn path_url(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the run's own report takes from the pipeline is what it would read of the run's
+    /// `pipeline.json`: for every example, and for a pipeline with secrets in its commands,
+    /// names, dependencies and verifier.
+    #[test]
+    fn the_pipeline_file_of_a_pipeline_is_what_its_json_reads_as() {
+        use crate::language::{FsLoader, Options, compile};
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut pipelines = Vec::new();
+        for entry in std::fs::read_dir(&examples).unwrap() {
+            let path = entry.unwrap().path().join("pipeline.kdl");
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                pipelines.push((path, text));
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("pipeline.kdl");
+        let text = r#"pipeline "p" {
+    secret "TOKEN"
+    env "TOKEN" "s3cr3t"
+    retry-budget 4
+    max-parallel 3
+}
+agent "bot-s3cr3t" {
+    command "sh" "-c" "true"
+}
+phase "a-s3cr3t" {
+    run "echo s3cr3t"
+    retries 2
+}
+phase "b" {
+    depends-on "a-s3cr3t"
+    agent "bot-s3cr3t"
+    prompt "x"
+    verify "sub-agent"
+    verifier "bot-s3cr3t"
+}
+"#;
+        pipelines.push((secret, text.to_owned()));
+        assert!(pipelines.len() >= 4, "{}", pipelines.len());
+        for (path, text) in &pipelines {
+            let compilation = compile(path, text, &FsLoader, Options::default());
+            let pipeline = compilation
+                .pipeline
+                .unwrap_or_else(|| panic!("{}: {:?}", path.display(), compilation.diagnostics));
+            let redactor = pipeline.redactor();
+            let json = redactor.to_json_pretty(&pipeline).unwrap();
+            let read: PipelineFile = serde_json::from_str(&json).unwrap();
+            assert_eq!(
+                PipelineFile::of(&pipeline, &redactor),
+                read,
+                "{}",
+                path.display()
+            );
+            assert!(!read.phases.is_empty());
+        }
+        let last = &pipelines.last().unwrap();
+        let pipeline = compile(&last.0, &last.1, &FsLoader, Options::default())
+            .pipeline
+            .unwrap();
+        let file = PipelineFile::of(&pipeline, &pipeline.redactor());
+        assert!(!format!("{file:?}").contains("s3cr3t"), "{file:?}");
+        assert_eq!(file.retry_budget, Some(4));
+    }
 
     fn at(elapsed_ms: u64, event: Event) -> Stamped {
         Stamped {
