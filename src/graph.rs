@@ -220,7 +220,7 @@ pub(crate) fn render(
     match format {
         GraphFormat::Dot => {
             let mut out = format!("digraph {} {{\n    rankdir=LR;\n", dot_id(&pipeline.name));
-            for phase in &pipeline.phases {
+            for phase in pipeline.phases.iter() {
                 let _ = writeln!(out, "    {};", dot_node(phase, items));
             }
             for (from, to) in &edges {

@@ -104,7 +104,8 @@ pub struct Pipeline {
     /// Agents by name, from this file and its imports.
     pub agents: BTreeMap<String, Agent>,
     /// Phases in file order.
-    pub phases: Vec<Phase>,
+    // Shared: a run's table of phases begins as this list, without a copy.
+    pub phases: std::sync::Arc<Vec<Phase>>,
     /// The most the run may spend, in US dollars: no attempt starts once it is spent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,

@@ -198,16 +198,15 @@ mod tests {
         let text = format!(
             "pipeline \"p\"\nphase \"a\" {{\n    run \"true\"\n    vars {{ lang \"py\" }}\n    prompt \"{prompt}\"\n}}\n"
         );
-        crate::language::compile(
+        let pipeline = crate::language::compile(
             std::path::Path::new("/w/pipeline.kdl"),
             &text,
             &crate::language::FsLoader,
             crate::language::Options::default(),
         )
         .pipeline
-        .expect("compiles")
-        .phases
-        .remove(0)
+        .expect("compiles");
+        pipeline.phases[0].clone()
     }
 
     #[test]

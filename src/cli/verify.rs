@@ -114,7 +114,7 @@ fn phase_from_run(pipeline: Option<&serde_json::Value>, name: &str) -> Phase {
     );
     let mut phase = compiled
         .pipeline
-        .and_then(|p| p.phases.into_iter().next())
+        .and_then(|p| std::sync::Arc::unwrap_or_clone(p.phases).into_iter().next())
         .expect("a one-phase pipeline compiles");
     phase.outputs = outputs.into_iter().map(OutputRecord::into_output).collect();
     phase

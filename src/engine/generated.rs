@@ -63,7 +63,7 @@ pub(crate) fn phases(
     Ok(compilation
         .pipeline
         .map(|p| {
-            p.phases
+            std::sync::Arc::unwrap_or_clone(p.phases)
                 .into_iter()
                 .filter(|phase| phase.made_by.is_some())
                 .collect()

@@ -1161,7 +1161,7 @@ pub(crate) fn known_now(mut pipeline: Pipeline) -> (Pipeline, BTreeMap<String, u
     }
     for (planner, phases) in made {
         // The phases that depend on the planner wait for its phases too.
-        for phase in &mut pipeline.phases {
+        for phase in std::sync::Arc::make_mut(&mut pipeline.phases).iter_mut() {
             if phase.depends_on.iter().any(|d| d.value == planner) {
                 let span = phase.name.span;
                 phase.depends_on.extend(
@@ -1171,7 +1171,7 @@ pub(crate) fn known_now(mut pipeline: Pipeline) -> (Pipeline, BTreeMap<String, u
                 );
             }
         }
-        pipeline.phases.extend(phases);
+        std::sync::Arc::make_mut(&mut pipeline.phases).extend(phases);
     }
     let items = pipeline
         .phases
@@ -1193,7 +1193,7 @@ pub(crate) fn made_now(pipeline: Pipeline) -> Pipeline {
     let excluded = [pipeline.state_dir.clone()];
     let mut phases = Vec::with_capacity(pipeline.phases.len());
     let mut items_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for phase in std::mem::take(&mut pipeline.phases) {
+    for phase in std::mem::take(std::sync::Arc::make_mut(&mut pipeline.phases)) {
         let made = phase.for_each.as_ref().and_then(|for_each| {
             let items = super::expand::items(&pipeline.workspace, &excluded, for_each).ok()?;
             items
@@ -1227,6 +1227,6 @@ pub(crate) fn made_now(pipeline: Pipeline) -> Pipeline {
             }
         }
     }
-    pipeline.phases = phases;
+    pipeline.phases = phases.into();
     pipeline
 }

@@ -325,7 +325,7 @@ impl Drop for AttemptWindow<'_> {
 /// phase task keeps a plain reference to its phase.
 pub(crate) struct PhaseTable {
     /// The pipeline's phases: ids from 0.
-    base: Vec<Phase>,
+    base: std::sync::Arc<Vec<Phase>>,
     /// The phases made while the run goes on: ids from `base.len()`.
     made: boxcar::Vec<Phase>,
     by_name: Mutex<HashMap<String, PhaseId>>,
@@ -346,7 +346,7 @@ impl PhaseTable {
                 .or_insert(PhaseId::from_table(index));
         }
         Self {
-            base: pipeline.phases.clone(),
+            base: std::sync::Arc::clone(&pipeline.phases),
             made: boxcar::Vec::new(),
             by_name: Mutex::new(by_name),
             copies: boxcar::Vec::new(),

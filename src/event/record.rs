@@ -154,6 +154,9 @@ impl RunRecord {
             } => {
                 self.pipeline = Some(pipeline.clone());
                 self.resumes.clone_from(resumes);
+                // Room for them all at once: a thousand phases otherwise move the table ten times.
+                self.phases.reserve(phases.len());
+                self.index.reserve(phases.len());
                 for phase in phases {
                     self.phase_mut(phase);
                 }

@@ -28,7 +28,7 @@ pub(crate) fn pipeline(
     references(pipeline, defaults, diagnostics);
     let graph = PhaseGraph::new(pipeline);
     cycles(pipeline, &graph, diagnostics);
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         for gate in &phase.gates {
             if let GateKind::Syntax { globs } = &gate.kind
                 && !syntax_has_language(globs, &phase.outputs)
@@ -98,7 +98,7 @@ pub(crate) fn worktrees_outside_git(
 /// A `max-cost` (the run's or the phase's) over a phase whose agent reads no `usage`: warned once
 /// per phase, at the phase's name.
 fn budgets_without_usage(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         let Worker::Agent(agent) = &phase.worker else {
             continue;
         };
@@ -129,7 +129,7 @@ fn budgets_without_usage(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
 
 /// A dependency on an `always-run` phase: the dependent is never up to date.
 fn always_run_upstream(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         for dependency in &phase.depends_on {
             if pipeline
                 .phase(&dependency.value)
@@ -153,7 +153,7 @@ fn always_run_upstream(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
 
 fn duplicate_phases(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
     let mut seen = HashMap::new();
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         if let Some(first) = seen.insert(phase.name.value.as_str(), phase.name.span) {
             diagnostics.push(
                 Diagnostic::new(
@@ -206,7 +206,7 @@ fn references(pipeline: &Pipeline, defaults: &Body, diagnostics: &mut Diagnostic
             .chain(&defaults.verifier)
             .any(|d| d.span == name.span)
     };
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         if let Worker::Agent(agent) = &phase.worker
             && !pipeline.agents.contains_key(&agent.value)
             && !from_defaults(agent)
@@ -555,7 +555,7 @@ fn protect_covers_own_work(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
 /// many phases, and does something when one of them is isolated).
 fn worktree_settings_without_worktree(pipeline: &Pipeline, diagnostics: &mut Diagnostics) {
     let mut places: Vec<(crate::diagnostics::Span, &str, &str, bool)> = Vec::new();
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         let isolated = phase.isolation == Isolation::Worktree;
         for (spans, node) in [
             (&phase.spans.worktree_include, "worktree-include"),
@@ -635,7 +635,7 @@ fn unused(
     diagnostics: &mut Diagnostics,
 ) {
     let mut used: HashSet<&str> = HashSet::new();
-    for phase in &pipeline.phases {
+    for phase in pipeline.phases.iter() {
         if let Worker::Agent(agent) = &phase.worker {
             used.insert(&agent.value);
         }

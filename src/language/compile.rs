@@ -318,7 +318,7 @@ impl Compiler<'_> {
                 .label("nothing to run"),
             );
         }
-        pipeline.phases = phases;
+        pipeline.phases = phases.into();
         pipeline.agents = std::mem::take(&mut self.agents);
         pipeline.remote = self.provenance.clone();
         pipeline.imports = std::mem::take(&mut self.imports);
@@ -365,7 +365,7 @@ impl Compiler<'_> {
             secrets: Vec::new(),
             imports: Vec::new(),
             agents: BTreeMap::new(),
-            phases: Vec::new(),
+            phases: std::sync::Arc::default(),
             max_cost: None,
             unknown_cost: crate::model::UnknownCost::default(),
             prices: BTreeMap::new(),

@@ -164,13 +164,8 @@ fn compile_phase_despite(workspace: &Path, body: &str, codes: &[&str]) -> Phase 
         "the test pipeline compiles:\n{text}\n{:#?}",
         compiled.diagnostics
     );
-    compiled
-        .pipeline
-        .expect("a pipeline")
-        .phases
-        .into_iter()
-        .next()
-        .expect("one phase")
+    let pipeline = compiled.pipeline.expect("a pipeline");
+    pipeline.phases.first().cloned().expect("one phase")
 }
 
 /// The report of the gate with this name.
