@@ -72,6 +72,7 @@ impl Writer {
     /// page, for a writer that keeps it.
     pub(crate) fn read_ahead(&mut self) {
         self.folders.pipeline(&self.run.path);
+        self.folders.read_ahead(&self.run.path);
     }
 
     /// The page for the run's `events` so far. `live` says whether the run is still going (when

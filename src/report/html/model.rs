@@ -274,6 +274,27 @@ pub(crate) struct FolderCache {
     ended: HashMap<(String, u32), AttemptFiles>,
     /// The run's `pipeline.json`, which is written before its first event, once read.
     pipeline: Option<PipelineFile>,
+    /// The head of the run's `run.json` (written before its first event too), once read.
+    head: Option<RunHead>,
+}
+
+/// What a report reads of a run's `run.json` when it knows whether the run goes on: the head of
+/// the file, not its phases (a few hundred kilobytes for a thousand of them).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct RunHead {
+    pipeline: String,
+    file: std::path::PathBuf,
+    started: String,
+    #[serde(default)]
+    exit_code: Option<i32>,
+}
+
+impl RunHead {
+    fn read(run: &Path) -> Option<RunHead> {
+        let bytes = std::fs::read(run.join(crate::store::run_json::FILE_NAME)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
 }
 
 /// One attempt folder to read: (phase, attempt) indices, the phase's folder, the attempt's number,
@@ -306,6 +327,20 @@ impl FolderCache {
             self.pipeline = Some(file);
         }
         self.pipeline.get_or_insert_default()
+    }
+
+    /// Reads the head of the run's `run.json` in `run` ahead of the first page.
+    pub(crate) fn read_ahead(&mut self, run: &Path) {
+        self.head(run);
+    }
+
+    /// The head of the run's `run.json` in `run` (`None` when it cannot be read); kept by a
+    /// cache that keeps, once read.
+    fn head(&mut self, run: &Path) -> Option<&RunHead> {
+        if self.head.is_none() || !self.keep {
+            self.head = RunHead::read(run);
+        }
+        self.head.as_ref()
     }
 
     /// The folders of `jobs`, in their order.
@@ -576,7 +611,7 @@ impl<'a> Builder<'a> {
                 .backoffs
                 .push((start, now.max(start)));
         }
-        self.summary(live);
+        self.summary(live, cache);
         self.pipeline(cache.pipeline(&self.run.path));
         let mut jobs: Vec<FolderJob> = Vec::new();
         for (p, phase) in self.view.phases.iter().enumerate() {
@@ -608,8 +643,27 @@ impl<'a> Builder<'a> {
     }
 
     /// What `run.json` adds: the file, the start, and the status of a run that ended without
-    /// saying so (killed: `crashed`).
-    fn summary(&mut self, live: Option<bool>) {
+    /// saying so (killed: `crashed`). When the caller says whether the run goes on (the run's own
+    /// report), only the head of the file is read, once for a cache that keeps.
+    fn summary(&mut self, live: Option<bool>, cache: &mut FolderCache) {
+        if let Some(live) = live {
+            let view = &mut self.view;
+            if let Some(head) = cache.head(&self.run.path) {
+                view.file = Some(head.file.display().to_string());
+                view.started = Some(head.started.clone());
+                view.pipeline.clone_from(&head.pipeline);
+            }
+            if view.exit_code.is_none() {
+                // Not kept: it is written when the run ends.
+                view.exit_code = RunHead::read(&self.run.path).and_then(|head| head.exit_code);
+            }
+            let running = view.status == "running";
+            view.live = running && live;
+            if running && !view.live {
+                "crashed".clone_into(&mut view.status);
+            }
+            return;
+        }
         let summary = RunSummary::read(self.run).ok();
         let view = &mut self.view;
         if let Some(summary) = &summary {
