@@ -6,7 +6,8 @@
 //! A plan is a function of the compiled pipeline, the plan's options, the records of passed
 //! phases and the metadata of the files it looked up (an up-to-date phase's files are each proven
 //! unchanged by their metadata, else read). A memo holds a key of the first two (the pipeline as
-//! compiled, serialized, with its workspace, state folder, the paths the plan leaves out and this
+//! compiled: the digest of the compiled-pipeline cache entry it came from, else the pipeline
+//! serialized; with its workspace, state folder, the paths the plan leaves out and this
 //! helixflow's build) and the identity of each of the others as the plan found it: device, inode,
 //! size, modification and change times and file type (a write changes the change time, which no
 //! process can set back), or that nothing was there. It holds when every one is found the same
