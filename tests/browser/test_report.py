@@ -290,6 +290,50 @@ class ReportTests(unittest.TestCase):
                 child.kill()
                 child.wait()
 
+    def test_what_the_reader_does_as_the_live_page_goes_is_kept(self):
+        # The page saves where the reader was, then asks for the reload, and stays up a moment:
+        # an attempt the reader closes in that moment (simulated: right after the page's save)
+        # is closed on the reloaded page too.
+        ws = workspace(FIXTURES / "live")
+        child = subprocess.Popen([BIN, "run", "--no-progress"], cwd=ws,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            path = report(ws)
+            deadline = time.monotonic() + 60
+            while not (path.exists() and 'data-live' in path.read_text()
+                       and 'id="p1-a1"' in path.read_text()):
+                self.assertLess(time.monotonic(), deadline, "no live report")
+                time.sleep(0.1)
+            small = Browser(width=900, height=300)
+            try:
+                page = small.page()
+                page.send("Page.addScriptToEvaluateOnNewDocument", {"source": """
+                    (function () {
+                      var set = Storage.prototype.setItem;
+                      Storage.prototype.setItem = function (key, value) {
+                        set.call(this, key, value);
+                        if (window.__closeAfterSave && String(key).indexOf("helixflow-report:") === 0) {
+                          window.__closeAfterSave = false;
+                          document.getElementById("p0-a1").open = false;
+                        }
+                      };
+                    })();"""})
+                page.open(path)
+                page.wait_for_load(page.loads() + 1, timeout=10)
+                self.assertTrue(page.js("document.getElementById('p0-a1').open"))
+                page.js("window.__closeAfterSave = true")
+                page.wait_for_load(page.loads() + 1, timeout=10)
+                time.sleep(0.3)
+                self.assertFalse(page.js("document.getElementById('p0-a1').open"))
+                self.assertEqual(child.wait(timeout=60), 0)
+                self.assertEqual(page.problems(), [])
+            finally:
+                small.close()
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
     def test_the_report_command_writes_the_same_page_anywhere(self):
         ws = workspace(FIXTURES / "showcase")
         helixflow(["run", "--no-progress", "--no-report"], ws)

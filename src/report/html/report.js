@@ -37,7 +37,11 @@
   var restored = restore();
   var live = parseInt(root.getAttribute("data-live") || "0", 10);
   if (live > 0) {
-    window.setTimeout(function () { save(); location.reload(); }, live * 1000);
+    var reloading = false;
+    window.setTimeout(function () { reloading = true; save(); location.reload(); }, live * 1000);
+    // The page stays up a moment after the reload is asked for: what the reader does then (a
+    // scroll, an attempt closed) is saved again as the page goes.
+    window.addEventListener("pagehide", function () { if (reloading) { save(); } });
   } else {
     try { sessionStorage.removeItem(key); } catch (e) { /* storage off */ }
   }
