@@ -7,6 +7,7 @@ PDF of each are kept in HELIXFLOW_BROWSER_ARTIFACTS (default target/browser-arti
     tests/browser/run test_report.ReportTests.test_live_report_refreshes_where_the_reader_was
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -247,42 +248,24 @@ class ReportTests(unittest.TestCase):
         self.assertEqual(statuses["slow"], "■ cancelled")
         self.assertIn(statuses["last"], ("↷ skipped", "○ not started"))
 
-    def test_live_report_refreshes_where_the_reader_was(self):
+    @contextlib.contextmanager
+    def live_run(self):
+        """A run of the `live` fixture under way, its report once "long" (the second phase) has
+        its first attempt under way, and a small browser page not yet opened; the run is killed
+        should the test end before it."""
         ws = workspace(FIXTURES / "live")
         child = subprocess.Popen([BIN, "run", "--no-progress"], cwd=ws,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             path = report(ws)
             deadline = time.monotonic() + 60
-            # Once "long" (the second phase) has its first attempt under way.
             while not (path.exists() and 'data-live' in path.read_text()
                        and 'id="p1-a1"' in path.read_text()):
                 self.assertLess(time.monotonic(), deadline, "no live report")
                 time.sleep(0.1)
             small = Browser(width=900, height=300)
             try:
-                page = small.page()
-                page.open(path)
-                self.assertEqual(page.js("document.documentElement.dataset.live"), "3")
-                self.assertIn("running", page.js("document.body.innerText"))
-                # Right after the page reloaded itself, so that the reader's moves come well
-                # before the next reload however slow the machine.
-                page.wait_for_load(page.loads() + 1, timeout=10)
-                page.js("window.scrollTo(0, 400); document.getElementById('p0-a1').open = false")
-                loads = page.loads()
-                page.wait_for_load(loads + 1, timeout=10)
-                time.sleep(0.3)
-                self.assertEqual(page.js("Math.round(window.scrollY)"), 400)
-                self.assertFalse(page.js("document.getElementById('p0-a1').open"))
-                page.screenshot(ARTIFACTS / "live.png", full=False)
-                self.assertEqual(child.wait(timeout=60), 0)
-                # The last page the run wrote no longer refreshes.
-                page.wait_for_load(page.loads() + 1, timeout=10)
-                self.assertIsNone(page.js("document.documentElement.dataset.live || null"))
-                self.assertEqual(page.js("document.querySelector('h1 .badge').textContent"),
-                                 "✓ passed")
-                self.assertEqual(page.problems(), [])
-                self.assertEqual([u for u in page.requests() if u != page.url], [])
+                yield child, path, small.page()
             finally:
                 small.close()
         finally:
@@ -290,49 +273,55 @@ class ReportTests(unittest.TestCase):
                 child.kill()
                 child.wait()
 
+    def test_live_report_refreshes_where_the_reader_was(self):
+        with self.live_run() as (child, path, page):
+            page.open(path)
+            self.assertEqual(page.js("document.documentElement.dataset.live"), "3")
+            self.assertIn("running", page.js("document.body.innerText"))
+            # Right after the page reloaded itself, so that the reader's moves come well
+            # before the next reload however slow the machine.
+            page.wait_for_load(page.loads() + 1, timeout=10)
+            page.js("window.scrollTo(0, 400); document.getElementById('p0-a1').open = false")
+            loads = page.loads()
+            page.wait_for_load(loads + 1, timeout=10)
+            time.sleep(0.3)
+            self.assertEqual(page.js("Math.round(window.scrollY)"), 400)
+            self.assertFalse(page.js("document.getElementById('p0-a1').open"))
+            page.screenshot(ARTIFACTS / "live.png", full=False)
+            self.assertEqual(child.wait(timeout=60), 0)
+            # The last page the run wrote no longer refreshes.
+            page.wait_for_load(page.loads() + 1, timeout=10)
+            self.assertIsNone(page.js("document.documentElement.dataset.live || null"))
+            self.assertEqual(page.js("document.querySelector('h1 .badge').textContent"),
+                             "✓ passed")
+            self.assertEqual(page.problems(), [])
+            self.assertEqual([u for u in page.requests() if u != page.url], [])
+
     def test_what_the_reader_does_as_the_live_page_goes_is_kept(self):
         # The page saves where the reader was, then asks for the reload, and stays up a moment:
         # an attempt the reader closes in that moment (simulated: right after the page's save)
         # is closed on the reloaded page too.
-        ws = workspace(FIXTURES / "live")
-        child = subprocess.Popen([BIN, "run", "--no-progress"], cwd=ws,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            path = report(ws)
-            deadline = time.monotonic() + 60
-            while not (path.exists() and 'data-live' in path.read_text()
-                       and 'id="p1-a1"' in path.read_text()):
-                self.assertLess(time.monotonic(), deadline, "no live report")
-                time.sleep(0.1)
-            small = Browser(width=900, height=300)
-            try:
-                page = small.page()
-                page.send("Page.addScriptToEvaluateOnNewDocument", {"source": """
-                    (function () {
-                      var set = Storage.prototype.setItem;
-                      Storage.prototype.setItem = function (key, value) {
-                        set.call(this, key, value);
-                        if (window.__closeAfterSave && String(key).indexOf("helixflow-report:") === 0) {
-                          window.__closeAfterSave = false;
-                          document.getElementById("p0-a1").open = false;
-                        }
-                      };
-                    })();"""})
-                page.open(path)
-                page.wait_for_load(page.loads() + 1, timeout=10)
-                self.assertTrue(page.js("document.getElementById('p0-a1').open"))
-                page.js("window.__closeAfterSave = true")
-                page.wait_for_load(page.loads() + 1, timeout=10)
-                time.sleep(0.3)
-                self.assertFalse(page.js("document.getElementById('p0-a1').open"))
-                self.assertEqual(child.wait(timeout=60), 0)
-                self.assertEqual(page.problems(), [])
-            finally:
-                small.close()
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        with self.live_run() as (child, path, page):
+            page.send("Page.addScriptToEvaluateOnNewDocument", {"source": """
+                (function () {
+                  var set = Storage.prototype.setItem;
+                  Storage.prototype.setItem = function (key, value) {
+                    set.call(this, key, value);
+                    if (window.__closeAfterSave && String(key).indexOf("helixflow-report:") === 0) {
+                      window.__closeAfterSave = false;
+                      document.getElementById("p0-a1").open = false;
+                    }
+                  };
+                })();"""})
+            page.open(path)
+            page.wait_for_load(page.loads() + 1, timeout=10)
+            self.assertTrue(page.js("document.getElementById('p0-a1').open"))
+            page.js("window.__closeAfterSave = true")
+            page.wait_for_load(page.loads() + 1, timeout=10)
+            time.sleep(0.3)
+            self.assertFalse(page.js("document.getElementById('p0-a1').open"))
+            self.assertEqual(child.wait(timeout=60), 0)
+            self.assertEqual(page.problems(), [])
 
     def test_the_report_command_writes_the_same_page_anywhere(self):
         ws = workspace(FIXTURES / "showcase")
