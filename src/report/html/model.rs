@@ -297,6 +297,17 @@ impl RunHead {
     }
 }
 
+impl From<RunSummary> for RunHead {
+    fn from(summary: RunSummary) -> Self {
+        RunHead {
+            pipeline: summary.pipeline,
+            file: summary.file,
+            started: summary.started,
+            exit_code: summary.exit_code,
+        }
+    }
+}
+
 /// One attempt folder to read: (phase, attempt) indices, the phase's folder, the attempt's number,
 /// whether it ended, whether its `gates.json` and `feedback.md` are needed (the events did not
 /// carry them).
@@ -331,13 +342,13 @@ impl FolderCache {
 
     /// Reads the head of the run's `run.json` in `run` ahead of the first page.
     pub(crate) fn read_ahead(&mut self, run: &Path) {
-        self.head(run);
+        self.head(run, false);
     }
 
     /// The head of the run's `run.json` in `run` (`None` when it cannot be read); kept by a
-    /// cache that keeps, once read.
-    fn head(&mut self, run: &Path) -> Option<&RunHead> {
-        if self.head.is_none() || !self.keep {
+    /// cache that keeps, and read again when `fresh` is asked for.
+    fn head(&mut self, run: &Path, fresh: bool) -> Option<&RunHead> {
+        if fresh || self.head.is_none() || !self.keep {
             self.head = RunHead::read(run);
         }
         self.head.as_ref()
@@ -644,43 +655,31 @@ impl<'a> Builder<'a> {
 
     /// What `run.json` adds: the file, the start, and the status of a run that ended without
     /// saying so (killed: `crashed`). When the caller says whether the run goes on (the run's own
-    /// report), only the head of the file is read, once for a cache that keeps.
+    /// report), only the head of the file is read, kept by a cache that keeps (and read again when
+    /// the exit code, written as the run ends, is wanted from it); else the whole summary, whose
+    /// run lock tells whether the run goes on.
     fn summary(&mut self, live: Option<bool>, cache: &mut FolderCache) {
-        if let Some(live) = live {
-            let view = &mut self.view;
-            if let Some(head) = cache.head(&self.run.path) {
-                view.file = Some(head.file.display().to_string());
-                view.started = Some(head.started.clone());
-                view.pipeline.clone_from(&head.pipeline);
-            }
-            if view.exit_code.is_none() {
-                // Not kept: it is written when the run ends.
-                view.exit_code = RunHead::read(&self.run.path).and_then(|head| head.exit_code);
-            }
-            let running = view.status == "running";
-            view.live = running && live;
-            if running && !view.live {
-                "crashed".clone_into(&mut view.status);
-            }
-            return;
-        }
-        let summary = RunSummary::read(self.run).ok();
+        let (head, live) = if let Some(live) = live {
+            let fresh = self.view.exit_code.is_none();
+            (cache.head(&self.run.path, fresh).cloned(), live)
+        } else {
+            let summary = RunSummary::read(self.run).ok();
+            let live = summary
+                .as_ref()
+                .is_some_and(|s| s.current_status() == "running");
+            (summary.map(RunHead::from), live)
+        };
         let view = &mut self.view;
-        if let Some(summary) = &summary {
-            view.file = Some(summary.file.display().to_string());
-            view.started = Some(summary.started.clone());
-            view.pipeline.clone_from(&summary.pipeline);
+        if let Some(head) = head {
+            view.file = Some(head.file.display().to_string());
+            view.started = Some(head.started);
+            view.pipeline = head.pipeline;
             if view.exit_code.is_none() {
-                view.exit_code = summary.exit_code;
+                view.exit_code = head.exit_code;
             }
         }
         let running = view.status == "running";
-        view.live = running
-            && live.unwrap_or_else(|| {
-                summary
-                    .as_ref()
-                    .is_some_and(|s| s.current_status() == "running")
-            });
+        view.live = running && live;
         if running && !view.live {
             "crashed".clone_into(&mut view.status);
         }
