@@ -99,6 +99,14 @@ impl PhaseGraph {
         }
     }
 
+    /// The phases `phase` depends on (indices into the pipeline's phases), as its `depends-on`
+    /// names them.
+    pub(crate) fn dependencies(&self, phase: usize) -> impl Iterator<Item = usize> + '_ {
+        self.graph
+            .edges_directed(NodeIndex::new(phase), petgraph::Direction::Incoming)
+            .map(|edge| self.graph[edge.source()])
+    }
+
     /// Phases grouped by level: level 0 has no dependencies, level n depends on level n-1 at most.
     /// `None` when the graph has a cycle.
     pub(crate) fn levels(&self) -> Option<Vec<Vec<usize>>> {

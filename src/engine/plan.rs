@@ -370,18 +370,11 @@ pub(crate) fn plan(
     };
     // Phases downstream of work made while the run goes on are decided once their
     // dependencies are.
-    let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(pipeline.phases.len());
-    for (i, phase) in pipeline.phases.iter().enumerate() {
-        by_name.entry(phase.name.value.as_str()).or_insert(i);
-    }
     let mut made_upstream = vec![false; pipeline.phases.len()];
     for &i in &everything {
-        let phase = &pipeline.phases[i];
-        made_upstream[i] = phase.depends_on.iter().any(|d| {
-            by_name.get(d.value.as_str()).is_some_and(|&d| {
-                let dependency = &pipeline.phases[d];
-                made_upstream[d] || dependency.for_each.is_some() || dependency.generates.is_some()
-            })
+        made_upstream[i] = graph.dependencies(i).any(|d| {
+            let dependency = &pipeline.phases[d];
+            made_upstream[d] || dependency.for_each.is_some() || dependency.generates.is_some()
         });
     }
     let order: Vec<usize> = everything.into_iter().filter(|&i| is_selected[i]).collect();
