@@ -94,31 +94,33 @@ pub(crate) fn rendition(compiled: &CompiledFrom, workspace: &Path) -> Option<Pat
     hasher.update(&compiled.digest);
     hasher.update(workspace.as_os_str().as_encoded_bytes());
     let key = hasher.finalize().to_hex();
-    let entry = compiled.entry.file_stem()?.to_str()?;
-    let folder = compiled.entry.parent()?;
-    Some(folder.join(format!("run-{entry}-{}.json", &key[..16])))
+    let (folder, prefix) = renditions_of(compiled)?;
+    Some(folder.join(format!("{prefix}{}.json", &key[..16])))
 }
 
 /// Keeps `json` as `rendition` ([`rendition`]) of `compiled`, and removes the renditions of
 /// earlier versions of the same pipeline file. A failure is only a copy missed next time.
 pub(crate) fn keep_rendition(compiled: &CompiledFrom, rendition: &Path, json: &[u8]) {
-    let (Some(folder), Some(entry)) = (
-        rendition.parent(),
-        compiled.entry.file_stem().and_then(|s| s.to_str()),
-    ) else {
+    let Some((folder, prefix)) = renditions_of(compiled) else {
         return;
     };
-    let ours = format!("run-{entry}-");
     if let Ok(files) = fs::read_dir(folder) {
         for file in files.filter_map(Result::ok) {
             let name = file.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(&ours) && name.ends_with(".json") && file.path() != rendition {
+            if name.starts_with(&prefix) && name.ends_with(".json") && file.path() != rendition {
                 let _ = fs::remove_file(file.path());
             }
         }
     }
     let _ = super::replace_unsynced(rendition, json);
+}
+
+/// The folder of the renditions of the pipeline file whose entry `compiled` is, and the start of
+/// their names (`run-<entry>-`).
+fn renditions_of(compiled: &CompiledFrom) -> Option<(&Path, String)> {
+    let entry = compiled.entry.file_stem()?.to_str()?;
+    Some((compiled.entry.parent()?, format!("run-{entry}-")))
 }
 
 /// A compilation taken from the cache: the pipeline, and its warnings with the files they point
