@@ -30,20 +30,23 @@ fn project() -> Test {
 
 /// The one cache entry of the test's pipeline.
 fn entry(test: &Test) -> std::path::PathBuf {
-    let dir = test.path().join(".helixflow/cache");
-    let entries: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        // The remembered plan (`plan`) is not a compiled pipeline.
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("pipeline-")
-        })
-        .collect();
+    // The remembered plan (`plan`) and a run's `pipeline.json` (`run-pipeline-…`) are not
+    // compiled pipelines.
+    let entries = cached(test, "pipeline-");
     assert_eq!(entries.len(), 1, "{entries:?}");
     entries[0].clone()
+}
+
+/// The files of the test's cache folder whose names start with `prefix`, sorted.
+fn cached(test: &Test, prefix: &str) -> Vec<std::path::PathBuf> {
+    let dir = test.path().join(".helixflow/cache");
+    let mut found: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    found.sort();
+    found
 }
 
 /// What `compile` says the first phase's description is.
@@ -277,17 +280,6 @@ fn the_runs_commands_find_the_state_folder_of_an_unchanged_pipeline_in_the_cache
         "{}",
         out.stdout
     );
-}
-
-/// The files of the test's cache folder whose names start with `prefix`.
-fn cached(test: &Test, prefix: &str) -> Vec<std::path::PathBuf> {
-    let mut found: Vec<_> = std::fs::read_dir(test.path().join(".helixflow/cache"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
-        .collect();
-    found.sort();
-    found
 }
 
 #[test]
