@@ -40,14 +40,18 @@ pub(super) async fn schedule(
         }
     }
     let mut running: JoinSet<(usize, PhaseResult)> = JoinSet::new();
+    // Phases that passed, writing their records: their work is over, so they leave room for the
+    // next phase at once, but their dependents wait until the record is written.
+    let mut recording: JoinSet<(usize, PhaseResult)> = JoinSet::new();
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
     loop {
         scheduler.start_ready(&mut running);
-        if running.is_empty() {
+        if running.is_empty() && recording.is_empty() {
             break;
         }
         let joined = tokio::select! {
-            joined = running.join_next() => joined,
+            Some(joined) = running.join_next() => Ended::Ran(joined),
+            Some(joined) = recording.join_next() => Ended::Recorded(joined),
             () = sleep_until(deadline) => {
                 let limit = humantime::format_duration(timeout.unwrap_or_default());
                 run.state.cancel.cancel(CancelReason::TimedOut(limit.to_string()));
@@ -56,16 +60,29 @@ pub(super) async fn schedule(
         };
         // Every phase that has ended by now is taken in this turn, so that the next phases
         // start after one sync of the records for all of them.
-        let mut joined = joined;
-        while let Some(result) = joined {
-            if let Ok((i, result)) = result {
-                scheduler.finished(i, result);
-            } else {
-                // A phase task panicked: a bug in helixflow. Stop cleanly rather than hang.
-                run.state.cancel.cancel(CancelReason::Internal);
-                scheduler.any_failed = true;
+        let mut joined = Some(joined);
+        while let Some(ended) = joined {
+            match ended {
+                Ended::Ran(Ok((i, result))) if result.status == PhaseStatus::Passed => {
+                    let run = run.clone();
+                    recording.spawn_blocking(move || {
+                        record(&run, PhaseId::from_table(i));
+                        (i, result)
+                    });
+                }
+                Ended::Ran(Ok((i, result))) | Ended::Recorded(Ok((i, result))) => {
+                    scheduler.finished(i, result);
+                }
+                Ended::Ran(Err(_)) | Ended::Recorded(Err(_)) => {
+                    // A phase task panicked: a bug in helixflow. Stop cleanly rather than hang.
+                    run.state.cancel.cancel(CancelReason::Internal);
+                    scheduler.any_failed = true;
+                }
             }
-            joined = running.try_join_next();
+            joined = running
+                .try_join_next()
+                .map(Ended::Ran)
+                .or_else(|| recording.try_join_next().map(Ended::Recorded));
         }
     }
     scheduler.any_failed
@@ -217,7 +234,7 @@ impl<'r> Scheduler<'r> {
         self.remove_records(&starting, &waiting);
         for i in starting {
             let (run, id) = (self.run.clone(), PhaseId::from_table(i));
-            running.spawn(async move { (i, run_and_record(run, id).await) });
+            running.spawn(async move { (i, run_phase(run, id).await) });
         }
         self.waiting = waiting;
         self.waiting
@@ -724,52 +741,47 @@ fn done(status: Option<PhaseStatus>) -> bool {
     matches!(status, Some(PhaseStatus::Passed | PhaseStatus::UpToDate))
 }
 
-/// Runs a phase whose record the scheduler removed, and writes a new one once it passed, before
-/// the scheduler hears of it (synced with the next turn's removals, or when the run ends).
-async fn run_and_record(run: Arc<Run>, id: PhaseId) -> PhaseResult {
-    let name = run.phase(id).name.value.clone();
-    let result = run_phase(run.clone(), id).await;
-    if result.status == PhaseStatus::Passed {
-        let recording = run.clone();
-        let written = tokio::task::spawn_blocking(move || {
-            let run = recording;
-            let phase = run.phase(id);
-            let upstream = fingerprint::upstream(phase, |name| {
-                run.ctx
-                    .records
-                    .read(name)
-                    .ok()
-                    .flatten()
-                    .map(|r| r.fingerprint)
-            });
-            let work = super::attempt::work_files(&run.ctx.folder, &phase.name.value);
-            let record = fingerprint::record(
-                &run.ctx.pipeline,
-                phase,
-                &run.ctx.folder.run_id,
-                &run.ctx.redactor,
-                &run.ctx.excluded,
-                upstream,
-                &work,
-            );
-            run.ctx.records.write(&record)?;
-            restamp_others(&run, &record, &work)
-        })
-        .await;
-        let error = match written {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(e) = error {
-            run.emit(Event::Warning {
-                message: format!(
-                    "cannot record that \"{name}\" passed ({e}); it will run again next time"
-                ),
-            });
-        }
+/// How a phase's task ended: its work, or the writing of its record once it passed.
+enum Ended {
+    Ran(Result<(usize, PhaseResult), tokio::task::JoinError>),
+    Recorded(Result<(usize, PhaseResult), tokio::task::JoinError>),
+}
+
+/// Writes the record of a phase that passed, before the scheduler hears of it (synced with the
+/// next turn's removals, or when the run ends); a warning when it cannot.
+fn record(run: &Run, id: PhaseId) {
+    let phase = run.phase(id);
+    let upstream = fingerprint::upstream(phase, |name| {
+        run.ctx
+            .records
+            .read(name)
+            .ok()
+            .flatten()
+            .map(|r| r.fingerprint)
+    });
+    let work = super::attempt::work_files(&run.ctx.folder, &phase.name.value);
+    let record = fingerprint::record(
+        &run.ctx.pipeline,
+        phase,
+        &run.ctx.folder.run_id,
+        &run.ctx.redactor,
+        &run.ctx.excluded,
+        upstream,
+        &work,
+    );
+    let written = run
+        .ctx
+        .records
+        .write(&record)
+        .and_then(|()| restamp_others(run, &record, &work));
+    if let Err(e) = written {
+        run.emit(Event::Warning {
+            message: format!(
+                "cannot record that \"{}\" passed ({e}); it will run again next time",
+                phase.name.value
+            ),
+        });
     }
-    result
 }
 
 /// A phase that passed changed files other phases' records stamp (a later phase edited what an

@@ -153,6 +153,11 @@ impl RepositoryGuard {
         }
     }
 
+    /// Whether there is a repository to watch.
+    pub(crate) fn watches(&self) -> bool {
+        self.inner.is_some()
+    }
+
     /// Every change to the guarded files found after `since`: those noted before, and any found
     /// now, which is noted and put back first. A detail per file, such as "`.git/config` was
     /// modified, and was put back as it was".

@@ -329,6 +329,11 @@ pub(super) async fn guarded(a: &Attempt<'_>) -> Vec<GateReport> {
         agent.then(|| (a.run.ctx.records.clone(), a.run.ctx.pipeline_cache.clone())),
         a.started,
     );
+    // Outside a git repository, after a `run` step: nothing to look at, and no hand-off to pay
+    // for (a run of quick steps would wait on it after each).
+    if !repository.watches() && records.is_none() {
+        return Vec::new();
+    }
     let (repository, records) = tokio::task::spawn_blocking(move || {
         let records = records
             .map(|(records, cache)| {
