@@ -329,22 +329,27 @@ pub(super) async fn guarded(a: &Attempt<'_>) -> Vec<GateReport> {
         agent.then(|| (a.run.ctx.records.clone(), a.run.ctx.pipeline_cache.clone())),
         a.started,
     );
-    // Outside a git repository, after a `run` step: nothing to look at, and no hand-off to pay
-    // for (a run of quick steps would wait on it after each).
-    if !repository.watches() && records.is_none() {
-        return Vec::new();
-    }
-    let (repository, records) = tokio::task::spawn_blocking(move || {
-        let records = records
-            .map(|(records, cache)| {
-                cache.sweep();
-                records.changed_since(since)
-            })
-            .unwrap_or_default();
-        (repository.changed_since(since), records)
-    })
-    .await
-    .unwrap_or_default();
+    // After a `run` step, when the kernel told of no change to the repository: no files to
+    // read, and no hand-off to pay for (a run of quick steps would wait on it after each).
+    let quiet = records
+        .is_none()
+        .then(|| repository.quietly_changed_since(since))
+        .flatten();
+    let (repository, records) = if let Some(repository) = quiet {
+        (repository, Vec::new())
+    } else {
+        tokio::task::spawn_blocking(move || {
+            let records = records
+                .map(|(records, cache)| {
+                    cache.sweep();
+                    records.changed_since(since)
+                })
+                .unwrap_or_default();
+            (repository.changed_since(since), records)
+        })
+        .await
+        .unwrap_or_default()
+    };
     let intro = "the git repository's configuration, hooks or `info/` changed while this attempt \
                  ran: no phase may change them (git runs the commands they can name), so leave \
                  them as they are";
