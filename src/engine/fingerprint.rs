@@ -242,6 +242,24 @@ pub(crate) fn input_paths(
     paths
 }
 
+/// Whether the record of `phase`, once it passed having changed no file, stamps no file: it
+/// declares no outputs, and no inputs (or none of its dependencies declares outputs and its
+/// prompt is no file). Such a record is written in no time.
+pub(crate) fn stamps_no_file(pipeline: &Pipeline, phase: &Phase) -> bool {
+    let no_inputs = match &phase.inputs {
+        Some(inputs) => inputs.is_empty(),
+        None => {
+            !matches!(phase.prompt, Some(Prompt::File { .. }))
+                && phase.depends_on.iter().all(|dependency| {
+                    pipeline
+                        .phase(&dependency.value)
+                        .is_none_or(|upstream| upstream.outputs.is_empty())
+                })
+        }
+    };
+    no_inputs && phase.outputs.is_empty()
+}
+
 /// The paths of a phase's own outputs that exist now.
 pub(crate) fn output_paths(
     pipeline: &Pipeline,
@@ -435,6 +453,75 @@ pub(crate) fn fan_out_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_said_to_stamp_no_file_stamps_none_and_the_others_do() {
+        let dir = tempfile::tempdir().unwrap();
+        for file in ["made.txt", "read.txt", "prompt.md"] {
+            std::fs::write(dir.path().join(file), file).unwrap();
+        }
+        let text = r#"pipeline "p"
+phase "makes" {
+    run "true"
+    outputs { file "made.txt"; }
+}
+phase "after-makes" {
+    run "true"
+    depends-on "makes"
+}
+phase "alone" {
+    run "true"
+}
+phase "after-alone" {
+    run "true"
+    depends-on "alone"
+}
+phase "reads" {
+    run "true"
+    inputs { file "read.txt"; }
+}
+phase "reads-nothing" {
+    run "true"
+    depends-on "makes"
+    inputs {}
+}
+phase "prompted" {
+    agent "claude-code"
+    prompt file="prompt.md"
+}
+"#;
+        let pipeline = crate::language::compile(
+            &dir.path().join("pipeline.kdl"),
+            text,
+            &crate::language::FsLoader,
+            crate::language::Options::default(),
+        )
+        .pipeline
+        .expect("compiles");
+        let mut quick = Vec::new();
+        for phase in pipeline.phases.iter() {
+            let record = record(
+                &pipeline,
+                phase,
+                "r",
+                &Redactor::default(),
+                &[],
+                BTreeMap::new(),
+                &[],
+            );
+            let stamps_none = record.inputs.is_empty() && record.outputs.is_empty();
+            assert_eq!(
+                stamps_no_file(&pipeline, phase),
+                stamps_none,
+                "{}",
+                phase.name.value
+            );
+            if stamps_none {
+                quick.push(phase.name.value.as_str());
+            }
+        }
+        assert_eq!(quick, ["alone", "after-alone", "reads-nothing"]);
+    }
 
     #[test]
     fn a_stamp_is_reused_only_while_the_metadata_proves_the_file_unchanged() {

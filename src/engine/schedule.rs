@@ -64,11 +64,21 @@ pub(super) async fn schedule(
         while let Some(ended) = joined {
             match ended {
                 Ended::Ran(Ok((i, result))) if result.status == PhaseStatus::Passed => {
-                    let run = run.clone();
-                    recording.spawn_blocking(move || {
-                        record(&run, PhaseId::from_table(i));
-                        (i, result)
-                    });
+                    let id = PhaseId::from_table(i);
+                    let phase = run.phase(id);
+                    let work = super::attempt::work_files(&run.ctx.folder, &phase.name.value);
+                    if work.is_empty() && fingerprint::stamps_no_file(&run.ctx.pipeline, phase) {
+                        // A few small files to write: here, rather than pay for a hand-off to
+                        // another thread and back (a run of quick steps would after each).
+                        record(run, id, &work);
+                        scheduler.finished(i, result);
+                    } else {
+                        let run = run.clone();
+                        recording.spawn_blocking(move || {
+                            record(&run, id, &work);
+                            (i, result)
+                        });
+                    }
                 }
                 Ended::Ran(Ok((i, result))) | Ended::Recorded(Ok((i, result))) => {
                     scheduler.finished(i, result);
@@ -747,9 +757,10 @@ enum Ended {
     Recorded(Result<(usize, PhaseResult), tokio::task::JoinError>),
 }
 
-/// Writes the record of a phase that passed, before the scheduler hears of it (synced with the
+/// Writes the record of a phase that passed, which made or changed the files `work`, before the
+/// scheduler hears of it (synced with the
 /// next turn's removals, or when the run ends); a warning when it cannot.
-fn record(run: &Run, id: PhaseId) {
+fn record(run: &Run, id: PhaseId, work: &[String]) {
     let phase = run.phase(id);
     let upstream = fingerprint::upstream(phase, |name| {
         run.ctx
@@ -759,7 +770,6 @@ fn record(run: &Run, id: PhaseId) {
             .flatten()
             .map(|r| r.fingerprint)
     });
-    let work = super::attempt::work_files(&run.ctx.folder, &phase.name.value);
     let record = fingerprint::record(
         &run.ctx.pipeline,
         phase,
@@ -767,13 +777,13 @@ fn record(run: &Run, id: PhaseId) {
         &run.ctx.redactor,
         &run.ctx.excluded,
         upstream,
-        &work,
+        work,
     );
     let written = run
         .ctx
         .records
         .write(&record)
-        .and_then(|()| restamp_others(run, &record, &work));
+        .and_then(|()| restamp_others(run, &record, work));
     if let Err(e) = written {
         run.emit(Event::Warning {
             message: format!(

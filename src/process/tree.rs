@@ -108,13 +108,52 @@ fn adopted() -> (Vec<libc::pid_t>, BTreeSet<libc::pid_t>) {
 }
 
 /// helixflow's children, from `/proc/self/task/*/children`; `None` where the kernel does not
-/// list them (then every process is read).
+/// list them (then every process is read). Asked after every child ends: the folder of the
+/// threads stays open between asks, and each thread's list is read with one call, relative to it.
 fn direct_children() -> Option<Vec<libc::pid_t>> {
+    use rustix::fs::{CWD, Mode, OFlags, RawDir, SeekFrom};
+    use std::mem::MaybeUninit;
+    static TASKS: Mutex<Option<std::os::fd::OwnedFd>> = Mutex::new(None);
+    let mut tasks = TASKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if tasks.is_none() {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        *tasks = Some(rustix::fs::openat(CWD, "/proc/self/task", flags, Mode::empty()).ok()?);
+    }
+    let dir = tasks.as_ref()?;
+    rustix::fs::seek(dir, SeekFrom::Start(0)).ok()?;
+    let mut entries = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut threads = Vec::new();
+    let mut listing = RawDir::new(dir, &mut entries);
+    while let Some(entry) = listing.next() {
+        let name = entry.ok()?.file_name().to_bytes().to_vec();
+        if name.first().is_some_and(u8::is_ascii_digit) {
+            threads.push(name);
+        }
+    }
     let mut children = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let text = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+    let mut text = Vec::new();
+    for mut thread in threads {
+        thread.extend_from_slice(b"/children");
+        let path = std::ffi::CString::new(thread).ok()?;
+        // A thread that ended since it was listed handed its children to another, perhaps one
+        // already read: then every process is read.
+        let file =
+            rustix::fs::openat(dir, &path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+        text.clear();
+        let mut chunk = [0u8; 256];
+        loop {
+            match rustix::io::read(&file, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => text.extend_from_slice(&chunk[..n]),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return None,
+            }
+        }
         children.extend(
-            text.split_whitespace()
+            String::from_utf8_lossy(&text)
+                .split_whitespace()
                 .filter_map(|pid| pid.parse::<libc::pid_t>().ok()),
         );
     }
@@ -202,4 +241,45 @@ pub(crate) async fn stop_leftovers(
         unwatch(pid);
     }
     stopped.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_children_of_every_thread_are_listed_each_time_they_are_asked_for() {
+        let sleeper = || {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        };
+        let pid = |child: &std::process::Child| libc::pid_t::try_from(child.id()).unwrap();
+        let mut here = sleeper();
+        // A child of another thread, which lives on while it is looked for.
+        let (started, there) = std::sync::mpsc::channel();
+        let (done, end) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let mut child = sleeper();
+            started.send(pid(&child)).unwrap();
+            end.recv().unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+        });
+        let there = there.recv().unwrap();
+        for _ in 0..3 {
+            let children = direct_children().unwrap();
+            assert!(children.contains(&pid(&here)), "{children:?}");
+            assert!(children.contains(&there), "{children:?}");
+        }
+        here.kill().unwrap();
+        here.wait().unwrap();
+        let children = direct_children().unwrap();
+        assert!(!children.contains(&pid(&here)), "{children:?}");
+        assert!(children.contains(&there), "{children:?}");
+        done.send(()).unwrap();
+        thread.join().unwrap();
+        assert!(!direct_children().unwrap().contains(&there));
+    }
 }

@@ -482,7 +482,10 @@ mod tests {
         let guard = RepositoryGuard::new(dir.path());
         assert!(guard.changed_since(Instant::now()).is_empty());
         let inner = guard.inner.as_ref().unwrap().lock().unwrap();
-        assert!(inner.settled && inner.watch.is_some(), "watched after a settled look");
+        assert!(
+            inner.settled && inner.watch.is_some(),
+            "watched after a settled look"
+        );
         drop(inner);
         (dir, guard)
     }
@@ -502,7 +505,10 @@ mod tests {
         std::fs::write(git.join("index.lock"), "x").unwrap();
         std::fs::rename(git.join("index.lock"), git.join("index")).unwrap();
         std::fs::create_dir_all(git.join("refs/heads/topic")).unwrap();
-        assert_eq!(guard.quietly_changed_since(Instant::now()), Some(Vec::new()));
+        assert_eq!(
+            guard.quietly_changed_since(Instant::now()),
+            Some(Vec::new())
+        );
         std::fs::write(git.join("config"), "[core]\n").unwrap();
         assert_eq!(guard.quietly_changed_since(Instant::now()), None);
         // Told once, and read by the next look all the same.
@@ -546,8 +552,11 @@ mod tests {
             }),
             ("hook renamed in", |top| {
                 std::fs::write(top.join("post-checkout"), "#!/bin/sh\n").unwrap();
-                std::fs::rename(top.join("post-checkout"), top.join(".git/hooks/post-checkout"))
-                    .unwrap();
+                std::fs::rename(
+                    top.join("post-checkout"),
+                    top.join(".git/hooks/post-checkout"),
+                )
+                .unwrap();
             }),
             ("info replaced", |top| {
                 std::fs::rename(top.join(".git/info"), top.join("old-info")).unwrap();
