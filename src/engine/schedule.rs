@@ -612,14 +612,7 @@ impl<'r> Scheduler<'r> {
         let run = self.run;
         let group = &self.groups[&g];
         let phase = run.phase(PhaseId::from_table(g));
-        let fingerprint_of = |name: &str| {
-            run.ctx
-                .records
-                .read(name)
-                .ok()
-                .flatten()
-                .map(|r| r.fingerprint)
-        };
+        let fingerprint_of = |name: &str| run.ctx.records.fingerprint(name);
         let upstream = fingerprint::upstream(phase, fingerprint_of);
         let items = group
             .items
@@ -762,14 +755,7 @@ enum Ended {
 /// next turn's removals, or when the run ends); a warning when it cannot.
 fn record(run: &Run, id: PhaseId, work: &[String]) {
     let phase = run.phase(id);
-    let upstream = fingerprint::upstream(phase, |name| {
-        run.ctx
-            .records
-            .read(name)
-            .ok()
-            .flatten()
-            .map(|r| r.fingerprint)
-    });
+    let upstream = fingerprint::upstream(phase, |name| run.ctx.records.fingerprint(name));
     let record = fingerprint::record(
         &run.ctx.pipeline,
         phase,

@@ -134,6 +134,11 @@ struct Known {
     /// Records removed ahead of their phase's start, with their contents, to put back should the
     /// phase not start after all ([`Records::commit`]).
     aside: BTreeMap<OsString, Vec<u8>>,
+    /// The fingerprint of each record helixflow wrote, good while the file is as it left it
+    /// ([`Records::fingerprint`]).
+    fingerprints: BTreeMap<OsString, String>,
+    /// Whether the folder was made (or found) by a write.
+    made: bool,
 }
 
 /// What a file's metadata says of its identity ([`FileStat`]): a write changes the change time,
@@ -247,6 +252,30 @@ impl Records {
             .filter(|r| r.version == RECORD_VERSION && r.phase == phase))
     }
 
+    /// The fingerprint of a phase's record, as [`Records::read`] would find it: told from what
+    /// was written, when helixflow wrote the record and the file is as it left it (its identity
+    /// unchanged), else read.
+    pub(crate) fn fingerprint(&self, phase: &str) -> Option<String> {
+        let name = file_name(phase);
+        {
+            let known = self.known();
+            if let (Some(fingerprint), Some(identity)) =
+                (known.fingerprints.get(&name), known.files.get(&name))
+            {
+                match fs::symlink_metadata(self.dir.join(&name)) {
+                    Ok(meta) if FileStat::of(&meta) == *identity => {
+                        return Some(fingerprint.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.read(phase)
+            .ok()
+            .flatten()
+            .map(|record| record.fingerprint)
+    }
+
     /// Writes a record atomically: the old record or the new one is in the folder at every
     /// moment. It is on the disk for good once [`Records::commit`] returns.
     pub(crate) fn write(&self, record: &PhaseRecord) -> io::Result<()> {
@@ -256,16 +285,33 @@ impl Records {
         let mut known = self.known();
         let name = file_name(&record.phase);
         known.aside.remove(&name);
-        self.write_bytes(&mut known, name, &bytes)
+        self.write_bytes(&mut known, name.clone(), &bytes)?;
+        if record.version == RECORD_VERSION {
+            known.fingerprints.insert(name, record.fingerprint.clone());
+        }
+        Ok(())
     }
 
     /// Writes the record file `name` through a temporary file and a rename, uncommitted.
     fn write_bytes(&self, known: &mut Known, name: OsString, bytes: &[u8]) -> io::Result<()> {
-        fs::create_dir_all(&self.dir)?;
+        // Bytes not known to be a record: only `write` tells its fingerprint.
+        known.fingerprints.remove(&name);
+        if !known.made {
+            fs::create_dir_all(&self.dir)?;
+            known.made = true;
+        }
         let path = self.dir.join(&name);
         let tmp = super::temporary_beside(&path);
         let written = (|| {
-            File::create(&tmp)?.write_all(bytes)?;
+            let file = match File::create(&tmp) {
+                // The folder went since: made again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir_all(&self.dir)?;
+                    File::create(&tmp)
+                }
+                file => file,
+            };
+            file?.write_all(bytes)?;
             fs::rename(&tmp, &path)
         })();
         if written.is_err() {
@@ -335,6 +381,7 @@ impl Records {
             let path = self.dir.join(&name);
             let kept = if keep { fs::read(&path).ok() } else { None };
             known.files.remove(&name);
+            known.fingerprints.remove(&name);
             known.pending.remove(&name);
             match fs::remove_file(&path) {
                 Ok(()) => removed = true,
@@ -587,6 +634,11 @@ mod tests {
                 }
                 for (p, expected) in model.iter().enumerate() {
                     prop_assert_eq!(&records.read(PHASES[p]).unwrap(), expected);
+                    // What a dependent records of it: the same, whether remembered or read.
+                    prop_assert_eq!(
+                        records.fingerprint(PHASES[p]),
+                        expected.as_ref().map(|r| r.fingerprint.clone())
+                    );
                 }
             }
         }
