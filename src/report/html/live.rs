@@ -129,6 +129,9 @@ impl EventSink for LiveReport {
         }
         let (inbox, signal) = &*self.shared;
         let mut guard = inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        // With events waiting already, the thread waits only for its next page's time, and
+        // wakes by itself then: woken for every batch, it would only go back to sleep.
+        let waits_for_events = guard.events.is_empty();
         guard.events.extend_from_slice(events);
         // `RunFinished` is the last event: the last page is begun while the reporters after
         // this one (the summary's table) still write.
@@ -138,8 +141,11 @@ impl EventSink for LiveReport {
         {
             guard.finished = true;
         }
+        let wake = guard.finished || (waits_for_events && !guard.events.is_empty());
         drop(guard);
-        signal.notify_one();
+        if wake {
+            signal.notify_one();
+        }
         Ok(())
     }
 
