@@ -215,8 +215,11 @@ impl<'r> Scheduler<'r> {
         let waiting = std::mem::take(&mut self.waiting);
         let mut changed = false;
         let mut starting = Vec::new();
+        // Asked once per pass, not once per waiting phase (a look at the cancellation takes a
+        // lock).
+        let stopped = self.stop_reason.is_some() || self.run.state.cancel.is_cancelled();
         for &i in &waiting {
-            if let Some(reason) = self.why_skipped(i) {
+            if let Some(reason) = self.why_skipped(i, stopped) {
                 self.skip(i, reason);
                 changed = true;
                 continue;
@@ -358,9 +361,10 @@ impl<'r> Scheduler<'r> {
         }
     }
 
-    /// Why phase `i` will not run: a dependency did not pass, the run stopped, or (an item) the
-    /// budget its attempts would spend from is spent.
-    fn why_skipped(&self, i: usize) -> Option<String> {
+    /// Why phase `i` will not run: a dependency did not pass, the run stopped (`stopped`: by
+    /// `on-failure "stop"` or cancelled), or (an item) the budget its attempts would spend from
+    /// is spent.
+    fn why_skipped(&self, i: usize, stopped: bool) -> Option<String> {
         let state = &self.state;
         if let Some(&d) = self.dependencies[i]
             .iter()
@@ -374,7 +378,7 @@ impl<'r> Scheduler<'r> {
             let name = &self.run.phase(PhaseId::from_table(d)).name.value;
             return Some(format!("dependency \"{name}\" {how}"));
         }
-        if self.stop_reason.is_some() || self.run.state.cancel.is_cancelled() {
+        if stopped {
             return Some(
                 self.stop_reason
                     .clone()
