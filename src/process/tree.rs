@@ -107,57 +107,84 @@ fn adopted() -> (Vec<libc::pid_t>, BTreeSet<libc::pid_t>) {
     (roots, all)
 }
 
-/// helixflow's children, from `/proc/self/task/*/children`; `None` where the kernel does not
-/// list them (then every process is read). Asked after every child ends: the folder of the
-/// threads stays open between asks, and each thread's list is read with one call, relative to it.
+/// helixflow's children that it may have adopted: those of its main thread. A subreaper's
+/// orphans go to its first thread still alive (the kernel's `find_alive_thread`, since Linux
+/// 3.19), which is the main thread while helixflow runs; the other threads' children are ones
+/// helixflow started itself. The main thread's list (`/proc/self/task/PID/children`) stays open
+/// and is read again from its start each time: asked after every child ends, one call. Where the
+/// kernel is older, every thread's list is read; `None` where the kernel lists none (then every
+/// process is read).
 fn direct_children() -> Option<Vec<libc::pid_t>> {
-    use rustix::fs::{CWD, Mode, OFlags, RawDir, SeekFrom};
-    use std::mem::MaybeUninit;
-    static TASKS: Mutex<Option<std::os::fd::OwnedFd>> = Mutex::new(None);
-    let mut tasks = TASKS
+    static MAIN: Mutex<Option<std::fs::File>> = Mutex::new(None);
+    if !orphans_go_to_the_main_thread() {
+        return every_threads_children();
+    }
+    let mut main = MAIN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if tasks.is_none() {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        *tasks = Some(rustix::fs::openat(CWD, "/proc/self/task", flags, Mode::empty()).ok()?);
+    if main.is_none() {
+        let path = format!("/proc/self/task/{}/children", std::process::id());
+        *main = Some(std::fs::File::open(path).ok()?);
     }
-    let dir = tasks.as_ref()?;
-    rustix::fs::seek(dir, SeekFrom::Start(0)).ok()?;
-    let mut entries = [MaybeUninit::<u8>::uninit(); 4096];
-    let mut threads = Vec::new();
-    let mut listing = RawDir::new(dir, &mut entries);
-    while let Some(entry) = listing.next() {
-        let name = entry.ok()?.file_name().to_bytes().to_vec();
-        if name.first().is_some_and(u8::is_ascii_digit) {
-            threads.push(name);
-        }
-    }
-    let mut children = Vec::new();
-    let mut text = Vec::new();
-    for mut thread in threads {
-        thread.extend_from_slice(b"/children");
-        let path = std::ffi::CString::new(thread).ok()?;
-        // A thread that ended since it was listed handed its children to another, perhaps one
-        // already read: then every process is read.
-        let file =
-            rustix::fs::openat(dir, &path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
-        text.clear();
-        let mut chunk = [0u8; 256];
-        loop {
-            match rustix::io::read(&file, &mut chunk) {
-                Ok(0) => break,
-                Ok(n) => text.extend_from_slice(&chunk[..n]),
-                Err(rustix::io::Errno::INTR) => {}
-                Err(_) => return None,
+    let text = read_from_start(main.as_ref()?)?;
+    Some(pids(&text))
+}
+
+/// Whether the kernel gives a subreaper's orphans to its first thread alive (Linux 3.19 and
+/// later).
+fn orphans_go_to_the_main_thread() -> bool {
+    static NEW_ENOUGH: OnceLock<bool> = OnceLock::new();
+    *NEW_ENOUGH.get_or_init(|| {
+        // SAFETY: uname fills the structure it is given, which is zeroed and ours.
+        let release = unsafe {
+            let mut names: libc::utsname = std::mem::zeroed();
+            if libc::uname(&raw mut names) != 0 {
+                return false;
             }
-        }
-        children.extend(
-            String::from_utf8_lossy(&text)
-                .split_whitespace()
-                .filter_map(|pid| pid.parse::<libc::pid_t>().ok()),
-        );
+            std::ffi::CStr::from_ptr(names.release.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut numbers = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+        version >= (3, 19)
+    })
+}
+
+/// Every thread's children, from `/proc/self/task/*/children`.
+fn every_threads_children() -> Option<Vec<libc::pid_t>> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let file = std::fs::File::open(task.ok()?.path().join("children")).ok()?;
+        children.extend(pids(&read_from_start(&file)?));
     }
     Some(children)
+}
+
+/// What a `/proc` file says now, read from its start.
+fn read_from_start(file: &std::fs::File) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        let offset = u64::try_from(text.len()).ok()?;
+        match file.read_at(&mut chunk, offset) {
+            Ok(0) => return Some(text),
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The pids a `children` file lists.
+fn pids(text: &[u8]) -> Vec<libc::pid_t> {
+    String::from_utf8_lossy(text)
+        .split_whitespace()
+        .filter_map(|pid| pid.parse::<libc::pid_t>().ok())
+        .collect()
 }
 
 /// Reaps the adopted processes that have ended (they are helixflow's children now).
@@ -248,38 +275,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_children_of_every_thread_are_listed_each_time_they_are_asked_for() {
-        let sleeper = || {
-            std::process::Command::new("sleep")
-                .arg("30")
+    fn an_orphan_of_a_child_started_by_another_thread_is_found_each_time_it_is_looked_for() {
+        become_subreaper();
+        // A child of another thread that leaves a grandchild behind: the grandchild is
+        // adopted, in its own process group.
+        let (told, orphan) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "setsid sleep 30 >/dev/null 2>&1 & echo $!"])
+                .stdout(std::process::Stdio::piped())
                 .spawn()
-                .unwrap()
-        };
-        let pid = |child: &std::process::Child| libc::pid_t::try_from(child.id()).unwrap();
-        let mut here = sleeper();
-        // A child of another thread, which lives on while it is looked for.
-        let (started, there) = std::sync::mpsc::channel();
-        let (done, end) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let mut child = sleeper();
-            started.send(pid(&child)).unwrap();
-            end.recv().unwrap();
-            child.kill().unwrap();
+                .unwrap();
+            let mut out = String::new();
+            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
             child.wait().unwrap();
-        });
-        let there = there.recv().unwrap();
+            told.send(out.trim().parse::<libc::pid_t>().unwrap())
+                .unwrap();
+        })
+        .join()
+        .unwrap();
+        let orphan = orphan.recv().unwrap();
         for _ in 0..3 {
             let children = direct_children().unwrap();
-            assert!(children.contains(&pid(&here)), "{children:?}");
-            assert!(children.contains(&there), "{children:?}");
+            assert!(children.contains(&orphan), "{children:?} lacks {orphan}");
+            assert!(every_threads_children().unwrap().contains(&orphan));
         }
-        here.kill().unwrap();
-        here.wait().unwrap();
-        let children = direct_children().unwrap();
-        assert!(!children.contains(&pid(&here)), "{children:?}");
-        assert!(children.contains(&there), "{children:?}");
-        done.send(()).unwrap();
-        thread.join().unwrap();
-        assert!(!direct_children().unwrap().contains(&there));
+        // SAFETY: signals and reaps the one process this test made.
+        unsafe {
+            libc::kill(orphan, libc::SIGKILL);
+            libc::waitpid(orphan, std::ptr::null_mut(), 0);
+        }
+        assert!(!direct_children().unwrap().contains(&orphan));
     }
 }
