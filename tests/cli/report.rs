@@ -276,3 +276,69 @@ if count < 2:
     assert!(size < 2 << 20, "{size} bytes");
     assert!(html.contains("more not shown"), "long texts are cut");
 }
+
+/// A page with its nonce and the time it was written taken out.
+fn without_nonce_and_time(html: &str) -> String {
+    let mut out = html.to_owned();
+    for (start, end) in [
+        ("'nonce-", "'"),
+        ("nonce=\"", "\""),
+        (" at ", " from the journal"),
+    ] {
+        let mut from = 0;
+        while let Some(at) = out[from..].find(start) {
+            let begin = from + at + start.len();
+            let Some(len) = out[begin..].find(end) else {
+                break;
+            };
+            out.replace_range(begin..begin + len, "…");
+            from = begin + "…".len();
+        }
+    }
+    out
+}
+
+#[test]
+fn the_last_live_page_of_a_run_read_ahead_is_the_report_of_it() {
+    // Long enough for the live report to read ahead what ended several times: 40 phases, four at
+    // once, each a few milliseconds; some fail a gate once, some make a file (a bundle).
+    let mut pipeline = String::from("pipeline \"p\" {\n    max-parallel 4\n}\n");
+    for n in 0..40 {
+        let depends = if n >= 4 {
+            format!("    depends-on \"p{}\"\n", n - 4)
+        } else {
+            String::new()
+        };
+        let work = if n % 3 == 0 {
+            format!("    run \"sleep 0.02; echo {n} > out/p{n}.txt\"\n    scope \"out/**\"\n")
+        } else {
+            "    run \"sleep 0.02\"\n".to_owned()
+        };
+        let gate = if n % 5 == 0 {
+            format!(
+                "    retries 1\n    gates {{\n        command \"test -e marks/p{n} || {{ touch marks/p{n}; exit 1; }}\" name=\"once\"\n    }}\n"
+            )
+        } else {
+            String::new()
+        };
+        pipeline.push_str(&format!("phase \"p{n}\" {{\n{depends}{work}{gate}}}\n"));
+    }
+    let test = Test::new()
+        .pipeline(&pipeline)
+        .dir("out")
+        .dir("marks")
+        .file(".gitignore", "marks/\n");
+    test.with_args(&["run", "--no-progress"]).run().code(0);
+    let run = common::latest_run(test.path());
+    let live = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert_eq!(live.matches("<details class=\"attempt ").count(), 48);
+    test.with_args(&["report", "-o", "again.html"])
+        .run()
+        .code(0);
+    let again = std::fs::read_to_string(test.path().join("again.html")).unwrap();
+    assert_eq!(
+        without_nonce_and_time(&live),
+        without_nonce_and_time(&again),
+        "the run's own last page differs from the report of the run"
+    );
+}

@@ -22,6 +22,9 @@ pub(crate) const INTERVAL: Duration = Duration::from_secs(2);
 /// How soon after the run starts its first page is written.
 const FIRST: Duration = Duration::from_millis(500);
 
+/// How often, between pages, the thread reads ahead the folders of the attempts that ended.
+const READ_AHEAD: Duration = Duration::from_millis(100);
+
 /// What the sink hands the writing thread.
 #[derive(Default)]
 struct Inbox {
@@ -77,7 +80,10 @@ impl LiveReport {
 }
 
 /// The thread: takes the events that came, writes a page when some did and [`INTERVAL`] has
-/// passed since the last, until the run ends; then writes the last page.
+/// passed since the last, until the run ends; then writes the last page. Between pages, every
+/// [`READ_AHEAD`] while events come, it reads the folders of the attempts that ended (and the
+/// bundles of the phases that passed), so that the last page, which the run waits for, has
+/// only the latest ones left to read.
 fn keep_writing(mut writer: Writer, path: &Path, shared: &Shared) -> std::io::Result<()> {
     // While the run goes on: at its end the page is all that is left to do.
     writer.read_ahead();
@@ -85,21 +91,32 @@ fn keep_writing(mut writer: Writer, path: &Path, shared: &Shared) -> std::io::Re
     let mut events: Vec<Stamped> = Vec::new();
     // The first page half a second in: a run that ends sooner writes only its last one.
     let mut written: Option<Instant> = Instant::now().checked_sub(INTERVAL.saturating_sub(FIRST));
+    // How many of `events` the last page showed, and how many were read ahead.
+    let (mut shown, mut read_ahead) = (0, 0);
     loop {
         let mut guard = inbox.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             let due = written.map_or(Duration::ZERO, |at| INTERVAL.saturating_sub(at.elapsed()));
-            if guard.finished || (!guard.events.is_empty() && due.is_zero()) {
+            let unshown = !guard.events.is_empty() || events.len() > shown;
+            if guard.finished || (unshown && due.is_zero()) {
                 break;
             }
-            guard = if guard.events.is_empty() {
-                signal.wait(guard).unwrap_or_else(PoisonError::into_inner)
-            } else {
-                signal
-                    .wait_timeout(guard, due)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            };
+            if !unshown {
+                guard = signal.wait(guard).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let (woken, waited) = signal
+                .wait_timeout(guard, due.min(READ_AHEAD))
+                .unwrap_or_else(PoisonError::into_inner);
+            guard = woken;
+            if waited.timed_out() && !guard.finished {
+                // Not yet a page's time: what ended meanwhile is read ahead of it.
+                events.append(&mut guard.events);
+                drop(guard);
+                writer.read_ended(&events[read_ahead..]);
+                read_ahead = events.len();
+                guard = inbox.lock().unwrap_or_else(PoisonError::into_inner);
+            }
         }
         events.append(&mut guard.events);
         let finished = guard.finished;
@@ -108,6 +125,7 @@ fn keep_writing(mut writer: Writer, path: &Path, shared: &Shared) -> std::io::Re
             return writer.write(&events, Some(false), path);
         }
         written = Some(Instant::now());
+        shown = events.len();
         // A page that cannot be written now may be at the next change; the last one counts.
         let _ = writer.write(&events, Some(true), path);
     }

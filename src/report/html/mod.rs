@@ -75,6 +75,39 @@ impl Writer {
         self.folders.read_ahead(&self.run.path);
     }
 
+    /// Reads ahead what the page will show of the attempts and phases that `events` end: the
+    /// attempts' folders, and the bundles of the phases that passed. Called while the run goes
+    /// on, so that its last page has little left to read.
+    pub(crate) fn read_ended(&mut self, events: &[Stamped]) {
+        let mut attempts = Vec::new();
+        let mut passed = Vec::new();
+        for stamped in events {
+            match &stamped.event {
+                crate::event::Event::AttemptFinished { phase, attempt, .. } => {
+                    attempts.push((crate::store::run::folder_name(phase), *attempt));
+                }
+                crate::event::Event::PhaseFinished {
+                    phase,
+                    status: crate::event::PhaseStatus::Passed,
+                    ..
+                } => passed.push(crate::store::run::folder_name(phase)),
+                _ => {}
+            }
+        }
+        if !attempts.is_empty() {
+            self.folders.read_ended(&self.run.path, attempts);
+        }
+        if !passed.is_empty() {
+            let folders: Vec<&str> = passed.iter().map(String::as_str).collect();
+            files::bundled_files(
+                &self.run.path,
+                &folders,
+                self.redactor.as_ref(),
+                &mut self.files,
+            );
+        }
+    }
+
     /// The page for the run's `events` so far. `live` says whether the run is still going (when
     /// the caller knows; else `run.json` and the run lock tell); `out` is where the page goes,
     /// for its links into the run folder (absolute without it).

@@ -354,6 +354,22 @@ impl FolderCache {
         self.head.as_ref()
     }
 
+    /// Reads the folders of `attempts` (a phase's folder, an attempt's number) that ended, ahead
+    /// of the page that shows them: a live report's last page then reads only those that ended
+    /// since. Each is read as a page that needs the most of it would (its `gates.json` and
+    /// `feedback.md` too), which a page that needs less leaves unused.
+    pub(crate) fn read_ended(&mut self, run: &Path, attempts: Vec<(String, u32)>) {
+        if !self.keep {
+            return;
+        }
+        let jobs: Vec<FolderJob> = attempts
+            .into_iter()
+            .filter(|(folder, n)| !self.ended.contains_key(&(folder.clone(), *n)))
+            .map(|(folder, n)| ((0, 0), folder, n, true, true))
+            .collect();
+        self.read(run, jobs);
+    }
+
     /// The folders of `jobs`, in their order.
     fn read(&mut self, run: &Path, jobs: Vec<FolderJob>) -> Vec<((usize, usize), AttemptFiles)> {
         let (known, unknown): (Vec<_>, Vec<_>) = jobs
