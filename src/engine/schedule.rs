@@ -66,15 +66,20 @@ pub(super) async fn schedule(
                 Ended::Ran(Ok((i, result))) if result.status == PhaseStatus::Passed => {
                     let id = PhaseId::from_table(i);
                     let phase = run.phase(id);
-                    let work = super::attempt::work_files(&run.ctx.folder, &phase.name.value);
-                    if work.is_empty() && fingerprint::stamps_no_file(&run.ctx.pipeline, phase) {
+                    let work_of = move |run: &Run| {
+                        super::attempt::work_files(&run.ctx.folder, &run.phase(id).name.value)
+                    };
+                    let work =
+                        fingerprint::stamps_no_file(&run.ctx.pipeline, phase).then(|| work_of(run));
+                    if let Some(work) = work.as_ref().filter(|work| work.is_empty()) {
                         // A few small files to write: here, rather than pay for a hand-off to
                         // another thread and back (a run of quick steps would after each).
-                        record(run, id, &work);
+                        record(run, id, work);
                         scheduler.finished(i, result);
                     } else {
                         let run = run.clone();
                         recording.spawn_blocking(move || {
+                            let work = work.unwrap_or_else(|| work_of(&run));
                             record(&run, id, &work);
                             (i, result)
                         });
