@@ -178,13 +178,7 @@ impl RepositoryGuard {
             return Some(Vec::new());
         };
         let mut guarded = inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let quiet = guarded.settled && guarded.watch.as_mut().is_some_and(watch::Watch::quiet);
-        if !quiet {
-            // What was told is read: the next look reads the files.
-            guarded.settled = false;
-            return None;
-        }
-        Some(guarded.found_since(since))
+        guarded.quiet().then(|| guarded.found_since(since))
     }
 
     /// Every change to the guarded files found after `since`: those noted before, and any found
@@ -195,8 +189,7 @@ impl RepositoryGuard {
             return Vec::new();
         };
         let mut guarded = inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let quiet = guarded.settled && guarded.watch.as_mut().is_some_and(watch::Watch::quiet);
-        if !quiet {
+        if !guarded.quiet() {
             // Watched from before the look: a change made while it reads is told next time.
             let watch = watch::Watch::new(&guarded.expected);
             let details = guarded.expected.put_back();
@@ -211,6 +204,15 @@ impl RepositoryGuard {
 }
 
 impl Guarded {
+    /// Whether the last look found every guarded file as it must be and the kernel told of
+    /// nothing since. What it told is read once: until a look reads the files, not quiet.
+    fn quiet(&mut self) -> bool {
+        if self.settled && !self.watch.as_mut().is_some_and(watch::Watch::quiet) {
+            self.settled = false;
+        }
+        self.settled
+    }
+
     /// The changes found at `since` or later, a detail per file.
     fn found_since(&self, since: Instant) -> Vec<String> {
         self.found
